@@ -1,0 +1,29 @@
+// Internal: the collective algorithms behind all_reduce and the other collectives.
+// `flat` is a contiguous 1-D tensor, identical in count and dtype on every rank.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "dtrain/comm/reduce_op.h"
+
+namespace dtrain::comm {
+class Group;
+namespace detail {
+
+// Ring steps 0..2p-3: steps [0, p-1) reduce-scatter (rank r ends owning block r, finalized),
+// steps [p-1, 2p-2) all-gather (rank r starts from block r). Running a sub-range gives
+// reduce_scatter or all_gather alone; the full range is the all-reduce.
+void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes,
+                int first_step, int end_step);
+
+void ring_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag,
+                     int64_t segment_bytes);
+void butterfly_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag);
+void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag);
+
+// Below this many bytes butterfly exchanges whole vectors (recursive doubling) instead of
+// halving them: latency, not bandwidth, dominates.
+constexpr int64_t kRecursiveDoublingMaxBytes = 16 * 1024;
+
+}  // namespace detail
+}  // namespace dtrain::comm

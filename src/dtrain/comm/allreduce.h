@@ -1,0 +1,49 @@
+// all_reduce: every rank ends with the elementwise reduction of all ranks' tensors.
+//
+// Algorithms (one per file):
+//   ring       reduce-scatter + all-gather around the ring, segmented and pipelined
+//              (bandwidth-optimal: 2(p-1)/p of the data leaves each rank)
+//   butterfly  Rabenseifner: recursive-halving reduce-scatter + recursive-doubling
+//              all-gather; non-powers of two fold the extra ranks in first; small
+//              messages use recursive doubling on the whole vector (log2 p latency)
+//   direct     each rank reduces its own slice from all others, then sends it to all
+//   native     the backend's own all_reduce (Gloo)
+//   auto       picks one from message size and world size (see choose_algorithm)
+//
+// Any element count (0, 1, fewer than ranks, not divisible), in place, contiguous CPU
+// tensors of float32/64, float16, bfloat16, int32, int64. Every rank must pass the same
+// count, dtype, op and algorithm. All ranks end with bitwise identical results.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "dtrain/comm/reduce_op.h"
+
+namespace dtrain::comm {
+
+class Group;
+
+enum class Algorithm { kRing, kButterfly, kDirect, kNative, kAuto };
+
+Algorithm parse_algorithm(const std::string& name);
+std::string to_string(Algorithm algo);
+const std::vector<Algorithm>& concrete_algorithms();
+
+// The algorithm `auto` runs for this message; crossover measured in docs/results.md.
+Algorithm choose_algorithm(int64_t bytes, int world_size);
+
+struct AllReduceOptions {
+  ReduceOp op = ReduceOp::kSum;
+  Algorithm algorithm = Algorithm::kAuto;
+  int tag = kCollectiveTag;
+  // Ring: bytes per pipelined segment.
+  int64_t segment_bytes = 512 * 1024;
+  static constexpr int kCollectiveTag = (1 << 24) + 1;
+};
+
+void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& options = {});
+
+}  // namespace dtrain::comm

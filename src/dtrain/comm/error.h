@@ -1,0 +1,15 @@
+// Errors raised by the communication layer. Every message names the ranks involved so a
+// user reading one rank's output knows which peer to look at.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace dtrain::comm {
+
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace dtrain::comm

@@ -1,0 +1,202 @@
+#include "dtrain/comm/world.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include "dtrain/comm/backend.h"
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
+
+namespace dtrain::comm {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+int env_int(const char* name, const std::string& value, int min_value) {
+  size_t used = 0;
+  long parsed = 0;
+  try {
+    parsed = std::stol(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || parsed < min_value || parsed > 1'000'000) {
+    throw std::invalid_argument(std::string("environment variable ") + name + "='" + value +
+                                "' is not an integer >= " + std::to_string(min_value));
+  }
+  return static_cast<int>(parsed);
+}
+
+struct Scheme {
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;
+  const char* name;
+};
+
+constexpr Scheme kSchemes[] = {
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun (RANK/WORLD_SIZE)"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI (OMPI_COMM_WORLD_*)"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
+     "Slurm (SLURM_PROCID/SLURM_NTASKS)"},
+};
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
+                                                 int rank, int size,
+                                                 std::chrono::milliseconds timeout,
+                                                 const std::string& hostname,
+                                                 const std::string& iface) {
+  auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+  if (!iface.empty()) {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+  } else if (!hostname.empty()) {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+  } else {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  opts->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
+
+// Every rank publishes its world size; each checks all ranks agree before Gloo connects
+// (Gloo itself would wait for a rank that never comes, or silently pair wrong ranks).
+void check_world_size(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout) {
+  const std::string mine = std::to_string(size);
+  store.set("dtrain/world_size/" + std::to_string(rank),
+            std::vector<uint8_t>(mine.begin(), mine.end()));
+  for (int r = 0; r < size; ++r) {
+    const std::string key = "dtrain/world_size/" + std::to_string(r);
+    try {
+      store.wait({key}, timeout);
+    } catch (const std::exception&) {
+      throw CommError("rank " + std::to_string(rank) + "/" + std::to_string(size) + ": rank " +
+                      std::to_string(r) + " did not join within " +
+                      std::to_string(timeout.count() / 1000) +
+                      " s (is it running, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT?)");
+    }
+    const auto value = store.get(key);
+    const std::string theirs(value.begin(), value.end());
+    if (theirs != mine) {
+      throw CommError("rank " + std::to_string(rank) + ": world size mismatch: this rank has " +
+                      mine + ", rank " + std::to_string(r) + " has " + theirs);
+    }
+  }
+}
+
+}  // namespace
+
+bool launched_by_environment() {
+  for (const auto& s : kSchemes) {
+    if (env(s.rank) && env(s.size)) return true;
+  }
+  return false;
+}
+
+WorldConfig world_from_env(const WorldOverrides& overrides) {
+  WorldConfig c;
+  for (const auto& s : kSchemes) {
+    const auto rank = env(s.rank);
+    const auto size = env(s.size);
+    if (!rank || !size) continue;
+    c.rank = env_int(s.rank, *rank, 0);
+    c.world_size = env_int(s.size, *size, 1);
+    c.local_rank = env(s.local_rank) ? env_int(s.local_rank, *env(s.local_rank), 0) : c.rank;
+    c.local_world_size =
+        env(s.local_size) ? env_int(s.local_size, *env(s.local_size), 1) : c.world_size;
+    c.source = s.name;
+    if (c.rank >= c.world_size) {
+      throw std::invalid_argument(std::string(s.rank) + "=" + *rank + " is not below " + s.size +
+                                  "=" + *size);
+    }
+    break;
+  }
+  if (auto a = env("MASTER_ADDR")) c.master_addr = *a;
+  if (auto p = env("MASTER_PORT")) c.master_port = env_int("MASTER_PORT", *p, 1);
+  if (auto t = env("DTRAIN_TIMEOUT")) c.timeout = std::chrono::seconds(env_int("DTRAIN_TIMEOUT", *t, 1));
+  if (overrides.master_addr) c.master_addr = *overrides.master_addr;
+  if (overrides.master_port) c.master_port = *overrides.master_port;
+  if (overrides.gloo_hostname) c.gloo_hostname = *overrides.gloo_hostname;
+  if (overrides.gloo_interface) c.gloo_interface = *overrides.gloo_interface;
+  if (overrides.timeout_s) {
+    if (!(*overrides.timeout_s > 0)) throw std::invalid_argument("--timeout must be positive");
+    c.timeout = std::chrono::milliseconds(static_cast<int64_t>(*overrides.timeout_s * 1000));
+  }
+  if (c.master_port < 1 || c.master_port > 65535) {
+    throw std::invalid_argument("master port " + std::to_string(c.master_port) +
+                                " is outside 1..65535");
+  }
+  if (c.gloo_hostname.empty() && c.gloo_interface.empty() && is_loopback(c.master_addr)) {
+    c.gloo_hostname = "127.0.0.1";
+  }
+  return c;
+}
+
+std::unique_ptr<Group> connect(const WorldConfig& config) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(config.master_port);
+  opts.isServer = config.rank == 0;
+  opts.numWorkers = config.world_size;
+  opts.waitWorkers = false;
+  opts.timeout = config.timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(config.master_addr, opts);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw CommError("rank " + std::to_string(config.rank) + ": cannot " +
+                    (config.rank == 0 ? "host" : "reach") + " the rendezvous store at " +
+                    config.master_addr + ":" + std::to_string(config.master_port) + ": " +
+                    what.substr(0, what.find('\n')));
+  }
+  check_world_size(*store, config.rank, config.world_size, config.timeout);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", store);
+  try {
+    auto pg = make_gloo(prefixed, config.rank, config.world_size, config.timeout,
+                        config.gloo_hostname, config.gloo_interface);
+    return std::make_unique<Group>(std::make_unique<Backend>(pg, config.timeout));
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw CommError("rank " + std::to_string(config.rank) + ": connecting Gloo failed: " +
+                    what.substr(0, what.find('\n')));
+  }
+}
+
+int threads_per_rank(int local_world_size) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1, static_cast<int>(cores) / std::max(1, local_world_size));
+}
+
+struct InProcessRendezvous::Impl {
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+};
+
+InProcessRendezvous::InProcessRendezvous() : impl_(std::make_unique<Impl>()) {}
+InProcessRendezvous::~InProcessRendezvous() = default;
+
+std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
+                                                 std::chrono::milliseconds timeout) {
+  check_world_size(*impl_->store, rank, world_size, timeout);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
+  auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "");
+  return std::make_unique<Group>(std::make_unique<Backend>(pg, timeout));
+}
+
+}  // namespace dtrain::comm

@@ -1,0 +1,68 @@
+// Where this process sits among the ranks, and how to connect to them.
+//
+// world_from_env reads torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), then Open MPI's (OMPI_COMM_WORLD_RANK/SIZE/
+// LOCAL_RANK/LOCAL_SIZE), then Slurm's (SLURM_PROCID/NTASKS/LOCALID); with none of them it is
+// a single rank. Explicit overrides win over the environment.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace dtrain::comm {
+
+class Group;
+
+struct WorldConfig {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Address or hostname Gloo binds to and advertises; empty: the loopback address when the
+  // master is local, else this host's name. `interface` (e.g. eth0) wins when set.
+  std::string gloo_hostname;
+  std::string gloo_interface;
+  std::chrono::milliseconds timeout{300'000};
+  std::string source = "default";  // which variables it came from, for messages
+};
+
+struct WorldOverrides {
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::optional<std::string> gloo_hostname;
+  std::optional<std::string> gloo_interface;
+  std::optional<double> timeout_s;
+};
+
+// Throws std::invalid_argument with the variable's name on malformed or inconsistent values.
+WorldConfig world_from_env(const WorldOverrides& overrides = {});
+
+// True when the environment says this process is one rank of a launched job.
+bool launched_by_environment();
+
+// Connects to the other ranks through a TCPStore at master_addr:master_port (rank 0 hosts
+// it) and a Gloo process group. Checks that every rank agrees on the world size.
+std::unique_ptr<Group> connect(const WorldConfig& config);
+
+// max(1, cores / local ranks): intra-op threads per rank so local ranks do not oversubscribe.
+int threads_per_rank(int local_world_size);
+
+// Ranks as threads in one process (tests, benchmarks of the algorithms without process
+// start-up): all ranks join the same in-memory store.
+class InProcessRendezvous {
+ public:
+  InProcessRendezvous();
+  ~InProcessRendezvous();
+  std::unique_ptr<Group> join(int rank, int world_size,
+                              std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtrain::comm

@@ -1,0 +1,134 @@
+// Broadcast, reduce_scatter, all_gather and point-to-point accounting, against values
+// computed independently of the algorithms.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "../support/ranks.h"
+#include "dtrain/comm/collectives.h"
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
+
+namespace dtrain::comm {
+namespace {
+
+at::Tensor rank_values(int rank, int64_t count, at::ScalarType dtype) {
+  return ((at::arange(count, at::kLong) * 5 + rank * 3) % 17 - 8).to(dtype);
+}
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectivesTest, BroadcastFromEveryRootBothAlgorithms) {
+  const int world = GetParam();
+  testing::run_ranks(world, [&](Group& g) {
+    for (auto algo : {BroadcastAlgorithm::kBinomialTree, BroadcastAlgorithm::kScatterAllGather,
+                      BroadcastAlgorithm::kAuto}) {
+      for (int root = 0; root < world; ++root) {
+        for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{world + 1}, int64_t{100003}}) {
+          for (auto dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
+            at::Tensor x = g.rank() == root ? rank_values(root, count, dtype)
+                                            : at::full({count}, -99, dtype);
+            broadcast(g, x, root, algo);
+            EXPECT_TRUE(at::equal(x, rank_values(root, count, dtype)))
+                << "root " << root << " count " << count << " rank " << g.rank();
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_P(CollectivesTest, ReduceScatterAndAllGatherMatchTheDefinition) {
+  const int world = GetParam();
+  testing::run_ranks(world, [&](Group& g) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{world - 1}, int64_t{7}, int64_t{1 << 17}}) {
+      for (auto dtype : {at::kFloat, at::kDouble, at::kInt}) {
+        // Expected reduction, computed directly in int64.
+        at::Tensor sum = at::zeros({count}, at::kLong);
+        for (int r = 0; r < world; ++r) sum += rank_values(r, count, at::kLong);
+        int64_t begin = 0;
+        for (int j = 0; j < g.rank(); ++j) begin += block_count(count, world, j);
+        const int64_t mine = block_count(count, world, g.rank());
+
+        at::Tensor input = rank_values(g.rank(), count, dtype);
+        at::Tensor out = at::empty({mine}, dtype);
+        reduce_scatter(g, input, out, ReduceOp::kSum);
+        EXPECT_TRUE(at::equal(out, sum.narrow(0, begin, mine).to(dtype))) << "count " << count;
+
+        at::Tensor gathered = at::empty({count}, dtype);
+        all_gather(g, out, gathered);
+        EXPECT_TRUE(at::equal(gathered, sum.to(dtype))) << "count " << count;
+      }
+    }
+    at::Tensor wrong_size = at::empty({3}, at::kFloat);
+    at::Tensor input = at::zeros({world * 10}, at::kFloat);
+    EXPECT_THROW(reduce_scatter(g, input, wrong_size, ReduceOp::kSum), std::invalid_argument);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 8),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+TEST(GroupTest, TaggedMessagesMatchPerTagAndAreCounted) {
+  testing::run_ranks(2, [](Group& g) {
+    if (g.rank() == 0) {
+      auto a = at::full({1000}, 1.0f);
+      auto b = at::full({10}, 2.0f);
+      // Posted in the opposite order to the receiver's: tags keep them apart.
+      Request rb = g.isend(b, 1, 7);
+      Request ra = g.isend(a, 1, 3);
+      ra.wait();
+      rb.wait();
+      const std::vector<uint8_t> bytes{1, 2, 3, 250};
+      g.isend_bytes(bytes, 1, 9).wait();
+      g.isend_bytes({}, 1, 9).wait();
+      const LinkStats s = g.link_stats(1);
+      EXPECT_EQ(s.send.bytes, 4000 + 40 + 8 + 4 + 8);
+      EXPECT_EQ(s.recv.bytes, 0);
+    } else {
+      auto a = at::empty({1000});
+      auto b = at::empty({10});
+      g.recv(a, 0, 3);
+      g.recv(b, 0, 7);
+      EXPECT_TRUE(at::equal(a, at::full({1000}, 1.0f)));
+      EXPECT_TRUE(at::equal(b, at::full({10}, 2.0f)));
+      EXPECT_EQ(g.recv_bytes(0, 9), (std::vector<uint8_t>{1, 2, 3, 250}));
+      EXPECT_TRUE(g.recv_bytes(0, 9).empty());
+      const LinkStats s = g.link_stats(0);
+      EXPECT_EQ(s.recv.bytes, 4000 + 40 + 8 + 4 + 8);
+      EXPECT_EQ(s.recv.messages, 5);  // the empty payload is not a message
+      EXPECT_GT(s.recv.active_s, 0.0);
+      EXPECT_GE(s.recv.active_s, 0.0);
+    }
+    g.barrier();
+  });
+}
+
+TEST(GroupTest, InvalidPeersAndNonContiguousTensorsAreRejected) {
+  testing::run_ranks(2, [](Group& g) {
+    auto t = at::zeros({4, 4});
+    EXPECT_THROW(g.isend(t, g.rank(), 0), std::invalid_argument);
+    EXPECT_THROW(g.isend(t, 5, 0), std::invalid_argument);
+    EXPECT_THROW(g.isend(t.t(), 1 - g.rank(), 0), std::invalid_argument);
+  });
+}
+
+TEST(GroupTest, SilentPeerTimesOutWithAnErrorNamingIt) {
+  testing::run_ranks(
+      2,
+      [](Group& g) {
+        if (g.rank() == 1) {
+          auto t = at::empty({4});
+          try {
+            g.recv(t, 0, 5);  // rank 0 never sends
+            ADD_FAILURE() << "recv returned";
+          } catch (const CommError& e) {
+            EXPECT_NE(std::string(e.what()).find("recv from rank 0"), std::string::npos)
+                << e.what();
+          }
+        }
+      },
+      std::chrono::milliseconds(1500));
+}
+
+}  // namespace
+}  // namespace dtrain::comm
