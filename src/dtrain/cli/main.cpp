@@ -1,1 +1,32 @@
-int main() { return 0; }
+// The dtrain binary: wiring only; every subcommand lives in its own file.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);  // a dead peer's socket must become an error, not a silent exit
+  dtrain::cli::set_program_args(argc, argv);
+
+  CLI::App app{"dtrain: distributed training and measurement over real networks"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  dtrain::cli::register_launch(app, exit_code);
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks: collective, p2p");
+  bench->require_subcommand(1);
+  dtrain::cli::register_bench_collective(*bench, exit_code);
+  dtrain::cli::register_bench_p2p(*bench, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "dtrain: error: " << e.what() << std::endl;
+    return 1;
+  }
+  return exit_code;
+}

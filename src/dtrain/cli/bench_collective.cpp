@@ -1,0 +1,372 @@
+// `dtrain bench collective`: nccl-tests-style timing and checking of the collectives.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
+#include "dtrain/comm/allreduce.h"
+#include "dtrain/comm/collectives.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/metrics/memory.h"
+#include "dtrain/metrics/report.h"
+
+namespace dtrain::cli {
+namespace {
+
+struct Options {
+  RankFlags rank;
+  std::string op = "all_reduce";
+  std::string algos;
+  std::string sizes = "4K:64M";
+  double factor = 4;
+  int warmup = 3;
+  int iters = 10;
+  std::string dtype = "float32";
+  std::string reduce = "sum";
+  std::string format = "table";
+  std::string out;
+  bool check = true;
+  int64_t segment_bytes = 512 * 1024;
+};
+
+enum class Op { kAllReduce, kBroadcast, kReduceScatter, kAllGather };
+
+Op parse_op(const std::string& s) {
+  if (s == "all_reduce") return Op::kAllReduce;
+  if (s == "broadcast") return Op::kBroadcast;
+  if (s == "reduce_scatter") return Op::kReduceScatter;
+  if (s == "all_gather") return Op::kAllGather;
+  throw std::invalid_argument("--op '" + s +
+                              "': expected all_reduce, broadcast, reduce_scatter or all_gather");
+}
+
+std::vector<std::string> valid_algos(Op op) {
+  switch (op) {
+    case Op::kAllReduce: return {"ring", "butterfly", "direct", "native", "auto"};
+    case Op::kBroadcast: return {"tree", "scatter", "native", "auto"};
+    case Op::kReduceScatter:
+    case Op::kAllGather: return {"ring"};
+  }
+  return {};
+}
+
+std::string default_algos(Op op) {
+  switch (op) {
+    case Op::kAllReduce: return "ring,butterfly,direct,native";
+    case Op::kBroadcast: return "tree,scatter,native";
+    default: return "ring";
+  }
+}
+
+at::ScalarType parse_dtype(const std::string& s) {
+  if (s == "float32" || s == "float") return at::kFloat;
+  if (s == "float64" || s == "double") return at::kDouble;
+  if (s == "float16" || s == "half") return at::kHalf;
+  if (s == "bfloat16") return at::kBFloat16;
+  if (s == "int32") return at::kInt;
+  if (s == "int64") return at::kLong;
+  throw std::invalid_argument("--dtype '" + s +
+                              "': expected float32, float64, float16, bfloat16, int32 or int64");
+}
+
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    default: return "?";
+  }
+}
+
+double bus_factor(Op op, int p) {
+  switch (op) {
+    case Op::kAllReduce: return 2.0 * (p - 1) / p;
+    case Op::kReduceScatter:
+    case Op::kAllGather: return static_cast<double>(p - 1) / p;
+    case Op::kBroadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+// Rank r's value at global index i: small integers so every result is exact.
+at::Tensor pattern(int rank, int64_t begin, int64_t count, comm::ReduceOp op) {
+  auto i = at::arange(begin, begin + count, at::kLong);
+  if (op == comm::ReduceOp::kProduct) {
+    auto k = (i * 3 + rank) % 4;  // 1, -1, 2, -2
+    return (1 + (k >= 2).to(at::kLong)) * (1 - 2 * (k % 2));
+  }
+  return (i * 7 + rank * 13) % 9 - 4;
+}
+
+// The exact expected result for elements [begin, begin+count), in float64.
+at::Tensor expected(Op op, comm::ReduceOp rop, int p, int64_t total, int64_t begin, int64_t count,
+                    at::ScalarType dtype) {
+  if (op == Op::kBroadcast) return pattern(0, begin, count, rop).to(at::kDouble);
+  if (op == Op::kAllGather) {
+    at::Tensor out = at::empty({count}, at::kDouble);
+    int64_t block_begin = 0;
+    for (int j = 0; j < p; ++j) {
+      const int64_t n = comm::block_count(total, p, j);
+      const int64_t lo = std::max(begin, block_begin), hi = std::min(begin + count, block_begin + n);
+      if (lo < hi) out.narrow(0, lo - begin, hi - lo).copy_(pattern(j, lo, hi - lo, rop));
+      block_begin += n;
+    }
+    return out;
+  }
+  at::Tensor acc = pattern(0, begin, count, rop).to(at::kDouble);
+  for (int r = 1; r < p; ++r) {
+    at::Tensor x = pattern(r, begin, count, rop).to(at::kDouble);
+    switch (rop) {
+      case comm::ReduceOp::kSum:
+      case comm::ReduceOp::kAvg: acc += x; break;
+      case comm::ReduceOp::kProduct: acc *= x; break;
+      case comm::ReduceOp::kMin: acc = at::minimum(acc, x); break;
+      case comm::ReduceOp::kMax: acc = at::maximum(acc, x); break;
+    }
+  }
+  if (rop == comm::ReduceOp::kAvg) {
+    acc = at::isFloatingType(dtype) ? acc / p : at::div(acc, p, "trunc");
+  }
+  return acc.to(dtype).to(at::kDouble);  // the exact result, rounded once to the dtype
+}
+
+struct Buffers {
+  at::Tensor input;   // pristine copy
+  at::Tensor work;    // what the collective runs on
+  at::Tensor output;  // reduce_scatter's block
+  int64_t check_begin = 0;  // global index of work/output's first element
+};
+
+Buffers make_buffers(Op op, comm::ReduceOp rop, const comm::Group& g, int64_t count,
+                     at::ScalarType dtype) {
+  Buffers b;
+  const int p = g.size(), r = g.rank();
+  int64_t my_begin = 0;
+  for (int j = 0; j < r; ++j) my_begin += comm::block_count(count, p, j);
+  const int64_t mine = comm::block_count(count, p, r);
+  switch (op) {
+    case Op::kAllReduce:
+    case Op::kReduceScatter: b.input = pattern(r, 0, count, rop).to(dtype); break;
+    case Op::kBroadcast:
+      b.input = r == 0 ? pattern(0, 0, count, rop).to(dtype) : at::zeros({count}, dtype);
+      break;
+    case Op::kAllGather: b.input = pattern(r, my_begin, mine, rop).to(dtype); break;
+  }
+  b.work = op == Op::kAllGather ? at::empty({count}, dtype) : b.input.clone();
+  if (op == Op::kReduceScatter) {
+    b.output = at::empty({mine}, dtype);
+    b.check_begin = my_begin;
+  }
+  return b;
+}
+
+void run_once(Op op, const std::string& algo, comm::Group& g, Buffers& b, comm::ReduceOp rop,
+              int64_t segment_bytes) {
+  switch (op) {
+    case Op::kAllReduce: {
+      comm::AllReduceOptions o;
+      o.op = rop;
+      o.algorithm = comm::parse_algorithm(algo);
+      o.segment_bytes = segment_bytes;
+      comm::all_reduce(g, b.work, o);
+      return;
+    }
+    case Op::kBroadcast:
+      if (algo == "native") {
+        g.native_broadcast(b.work, 0);
+      } else {
+        comm::broadcast(g, b.work, 0,
+                        algo == "tree"      ? comm::BroadcastAlgorithm::kBinomialTree
+                        : algo == "scatter" ? comm::BroadcastAlgorithm::kScatterAllGather
+                                            : comm::BroadcastAlgorithm::kAuto);
+      }
+      return;
+    case Op::kReduceScatter: comm::reduce_scatter(g, b.work, b.output, rop); return;
+    case Op::kAllGather: comm::all_gather(g, b.input, b.work); return;
+  }
+}
+
+void restore(Op op, Buffers& b) {
+  if (op != Op::kAllGather) b.work.copy_(b.input);
+}
+
+// Compares the result with the exact expectation in chunks (bounded memory for 1 GiB runs).
+std::pair<int64_t, double> check(Op op, comm::ReduceOp rop, int p, int64_t total, const Buffers& b,
+                                 at::ScalarType dtype) {
+  const at::Tensor& result = op == Op::kReduceScatter ? b.output : b.work;
+  constexpr int64_t kChunk = 1 << 22;
+  int64_t wrong = 0;
+  double max_diff = 0;
+  for (int64_t at = 0; at < result.numel(); at += kChunk) {
+    const int64_t n = std::min(kChunk, result.numel() - at);
+    const at::Tensor want = expected(op, rop, p, total, b.check_begin + at, n, dtype);
+    const at::Tensor got = result.narrow(0, at, n).to(at::kDouble);
+    const at::Tensor diff = (got - want).abs();
+    wrong += diff.ne(0).sum().item<int64_t>();
+    max_diff = std::max(max_diff, diff.max().item<double>());
+  }
+  return {wrong, max_diff};
+}
+
+std::vector<metrics::Column> columns() {
+  return {{"bytes", "size(B)"},          {"count", "count"},
+          {"dtype", "type"},             {"reduce", "redop"},
+          {"op", "op"},                  {"algo", "algo"},
+          {"world", "ranks"},            {"time_us", "time(us)", 1},
+          {"algbw_gbps", "algbw(GB/s)", 3}, {"busbw_gbps", "busbw(GB/s)", 3},
+          {"wrong", "#wrong"},           {"max_abs_diff", "maxdiff", 3},
+          {"peak_rss_bytes", "peakRSS(B)"}};
+}
+
+int run_rank(const Options& o) {
+  const Op op = parse_op(o.op);
+  const auto dtype = parse_dtype(o.dtype);
+  const auto rop = comm::parse_reduce_op(o.reduce);
+  const auto algos = split_list(o.algos.empty() ? default_algos(op) : o.algos);
+  const auto sizes = parse_sizes(o.sizes, o.factor);
+  auto group = join_world(o.rank);
+  comm::Group& g = *group;
+  const int p = g.size();
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+
+  std::vector<metrics::Row> rows;
+  for (const int64_t bytes : sizes) {
+    const int64_t count = bytes / elem;
+    for (const auto& algo : algos) {
+      Buffers b = make_buffers(op, rop, g, count, dtype);
+      for (int i = 0; i < o.warmup; ++i) {
+        restore(op, b);
+        run_once(op, algo, g, b, rop, o.segment_bytes);
+      }
+      double total_s = 0;
+      for (int i = 0; i < o.iters; ++i) {
+        restore(op, b);
+        const auto t0 = std::chrono::steady_clock::now();
+        run_once(op, algo, g, b, rop, o.segment_bytes);
+        total_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      const auto [wrong, max_diff] =
+          o.check ? check(op, rop, p, count, b, dtype) : std::pair<int64_t, double>{-1, -1.0};
+      // Time: mean over iterations, then max over ranks; memory: max over ranks.
+      at::Tensor maxes = at::tensor({total_s / std::max(1, o.iters) * 1e6, max_diff,
+                                     static_cast<double>(metrics::peak_rss_bytes())},
+                                    at::kDouble);
+      g.native_all_reduce(maxes, comm::ReduceOp::kMax);
+      at::Tensor wrong_total = at::tensor({wrong}, at::kLong);
+      g.native_all_reduce(wrong_total, comm::ReduceOp::kSum);
+      const double time_us = maxes[0].item<double>();
+      const int64_t moved = count * elem;
+      const double algbw = time_us > 0 ? moved / (time_us * 1e-6) / 1e9 : 0;
+      metrics::Row row;
+      row["bench"] = "collective";
+      row["op"] = o.op;
+      row["algo"] = algo;
+      row["reduce"] = o.reduce;
+      row["world"] = p;
+      row["bytes"] = moved;
+      row["count"] = count;
+      row["dtype"] = dtype_name(dtype);
+      row["time_us"] = time_us;
+      row["algbw_gbps"] = algbw;
+      row["busbw_gbps"] = algbw * bus_factor(op, p);
+      row["wrong"] = o.check ? wrong_total.item<int64_t>() : -1;
+      row["max_abs_diff"] = o.check ? maxes[1].item<double>() : -1.0;
+      row["peak_rss_bytes"] = static_cast<int64_t>(maxes[2].item<double>());
+      if (g.rank() == 0) {
+        std::cerr << "bench collective: " << o.op << " " << algo << " world " << p << " "
+                  << metrics::human_bytes(static_cast<double>(moved)) << ": " << time_us
+                  << " us, busbw " << row["busbw_gbps"].get<double>() << " GB/s, #wrong "
+                  << row["wrong"] << std::endl;
+      }
+      rows.push_back(row);
+    }
+  }
+  if (g.rank() != 0) return 0;
+  if (!o.rank.results_file.empty()) {
+    std::ofstream out(o.rank.results_file, std::ios::app);
+    metrics::write_jsonl(out, rows);
+    return 0;
+  }
+  emit_rows(o.out, metrics::parse_format(o.format), columns(), rows);
+  return 0;
+}
+
+int run(const Options& o) {
+  // Validate everything up front, before any rank starts.
+  const Op op = parse_op(o.op);
+  for (const auto& a : split_list(o.algos.empty() ? default_algos(op) : o.algos)) {
+    const auto valid = valid_algos(op);
+    if (std::find(valid.begin(), valid.end(), a) == valid.end()) {
+      std::string list;
+      for (const auto& v : valid) list += (list.empty() ? "" : ", ") + v;
+      throw std::invalid_argument("--algo '" + a + "' does not apply to " + o.op + " (choose " +
+                                  list + ")");
+    }
+  }
+  parse_dtype(o.dtype);
+  comm::parse_reduce_op(o.reduce);
+  parse_sizes(o.sizes, o.factor);
+  const auto format = metrics::parse_format(o.format);
+  const auto worlds = world_sizes(o.rank);
+  if (comm::launched_by_environment() || worlds.empty()) return run_rank(o);
+
+  // Sweep: one launch per world size; rank 0 of each appends rows to a shared file.
+  TempFile results("bench-collective");
+  for (const int n : worlds) {
+    const int status = *relaunch_if_requested(o.rank, n, results.path());
+    if (status != 0) {
+      std::cerr << "dtrain bench collective: the run with " << n << " ranks failed (status "
+                << status << ")" << std::endl;
+      return status;
+    }
+  }
+  std::ifstream in(results.path());
+  emit_rows(o.out, format, columns(), metrics::read_jsonl(in, results.path()));
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_collective(CLI::App& bench, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = bench.add_subcommand(
+      "collective",
+      "time and check a collective (nccl-tests style): time = mean over iterations, max over "
+      "ranks; algbw = bytes/time; busbw = algbw * 2(p-1)/p (all_reduce), (p-1)/p "
+      "(reduce_scatter, all_gather), 1 (broadcast)");
+  add_rank_flags(sub, o->rank, /*allow_list=*/true);
+  sub->add_option("--op", o->op, "all_reduce, broadcast, reduce_scatter, all_gather")
+      ->capture_default_str();
+  sub->add_option("--algo", o->algos,
+                  "comma list; all_reduce: ring, butterfly, direct, native, auto; broadcast: "
+                  "tree, scatter, native, auto; reduce_scatter/all_gather: ring "
+                  "(default: all of them but auto)");
+  sub->add_option("--sizes", o->sizes, "bytes per rank buffer: MIN:MAX (times --factor), or a list")
+      ->capture_default_str();
+  sub->add_option("--factor", o->factor, "size multiplier for MIN:MAX")->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "untimed iterations per size")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--iters", o->iters, "timed iterations per size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "float32, float64, float16, bfloat16, int32, int64")
+      ->capture_default_str();
+  sub->add_option("--reduce", o->reduce, "sum, avg, min, max, product")->capture_default_str();
+  sub->add_option("--segment", o->segment_bytes, "ring segment size in bytes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_flag("--no-check{false}", o->check, "skip the exact result check");
+  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
+  sub->add_option("--out", o->out, "write results to this file instead of stdout");
+  sub->callback([o, &exit_code] { exit_code = run(*o); });
+}
+
+}  // namespace dtrain::cli

@@ -1,0 +1,155 @@
+// `dtrain bench p2p`: osu-style point-to-point latency and bandwidth between ranks 0 and 1.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/metrics/memory.h"
+#include "dtrain/metrics/report.h"
+
+namespace dtrain::cli {
+namespace {
+
+struct Options {
+  RankFlags rank;
+  std::string sizes = "1:1G";
+  double factor = 4;
+  int iters = 20;
+  int warmup = 2;
+  int window = 16;
+  std::string format = "table";
+  std::string out;
+};
+
+constexpr int kDataTag = 11;
+constexpr int kAckTag = 12;
+constexpr int64_t kMaxBytesPerMeasurement = int64_t{2} << 30;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One-way latency: half of a ping-pong round trip, averaged.
+double latency_us(comm::Group& g, at::Tensor& buf, int iters, int warmup) {
+  const int peer = 1 - g.rank();
+  double total = 0;
+  for (int i = 0; i < warmup + iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (g.rank() == 0) {
+      g.send(buf, peer, kDataTag);
+      g.recv(buf, peer, kDataTag);
+    } else {
+      g.recv(buf, peer, kDataTag);
+      g.send(buf, peer, kDataTag);
+    }
+    if (i >= warmup) total += seconds_since(t0);
+  }
+  return total / iters / 2 * 1e6;
+}
+
+// Bandwidth: rank 0 keeps `window` messages in flight, rank 1 acknowledges each window.
+double bandwidth_gbps(comm::Group& g, at::Tensor& buf, int window, int iters, int warmup) {
+  const int peer = 1 - g.rank();
+  auto ack = at::zeros({1}, at::kInt);
+  double total = 0;
+  for (int i = 0; i < warmup + iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<comm::Request> reqs;
+    for (int w = 0; w < window; ++w) {
+      reqs.push_back(g.rank() == 0 ? g.isend(buf, peer, kDataTag) : g.irecv(buf, peer, kDataTag));
+    }
+    for (auto& r : reqs) r.wait();
+    if (g.rank() == 0) {
+      g.recv(ack, peer, kAckTag);
+    } else {
+      g.send(ack, peer, kAckTag);
+    }
+    if (i >= warmup) total += seconds_since(t0);
+  }
+  return static_cast<double>(buf.numel()) * window * iters / total / 1e9;
+}
+
+int run_rank(const Options& o) {
+  const auto sizes = parse_sizes(o.sizes, o.factor);
+  auto group = join_world(o.rank);
+  comm::Group& g = *group;
+  if (g.size() < 2) throw std::invalid_argument("bench p2p needs at least 2 ranks (-n 2)");
+  std::vector<metrics::Row> rows;
+  for (const int64_t bytes : sizes) {
+    // Bounded work per size: big messages get fewer iterations and a smaller window.
+    const int window = static_cast<int>(
+        std::max<int64_t>(1, std::min<int64_t>(o.window, kMaxBytesPerMeasurement / 8 / std::max<int64_t>(1, bytes))));
+    const int iters = static_cast<int>(std::max<int64_t>(
+        2, std::min<int64_t>(o.iters, kMaxBytesPerMeasurement / std::max<int64_t>(1, bytes * window))));
+    double lat = 0, bw = 0;
+    if (g.rank() < 2) {
+      at::Tensor buf = at::zeros({bytes}, at::kByte);
+      lat = latency_us(g, buf, iters, o.warmup);
+      bw = bandwidth_gbps(g, buf, window, iters, o.warmup);
+    }
+    g.barrier();
+    if (g.rank() == 0) {
+      metrics::Row row;
+      row["bench"] = "p2p";
+      row["world"] = g.size();
+      row["bytes"] = bytes;
+      row["latency_us"] = lat;
+      row["bandwidth_gbps"] = bw;
+      row["window"] = window;
+      row["iters"] = iters;
+      row["peak_rss_bytes"] = metrics::peak_rss_bytes();
+      std::cerr << "bench p2p: " << metrics::human_bytes(static_cast<double>(bytes)) << ": latency "
+                << lat << " us, bandwidth " << bw << " GB/s" << std::endl;
+      rows.push_back(row);
+    }
+  }
+  if (g.rank() != 0) return 0;
+  const std::vector<metrics::Column> columns{{"bytes", "size(B)"},
+                                             {"latency_us", "latency(us)", 2},
+                                             {"bandwidth_gbps", "bandwidth(GB/s)", 3},
+                                             {"window", "window"},
+                                             {"iters", "iters"},
+                                             {"peak_rss_bytes", "peakRSS(B)"}};
+  emit_rows(o.out, metrics::parse_format(o.format), columns, rows);
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_p2p(CLI::App& bench, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = bench.add_subcommand(
+      "p2p",
+      "point-to-point between ranks 0 and 1: one-way latency (half a ping-pong) and "
+      "bandwidth (a window of messages in flight, then an acknowledgement)");
+  add_rank_flags(sub, o->rank, /*allow_list=*/false);
+  sub->add_option("--sizes", o->sizes, "message sizes: MIN:MAX (times --factor), or a list")
+      ->capture_default_str();
+  sub->add_option("--factor", o->factor, "size multiplier for MIN:MAX")->capture_default_str();
+  sub->add_option("--iters", o->iters, "timed iterations per size (fewer for large messages)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "untimed iterations")->capture_default_str();
+  sub->add_option("--window", o->window, "messages in flight for bandwidth")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
+  sub->add_option("--out", o->out, "write results to this file instead of stdout");
+  sub->callback([o, &exit_code] {
+    parse_sizes(o->sizes, o->factor);
+    metrics::parse_format(o->format);
+    const auto worlds = world_sizes(o->rank);
+    if (worlds.size() > 1) throw std::invalid_argument("bench p2p takes a single -n");
+    if (auto status = relaunch_if_requested(o->rank, worlds.empty() ? 1 : worlds[0])) {
+      exit_code = *status;
+      return;
+    }
+    exit_code = run_rank(*o);
+  });
+}
+
+}  // namespace dtrain::cli

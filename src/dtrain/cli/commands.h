@@ -1,0 +1,13 @@
+// One function per subcommand file: adds the subcommand to `parent` and, when it runs,
+// stores its exit status in `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dtrain::cli {
+
+void register_launch(CLI::App& parent, int& exit_code);
+void register_bench_collective(CLI::App& bench, int& exit_code);
+void register_bench_p2p(CLI::App& bench, int& exit_code);
+
+}  // namespace dtrain::cli

@@ -1,0 +1,186 @@
+#include "dtrain/cli/common.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include "dtrain/comm/group.h"
+#include "dtrain/comm/launch.h"
+
+namespace dtrain::cli {
+namespace {
+std::vector<std::string>& saved_args() {
+  static std::vector<std::string> args;
+  return args;
+}
+}  // namespace
+
+void set_program_args(int argc, char** argv) {
+  saved_args().assign(argv, argv + argc);
+}
+
+const std::vector<std::string>& program_args() { return saved_args(); }
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return program_args().empty() ? "dtrain" : program_args()[0];
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
+  app->add_option("-n,--nprocs", flags.nprocs,
+                  allow_list ? "local ranks to launch; a list (2,4,6) sweeps world sizes"
+                             : "local ranks to launch (this command re-runs itself under the launcher)");
+  app->add_option("--master-addr", flags.master_addr, "rendezvous host (overrides MASTER_ADDR)");
+  app->add_option("--master-port", flags.master_port, "rendezvous port (overrides MASTER_PORT)")
+      ->check(CLI::Range(1, 65535));
+  app->add_option("--gloo-host", flags.gloo_hostname,
+                  "address or hostname Gloo binds to (default: loopback for a local master)");
+  app->add_option("--gloo-iface", flags.gloo_interface, "network interface Gloo binds to (e.g. eth0)");
+  app->add_option("--timeout", flags.timeout_s, "seconds any blocking operation may take")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--results-file", flags.results_file)->group("");  // internal
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  for (const auto& item : split_list(text)) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v < 1) {
+      throw std::invalid_argument(flag + ": '" + item + "' is not a positive integer");
+    }
+    out.push_back(v);
+  }
+  if (out.empty() && !text.empty()) throw std::invalid_argument(flag + ": empty list");
+  return out;
+}
+
+std::vector<int> world_sizes(const RankFlags& flags) {
+  return flags.nprocs.empty() ? std::vector<int>{} : parse_int_list(flags.nprocs, "-n");
+}
+
+std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
+                                         const std::string& results_file) {
+  if (comm::launched_by_environment()) return std::nullopt;
+  if (n <= 1 && results_file.empty()) return std::nullopt;
+  comm::LaunchOptions o;
+  o.nprocs = n;
+  if (flags.master_addr) o.master_addr = *flags.master_addr;
+  if (flags.master_port) o.master_port = *flags.master_port;
+  o.command = program_args();
+  o.command[0] = self_executable();
+  if (!results_file.empty()) {
+    o.command.push_back("--results-file");
+    o.command.push_back(results_file);
+  }
+  return comm::launch(o);
+}
+
+std::unique_ptr<comm::Group> join_world(const RankFlags& flags) {
+  comm::WorldOverrides o;
+  o.master_addr = flags.master_addr;
+  o.master_port = flags.master_port;
+  o.gloo_hostname = flags.gloo_hostname;
+  o.gloo_interface = flags.gloo_interface;
+  o.timeout_s = flags.timeout_s;
+  if (!comm::launched_by_environment() && !flags.master_port) {
+    o.master_port = comm::pick_free_port();  // a lone rank must not collide on 29500
+  }
+  const comm::WorldConfig config = comm::world_from_env(o);
+  at::set_num_threads(comm::threads_per_rank(config.local_world_size));
+  return comm::connect(config);
+}
+
+int64_t parse_size(const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && (t.back() == 'B' || t.back() == 'b')) t.pop_back();
+  double mult = 1;
+  if (!t.empty()) {
+    switch (t.back()) {
+      case 'K': case 'k': mult = 1024.0; break;
+      case 'M': case 'm': mult = 1024.0 * 1024; break;
+      case 'G': case 'g': mult = 1024.0 * 1024 * 1024; break;
+      case 'T': case 't': mult = 1024.0 * 1024 * 1024 * 1024; break;
+      default: break;
+    }
+    if (mult != 1) t.pop_back();
+  }
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (t.empty() || used != t.size() || !(v >= 0) || !std::isfinite(v)) {
+    throw std::invalid_argument("'" + text + "' is not a size (examples: 512, 4K, 16M, 1G)");
+  }
+  return static_cast<int64_t>(std::llround(v * mult));
+}
+
+std::vector<int64_t> parse_sizes(const std::string& spec, double factor) {
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos) {
+    std::vector<int64_t> out;
+    for (const auto& item : split_list(spec)) out.push_back(parse_size(item));
+    if (out.empty()) throw std::invalid_argument("--sizes: empty");
+    return out;
+  }
+  if (!(factor > 1)) throw std::invalid_argument("--factor must be greater than 1");
+  const int64_t lo = parse_size(spec.substr(0, colon));
+  const int64_t hi = parse_size(spec.substr(colon + 1));
+  if (lo < 1 || hi < lo) throw std::invalid_argument("--sizes " + spec + ": need 1 <= MIN <= MAX");
+  std::vector<int64_t> out;
+  for (double s = static_cast<double>(lo); s <= static_cast<double>(hi) * (1 + 1e-9); s *= factor) {
+    out.push_back(static_cast<int64_t>(std::llround(s)));
+  }
+  return out;
+}
+
+void emit_rows(const std::string& out_path, metrics::Format format,
+               const std::vector<metrics::Column>& columns, const std::vector<metrics::Row>& rows) {
+  if (out_path.empty()) {
+    metrics::write_rows(std::cout, format, columns, rows);
+    return;
+  }
+  std::ofstream out(out_path);
+  if (!out) throw std::runtime_error("cannot write " + out_path);
+  metrics::write_rows(out, format, columns, rows);
+}
+
+TempFile::TempFile(const std::string& stem) {
+  std::string templ = "/tmp/dtrain-" + stem + "-XXXXXX";
+  const int fd = mkstemp(templ.data());
+  if (fd < 0) throw std::runtime_error("cannot create a temporary file in /tmp");
+  close(fd);
+  path_ = templ;
+}
+
+TempFile::~TempFile() { unlink(path_.c_str()); }
+
+}  // namespace dtrain::cli

@@ -1,0 +1,76 @@
+// Flags and plumbing shared by the subcommands: rank/rendezvous flags, list and size
+// parsing, re-launching this binary on N local ranks, and result output.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtrain/comm/world.h"
+#include "dtrain/metrics/report.h"
+
+namespace dtrain::comm {
+class Group;
+}
+
+namespace dtrain::cli {
+
+// The process's own argv, saved by main() so -n can re-launch it.
+void set_program_args(int argc, char** argv);
+const std::vector<std::string>& program_args();
+std::string self_executable();
+
+struct RankFlags {
+  std::string nprocs;  // "-n 4" or, where a subcommand sweeps world sizes, "2,4,6"
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::optional<std::string> gloo_hostname;
+  std::optional<std::string> gloo_interface;
+  double timeout_s = 300;
+  std::string results_file;  // internal: where rank 0 appends its rows for the launcher
+};
+
+// -n, --master-addr, --master-port, --gloo-host, --gloo-iface, --timeout.
+void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list);
+
+// Parsed -n values (empty when -n was not given).
+std::vector<int> world_sizes(const RankFlags& flags);
+
+// If -n asks for more than one rank and this process is not already a launched rank,
+// runs this same command line on n local ranks (adding --results-file when given) and
+// returns the launcher's exit status; otherwise returns nullopt: go on as a rank.
+std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
+                                         const std::string& results_file = "");
+
+// Rendezvous for this process (world size 1 when not launched) and per-rank intra-op
+// threads. Prints nothing.
+std::unique_ptr<comm::Group> join_world(const RankFlags& flags);
+
+// "4K" -> 4096; K, M, G, T binary; optional trailing B ("16MB"); throws on bad input.
+int64_t parse_size(const std::string& text);
+// "1K:1G" with factor, "16M", or "4K,16M".
+std::vector<int64_t> parse_sizes(const std::string& spec, double factor);
+std::vector<std::string> split_list(const std::string& text);
+std::vector<int> parse_int_list(const std::string& text, const std::string& flag);
+
+// Writes rows in the chosen format to `out_path` (or stdout when empty).
+void emit_rows(const std::string& out_path, metrics::Format format,
+               const std::vector<metrics::Column>& columns, const std::vector<metrics::Row>& rows);
+
+// A temporary file path, removed on destruction.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& stem);
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace dtrain::cli

@@ -1,0 +1,32 @@
+// Starts N local ranks of a command, torchrun-style.
+//
+// Each child gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
+// MASTER_PORT. Every line a child prints is forwarded with a "[rank k] " prefix (stdout to
+// stdout, stderr to stderr). SIGINT/SIGTERM received by the launcher are forwarded to all
+// ranks. When a rank fails (non-zero exit or signal), the others are sent SIGTERM, then
+// SIGKILL after a grace period, and the launcher returns the failing rank's status
+// (128 + signal for a signal). Returns 0 when every rank exits 0.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dtrain::comm {
+
+struct LaunchOptions {
+  int nprocs = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free port
+  std::vector<std::string> command;
+  bool prefix_output = true;
+  bool keep_going = false;  // on a failure, wait for the others instead of stopping them
+  double grace_s = 5.0;
+  std::vector<std::pair<std::string, std::string>> extra_env;
+};
+
+int launch(const LaunchOptions& options);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, close).
+int pick_free_port();
+
+}  // namespace dtrain::comm
