@@ -18,7 +18,8 @@ at::Tensor make_input(int rank, int64_t count, ReduceOp op) {
   if (op == ReduceOp::kProduct) {
     auto k = (i * 3 + rank) % 4;  // 0,1,2,3 -> 1,-1,2,-2
     return at::where(k == 0, at::ones_like(k),
-                     at::where(k == 1, -at::ones_like(k), at::where(k == 2, 2 * at::ones_like(k), -2 * at::ones_like(k))));
+                     at::where(k == 1, -at::ones_like(k),
+                               at::where(k == 2, 2 * at::ones_like(k), -2 * at::ones_like(k))));
   }
   return (i * 7 + rank * 13) % 9 - 4;
 }
@@ -29,10 +30,18 @@ at::Tensor expected_result(int world, int64_t count, ReduceOp op, at::ScalarType
     at::Tensor x = make_input(r, count, op).to(at::kDouble);
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc = acc + x; break;
-      case ReduceOp::kProduct: acc = acc * x; break;
-      case ReduceOp::kMin: acc = at::minimum(acc, x); break;
-      case ReduceOp::kMax: acc = at::maximum(acc, x); break;
+      case ReduceOp::kAvg:
+        acc = acc + x;
+        break;
+      case ReduceOp::kProduct:
+        acc = acc * x;
+        break;
+      case ReduceOp::kMin:
+        acc = at::minimum(acc, x);
+        break;
+      case ReduceOp::kMax:
+        acc = at::maximum(acc, x);
+        break;
     }
   }
   if (op == ReduceOp::kAvg) {
@@ -53,8 +62,8 @@ class AllReduceTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(AllReduceTest, EveryAlgoOpDtypeCountIsExact) {
   const int world = GetParam();
-  const std::vector<at::ScalarType> dtypes{at::kFloat, at::kDouble, at::kHalf,
-                                           at::kBFloat16, at::kInt, at::kLong};
+  const std::vector<at::ScalarType> dtypes{at::kFloat,    at::kDouble, at::kHalf,
+                                           at::kBFloat16, at::kInt,    at::kLong};
   const std::vector<ReduceOp> ops{ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
                                   ReduceOp::kProduct};
   std::vector<Algorithm> algos = concrete_algorithms();
@@ -108,10 +117,12 @@ TEST_P(AllReduceTest, LargeFloatVectorWithNonIntegerValuesIsIdenticalOnAllRanks)
   });
   for (int slot = 0; slot < 4; ++slot) {
     const std::string algo = to_string(concrete_algorithms()[static_cast<size_t>(slot)]);
-    const double diff = (results[static_cast<size_t>(slot)].to(at::kDouble) - reference).abs().max().item<double>();
+    const double diff =
+        (results[static_cast<size_t>(slot)].to(at::kDouble) - reference).abs().max().item<double>();
     EXPECT_LT(diff, 1e-5 * world) << algo;
     for (int r = 1; r < world; ++r) {
-      EXPECT_TRUE(at::equal(results[static_cast<size_t>(slot)], results[static_cast<size_t>(r * 4 + slot)]))
+      EXPECT_TRUE(
+          at::equal(results[static_cast<size_t>(slot)], results[static_cast<size_t>(r * 4 + slot)]))
           << algo << ": rank " << r << " differs from rank 0";
     }
   }

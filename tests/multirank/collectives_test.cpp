@@ -25,8 +25,8 @@ TEST_P(CollectivesTest, BroadcastFromEveryRootBothAlgorithms) {
       for (int root = 0; root < world; ++root) {
         for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{world + 1}, int64_t{100003}}) {
           for (auto dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
-            at::Tensor x = g.rank() == root ? rank_values(root, count, dtype)
-                                            : at::full({count}, -99, dtype);
+            at::Tensor x =
+                g.rank() == root ? rank_values(root, count, dtype) : at::full({count}, -99, dtype);
             broadcast(g, x, root, algo);
             EXPECT_TRUE(at::equal(x, rank_values(root, count, dtype)))
                 << "root " << root << " count " << count << " rank " << g.rank();
@@ -40,13 +40,16 @@ TEST_P(CollectivesTest, BroadcastFromEveryRootBothAlgorithms) {
 TEST_P(CollectivesTest, ReduceScatterAndAllGatherMatchTheDefinition) {
   const int world = GetParam();
   testing::run_ranks(world, [&](Group& g) {
-    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{world - 1}, int64_t{7}, int64_t{1 << 17}}) {
+    for (int64_t count :
+         {int64_t{0}, int64_t{1}, int64_t{world - 1}, int64_t{7}, int64_t{1 << 17}}) {
       for (auto dtype : {at::kFloat, at::kDouble, at::kInt}) {
         // Expected reduction, computed directly in int64.
         at::Tensor sum = at::zeros({count}, at::kLong);
-        for (int r = 0; r < world; ++r) sum += rank_values(r, count, at::kLong);
+        for (int r = 0; r < world; ++r)
+          sum += rank_values(r, count, at::kLong);
         int64_t begin = 0;
-        for (int j = 0; j < g.rank(); ++j) begin += block_count(count, world, j);
+        for (int j = 0; j < g.rank(); ++j)
+          begin += block_count(count, world, j);
         const int64_t mine = block_count(count, world, g.rank());
 
         at::Tensor input = rank_values(g.rank(), count, dtype);

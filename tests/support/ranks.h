@@ -30,7 +30,8 @@ inline void run_ranks(int world_size, const std::function<void(comm::Group&)>& b
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }

@@ -14,8 +14,8 @@ TEST(ParseTest, AlgorithmsAndOpsRoundTrip) {
                       Algorithm::kNative, Algorithm::kAuto}) {
     EXPECT_EQ(parse_algorithm(to_string(a)), a);
   }
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
-                      ReduceOp::kProduct}) {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
     EXPECT_EQ(parse_reduce_op(to_string(op)), op);
   }
   EXPECT_THROW(parse_algorithm("tree"), std::invalid_argument);
@@ -52,7 +52,8 @@ class EnvGuard {
  public:
   explicit EnvGuard(const std::vector<std::pair<std::string, std::string>>& vars) {
     clear_rank_env();
-    for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
+    for (const auto& [k, v] : vars)
+      setenv(k.c_str(), v.c_str(), 1);
   }
   ~EnvGuard() { clear_rank_env(); }
   EnvGuard(const EnvGuard&) = delete;
@@ -61,8 +62,13 @@ class EnvGuard {
 
 TEST(WorldFromEnvTest, TorchrunThenOpenMpiThenSlurm) {
   {
-    EnvGuard env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.0.0.1"},
-                  {"MASTER_PORT", "1234"}, {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}});
+    EnvGuard env({{"RANK", "2"},
+                  {"WORLD_SIZE", "4"},
+                  {"LOCAL_RANK", "0"},
+                  {"MASTER_ADDR", "10.0.0.1"},
+                  {"MASTER_PORT", "1234"},
+                  {"OMPI_COMM_WORLD_RANK", "3"},
+                  {"OMPI_COMM_WORLD_SIZE", "8"}});
     const WorldConfig c = world_from_env();
     EXPECT_EQ(c.rank, 2);
     EXPECT_EQ(c.world_size, 4);
@@ -72,8 +78,10 @@ TEST(WorldFromEnvTest, TorchrunThenOpenMpiThenSlurm) {
     EXPECT_TRUE(c.gloo_hostname.empty());  // remote master: Gloo picks this host's address
   }
   {
-    EnvGuard env({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+    EnvGuard env({{"OMPI_COMM_WORLD_RANK", "3"},
+                  {"OMPI_COMM_WORLD_SIZE", "8"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
     const WorldConfig c = world_from_env();
     EXPECT_EQ(c.rank, 3);
     EXPECT_EQ(c.world_size, 8);

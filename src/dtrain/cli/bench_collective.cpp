@@ -46,19 +46,25 @@ Op parse_op(const std::string& s) {
 
 std::vector<std::string> valid_algos(Op op) {
   switch (op) {
-    case Op::kAllReduce: return {"ring", "butterfly", "direct", "native", "auto"};
-    case Op::kBroadcast: return {"tree", "scatter", "native", "auto"};
+    case Op::kAllReduce:
+      return {"ring", "butterfly", "direct", "native", "auto"};
+    case Op::kBroadcast:
+      return {"tree", "scatter", "native", "auto"};
     case Op::kReduceScatter:
-    case Op::kAllGather: return {"ring"};
+    case Op::kAllGather:
+      return {"ring"};
   }
   return {};
 }
 
 std::string default_algos(Op op) {
   switch (op) {
-    case Op::kAllReduce: return "ring,butterfly,direct,native";
-    case Op::kBroadcast: return "tree,scatter,native";
-    default: return "ring";
+    case Op::kAllReduce:
+      return "ring,butterfly,direct,native";
+    case Op::kBroadcast:
+      return "tree,scatter,native";
+    default:
+      return "ring";
   }
 }
 
@@ -75,22 +81,32 @@ at::ScalarType parse_dtype(const std::string& s) {
 
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    default: return "?";
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kInt:
+      return "int32";
+    case at::kLong:
+      return "int64";
+    default:
+      return "?";
   }
 }
 
 double bus_factor(Op op, int p) {
   switch (op) {
-    case Op::kAllReduce: return 2.0 * (p - 1) / p;
+    case Op::kAllReduce:
+      return 2.0 * (p - 1) / p;
     case Op::kReduceScatter:
-    case Op::kAllGather: return static_cast<double>(p - 1) / p;
-    case Op::kBroadcast: return 1.0;
+    case Op::kAllGather:
+      return static_cast<double>(p - 1) / p;
+    case Op::kBroadcast:
+      return 1.0;
   }
   return 1.0;
 }
@@ -114,7 +130,8 @@ at::Tensor expected(Op op, comm::ReduceOp rop, int p, int64_t total, int64_t beg
     int64_t block_begin = 0;
     for (int j = 0; j < p; ++j) {
       const int64_t n = comm::block_count(total, p, j);
-      const int64_t lo = std::max(begin, block_begin), hi = std::min(begin + count, block_begin + n);
+      const int64_t lo = std::max(begin, block_begin),
+                    hi = std::min(begin + count, block_begin + n);
       if (lo < hi) out.narrow(0, lo - begin, hi - lo).copy_(pattern(j, lo, hi - lo, rop));
       block_begin += n;
     }
@@ -125,10 +142,18 @@ at::Tensor expected(Op op, comm::ReduceOp rop, int p, int64_t total, int64_t beg
     at::Tensor x = pattern(r, begin, count, rop).to(at::kDouble);
     switch (rop) {
       case comm::ReduceOp::kSum:
-      case comm::ReduceOp::kAvg: acc += x; break;
-      case comm::ReduceOp::kProduct: acc *= x; break;
-      case comm::ReduceOp::kMin: acc = at::minimum(acc, x); break;
-      case comm::ReduceOp::kMax: acc = at::maximum(acc, x); break;
+      case comm::ReduceOp::kAvg:
+        acc += x;
+        break;
+      case comm::ReduceOp::kProduct:
+        acc *= x;
+        break;
+      case comm::ReduceOp::kMin:
+        acc = at::minimum(acc, x);
+        break;
+      case comm::ReduceOp::kMax:
+        acc = at::maximum(acc, x);
+        break;
     }
   }
   if (rop == comm::ReduceOp::kAvg) {
@@ -138,9 +163,9 @@ at::Tensor expected(Op op, comm::ReduceOp rop, int p, int64_t total, int64_t beg
 }
 
 struct Buffers {
-  at::Tensor input;   // pristine copy
-  at::Tensor work;    // what the collective runs on
-  at::Tensor output;  // reduce_scatter's block
+  at::Tensor input;         // pristine copy
+  at::Tensor work;          // what the collective runs on
+  at::Tensor output;        // reduce_scatter's block
   int64_t check_begin = 0;  // global index of work/output's first element
 };
 
@@ -149,15 +174,20 @@ Buffers make_buffers(Op op, comm::ReduceOp rop, const comm::Group& g, int64_t co
   Buffers b;
   const int p = g.size(), r = g.rank();
   int64_t my_begin = 0;
-  for (int j = 0; j < r; ++j) my_begin += comm::block_count(count, p, j);
+  for (int j = 0; j < r; ++j)
+    my_begin += comm::block_count(count, p, j);
   const int64_t mine = comm::block_count(count, p, r);
   switch (op) {
     case Op::kAllReduce:
-    case Op::kReduceScatter: b.input = pattern(r, 0, count, rop).to(dtype); break;
+    case Op::kReduceScatter:
+      b.input = pattern(r, 0, count, rop).to(dtype);
+      break;
     case Op::kBroadcast:
       b.input = r == 0 ? pattern(0, 0, count, rop).to(dtype) : at::zeros({count}, dtype);
       break;
-    case Op::kAllGather: b.input = pattern(r, my_begin, mine, rop).to(dtype); break;
+    case Op::kAllGather:
+      b.input = pattern(r, my_begin, mine, rop).to(dtype);
+      break;
   }
   b.work = op == Op::kAllGather ? at::empty({count}, dtype) : b.input.clone();
   if (op == Op::kReduceScatter) {
@@ -188,8 +218,12 @@ void run_once(Op op, const std::string& algo, comm::Group& g, Buffers& b, comm::
                                             : comm::BroadcastAlgorithm::kAuto);
       }
       return;
-    case Op::kReduceScatter: comm::reduce_scatter(g, b.work, b.output, rop); return;
-    case Op::kAllGather: comm::all_gather(g, b.input, b.work); return;
+    case Op::kReduceScatter:
+      comm::reduce_scatter(g, b.work, b.output, rop);
+      return;
+    case Op::kAllGather:
+      comm::all_gather(g, b.input, b.work);
+      return;
   }
 }
 
@@ -216,23 +250,27 @@ std::pair<int64_t, double> check(Op op, comm::ReduceOp rop, int p, int64_t total
 }
 
 std::vector<metrics::Column> columns() {
-  return {{"bytes", "size(B)"},          {"count", "count"},
-          {"dtype", "type"},             {"reduce", "redop"},
-          {"op", "op"},                  {"algo", "algo"},
-          {"world", "ranks"},            {"time_us", "time(us)", 1},
-          {"algbw_gbps", "algbw(GB/s)", 3}, {"busbw_gbps", "busbw(GB/s)", 3},
-          {"wrong", "#wrong"},           {"max_abs_diff", "maxdiff", 3},
+  return {{"bytes", "size(B)"},
+          {"count", "count"},
+          {"dtype", "type"},
+          {"reduce", "redop"},
+          {"op", "op"},
+          {"algo", "algo"},
+          {"world", "ranks"},
+          {"time_us", "time(us)", 1},
+          {"algbw_gbps", "algbw(GB/s)", 3},
+          {"busbw_gbps", "busbw(GB/s)", 3},
+          {"wrong", "#wrong"},
+          {"max_abs_diff", "maxdiff", 3},
           {"peak_rss_bytes", "peakRSS(B)"}};
 }
 
-int run_rank(const Options& o) {
+std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   const Op op = parse_op(o.op);
   const auto dtype = parse_dtype(o.dtype);
   const auto rop = comm::parse_reduce_op(o.reduce);
   const auto algos = split_list(o.algos.empty() ? default_algos(op) : o.algos);
   const auto sizes = parse_sizes(o.sizes, o.factor);
-  auto group = join_world(o.rank);
-  comm::Group& g = *group;
   const int p = g.size();
   const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
 
@@ -288,14 +326,7 @@ int run_rank(const Options& o) {
       rows.push_back(row);
     }
   }
-  if (g.rank() != 0) return 0;
-  if (!o.rank.results_file.empty()) {
-    std::ofstream out(o.rank.results_file, std::ios::app);
-    metrics::write_jsonl(out, rows);
-    return 0;
-  }
-  emit_rows(o.out, metrics::parse_format(o.format), columns(), rows);
-  return 0;
+  return rows;
 }
 
 int run(const Options& o) {
@@ -305,7 +336,8 @@ int run(const Options& o) {
     const auto valid = valid_algos(op);
     if (std::find(valid.begin(), valid.end(), a) == valid.end()) {
       std::string list;
-      for (const auto& v : valid) list += (list.empty() ? "" : ", ") + v;
+      for (const auto& v : valid)
+        list += (list.empty() ? "" : ", ") + v;
       throw std::invalid_argument("--algo '" + a + "' does not apply to " + o.op + " (choose " +
                                   list + ")");
     }
@@ -313,23 +345,9 @@ int run(const Options& o) {
   parse_dtype(o.dtype);
   comm::parse_reduce_op(o.reduce);
   parse_sizes(o.sizes, o.factor);
-  const auto format = metrics::parse_format(o.format);
-  const auto worlds = world_sizes(o.rank);
-  if (comm::launched_by_environment() || worlds.empty()) return run_rank(o);
-
-  // Sweep: one launch per world size; rank 0 of each appends rows to a shared file.
-  TempFile results("bench-collective");
-  for (const int n : worlds) {
-    const int status = *relaunch_if_requested(o.rank, n, results.path());
-    if (status != 0) {
-      std::cerr << "dtrain bench collective: the run with " << n << " ranks failed (status "
-                << status << ")" << std::endl;
-      return status;
-    }
-  }
-  std::ifstream in(results.path());
-  emit_rows(o.out, format, columns(), metrics::read_jsonl(in, results.path()));
-  return 0;
+  const Output output{o.out, metrics::parse_format(o.format), columns()};
+  return run_ranked(o.rank, world_sizes(o.rank), output,
+                    [&](comm::Group& g) { return run_rank(o, g); });
 }
 
 }  // namespace

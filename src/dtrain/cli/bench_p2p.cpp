@@ -62,7 +62,8 @@ double bandwidth_gbps(comm::Group& g, at::Tensor& buf, int window, int iters, in
     for (int w = 0; w < window; ++w) {
       reqs.push_back(g.rank() == 0 ? g.isend(buf, peer, kDataTag) : g.irecv(buf, peer, kDataTag));
     }
-    for (auto& r : reqs) r.wait();
+    for (auto& r : reqs)
+      r.wait();
     if (g.rank() == 0) {
       g.recv(ack, peer, kAckTag);
     } else {
@@ -73,18 +74,17 @@ double bandwidth_gbps(comm::Group& g, at::Tensor& buf, int window, int iters, in
   return static_cast<double>(buf.numel()) * window * iters / total / 1e9;
 }
 
-int run_rank(const Options& o) {
+std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   const auto sizes = parse_sizes(o.sizes, o.factor);
-  auto group = join_world(o.rank);
-  comm::Group& g = *group;
   if (g.size() < 2) throw std::invalid_argument("bench p2p needs at least 2 ranks (-n 2)");
   std::vector<metrics::Row> rows;
   for (const int64_t bytes : sizes) {
     // Bounded work per size: big messages get fewer iterations and a smaller window.
-    const int window = static_cast<int>(
-        std::max<int64_t>(1, std::min<int64_t>(o.window, kMaxBytesPerMeasurement / 8 / std::max<int64_t>(1, bytes))));
+    const int window = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>(o.window, kMaxBytesPerMeasurement / 8 / std::max<int64_t>(1, bytes))));
     const int iters = static_cast<int>(std::max<int64_t>(
-        2, std::min<int64_t>(o.iters, kMaxBytesPerMeasurement / std::max<int64_t>(1, bytes * window))));
+        2, std::min<int64_t>(o.iters,
+                             kMaxBytesPerMeasurement / std::max<int64_t>(1, bytes * window))));
     double lat = 0, bw = 0;
     if (g.rank() < 2) {
       at::Tensor buf = at::zeros({bytes}, at::kByte);
@@ -107,15 +107,16 @@ int run_rank(const Options& o) {
       rows.push_back(row);
     }
   }
-  if (g.rank() != 0) return 0;
-  const std::vector<metrics::Column> columns{{"bytes", "size(B)"},
-                                             {"latency_us", "latency(us)", 2},
-                                             {"bandwidth_gbps", "bandwidth(GB/s)", 3},
-                                             {"window", "window"},
-                                             {"iters", "iters"},
-                                             {"peak_rss_bytes", "peakRSS(B)"}};
-  emit_rows(o.out, metrics::parse_format(o.format), columns, rows);
-  return 0;
+  return rows;
+}
+
+std::vector<metrics::Column> columns() {
+  return {{"bytes", "size(B)"},
+          {"latency_us", "latency(us)", 2},
+          {"bandwidth_gbps", "bandwidth(GB/s)", 3},
+          {"window", "window"},
+          {"iters", "iters"},
+          {"peak_rss_bytes", "peakRSS(B)"}};
 }
 
 }  // namespace
@@ -141,14 +142,11 @@ void register_bench_p2p(CLI::App& bench, int& exit_code) {
   sub->add_option("--out", o->out, "write results to this file instead of stdout");
   sub->callback([o, &exit_code] {
     parse_sizes(o->sizes, o->factor);
-    metrics::parse_format(o->format);
     const auto worlds = world_sizes(o->rank);
     if (worlds.size() > 1) throw std::invalid_argument("bench p2p takes a single -n");
-    if (auto status = relaunch_if_requested(o->rank, worlds.empty() ? 1 : worlds[0])) {
-      exit_code = *status;
-      return;
-    }
-    exit_code = run_rank(*o);
+    const Output output{o->out, metrics::parse_format(o->format), columns()};
+    exit_code =
+        run_ranked(o->rank, worlds, output, [&](comm::Group& g) { return run_rank(*o, g); });
   });
 }
 

@@ -23,7 +23,9 @@ void set_program_args(int argc, char** argv) {
   saved_args().assign(argv, argv + argc);
 }
 
-const std::vector<std::string>& program_args() { return saved_args(); }
+const std::vector<std::string>& program_args() {
+  return saved_args();
+}
 
 std::string self_executable() {
   char buf[4096];
@@ -34,14 +36,16 @@ std::string self_executable() {
 
 void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
   app->add_option("-n,--nprocs", flags.nprocs,
-                  allow_list ? "local ranks to launch; a list (2,4,6) sweeps world sizes"
-                             : "local ranks to launch (this command re-runs itself under the launcher)");
+                  allow_list
+                      ? "local ranks to launch; a list (2,4,6) sweeps world sizes"
+                      : "local ranks to launch (this command re-runs itself under the launcher)");
   app->add_option("--master-addr", flags.master_addr, "rendezvous host (overrides MASTER_ADDR)");
   app->add_option("--master-port", flags.master_port, "rendezvous port (overrides MASTER_PORT)")
       ->check(CLI::Range(1, 65535));
   app->add_option("--gloo-host", flags.gloo_hostname,
                   "address or hostname Gloo binds to (default: loopback for a local master)");
-  app->add_option("--gloo-iface", flags.gloo_interface, "network interface Gloo binds to (e.g. eth0)");
+  app->add_option("--gloo-iface", flags.gloo_interface,
+                  "network interface Gloo binds to (e.g. eth0)");
   app->add_option("--timeout", flags.timeout_s, "seconds any blocking operation may take")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -53,7 +57,8 @@ std::vector<std::string> split_list(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!item.empty()) out.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -122,11 +127,24 @@ int64_t parse_size(const std::string& text) {
   double mult = 1;
   if (!t.empty()) {
     switch (t.back()) {
-      case 'K': case 'k': mult = 1024.0; break;
-      case 'M': case 'm': mult = 1024.0 * 1024; break;
-      case 'G': case 'g': mult = 1024.0 * 1024 * 1024; break;
-      case 'T': case 't': mult = 1024.0 * 1024 * 1024 * 1024; break;
-      default: break;
+      case 'K':
+      case 'k':
+        mult = 1024.0;
+        break;
+      case 'M':
+      case 'm':
+        mult = 1024.0 * 1024;
+        break;
+      case 'G':
+      case 'g':
+        mult = 1024.0 * 1024 * 1024;
+        break;
+      case 'T':
+      case 't':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        break;
+      default:
+        break;
     }
     if (mult != 1) t.pop_back();
   }
@@ -147,7 +165,8 @@ std::vector<int64_t> parse_sizes(const std::string& spec, double factor) {
   const size_t colon = spec.find(':');
   if (colon == std::string::npos) {
     std::vector<int64_t> out;
-    for (const auto& item : split_list(spec)) out.push_back(parse_size(item));
+    for (const auto& item : split_list(spec))
+      out.push_back(parse_size(item));
     if (out.empty()) throw std::invalid_argument("--sizes: empty");
     return out;
   }
@@ -173,6 +192,37 @@ void emit_rows(const std::string& out_path, metrics::Format format,
   metrics::write_rows(out, format, columns, rows);
 }
 
+int run_ranked(const RankFlags& flags, const std::vector<int>& worlds, const Output& output,
+               const std::function<std::vector<metrics::Row>(comm::Group&)>& body) {
+  const bool as_rank =
+      comm::launched_by_environment() || worlds.empty() || (worlds.size() == 1 && worlds[0] == 1);
+  if (as_rank) {
+    auto group = join_world(flags);
+    const auto rows = body(*group);
+    if (group->rank() != 0) return 0;
+    if (!flags.results_file.empty()) {
+      std::ofstream out(flags.results_file, std::ios::app);
+      metrics::write_jsonl(out, rows);
+      if (!out) throw std::runtime_error("cannot write " + flags.results_file);
+    } else {
+      emit_rows(output.path, output.format, output.columns, rows);
+    }
+    return 0;
+  }
+  TempFile results("results");
+  for (const int n : worlds) {
+    const int status = *relaunch_if_requested(flags, n, results.path());
+    if (status != 0) {
+      std::cerr << "dtrain: the run with " << n << " ranks failed (status " << status << ")"
+                << std::endl;
+      return status;
+    }
+  }
+  std::ifstream in(results.path());
+  emit_rows(output.path, output.format, output.columns, metrics::read_jsonl(in, results.path()));
+  return 0;
+}
+
 TempFile::TempFile(const std::string& stem) {
   std::string templ = "/tmp/dtrain-" + stem + "-XXXXXX";
   const int fd = mkstemp(templ.data());
@@ -181,6 +231,8 @@ TempFile::TempFile(const std::string& stem) {
   path_ = templ;
 }
 
-TempFile::~TempFile() { unlink(path_.c_str()); }
+TempFile::~TempFile() {
+  unlink(path_.c_str());
+}
 
 }  // namespace dtrain::cli

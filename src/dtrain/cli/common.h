@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,17 @@ int64_t parse_size(const std::string& text);
 std::vector<int64_t> parse_sizes(const std::string& spec, double factor);
 std::vector<std::string> split_list(const std::string& text);
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag);
+
+// Runs `body` as one rank of a job and prints rank 0's rows: directly when this process is
+// a launched rank (or -n is absent), else by launching this command line once per world
+// size in `worlds` and collecting rank 0's rows from each run. Returns the exit status.
+struct Output {
+  std::string path;  // empty: stdout
+  metrics::Format format = metrics::Format::kTable;
+  std::vector<metrics::Column> columns;
+};
+int run_ranked(const RankFlags& flags, const std::vector<int>& worlds, const Output& output,
+               const std::function<std::vector<metrics::Row>(comm::Group&)>& body);
 
 // Writes rows in the chosen format to `out_path` (or stdout when empty).
 void emit_rows(const std::string& out_path, metrics::Format format,

@@ -16,8 +16,7 @@ namespace detail {
 void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes,
                 int first_step, int end_step);
 
-void ring_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag,
-                     int64_t segment_bytes);
+void ring_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes);
 void butterfly_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag);
 void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag);
 

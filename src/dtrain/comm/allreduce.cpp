@@ -21,11 +21,16 @@ Algorithm parse_algorithm(const std::string& name) {
 
 std::string to_string(Algorithm algo) {
   switch (algo) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kButterfly: return "butterfly";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kNative: return "native";
-    case Algorithm::kAuto: return "auto";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kButterfly:
+      return "butterfly";
+    case Algorithm::kDirect:
+      return "direct";
+    case Algorithm::kNative:
+      return "native";
+    case Algorithm::kAuto:
+      return "auto";
   }
   return "?";
 }

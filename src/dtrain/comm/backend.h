@@ -4,6 +4,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 
@@ -11,9 +12,12 @@ namespace dtrain::comm {
 
 class Backend {
  public:
-  Backend(c10::intrusive_ptr<c10d::ProcessGroup> pg, std::chrono::milliseconds timeout)
-      : pg(std::move(pg)), timeout(timeout) {}
+  Backend(c10::intrusive_ptr<c10d::ProcessGroup> pg, c10::intrusive_ptr<c10d::Store> store,
+          std::chrono::milliseconds timeout)
+      : pg(std::move(pg)), store(std::move(store)), timeout(timeout) {}
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  // The rendezvous store, also where a failing rank leaves its error for the others.
+  c10::intrusive_ptr<c10d::Store> store;
   std::chrono::milliseconds timeout;
 };
 

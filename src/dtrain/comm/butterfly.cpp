@@ -14,7 +14,8 @@ namespace {
 
 int largest_power_of_two_at_most(int p) {
   int q = 1;
-  while (q * 2 <= p) q *= 2;
+  while (q * 2 <= p)
+    q *= 2;
   return q;
 }
 
@@ -71,8 +72,10 @@ void butterfly_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag) 
       const bool keep_low = (vrank & mask) == 0;
       const int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
       const int give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
-      at::Tensor give = slice(flat, blocks.begin(give_lo), blocks.begin(give_hi) - blocks.begin(give_lo));
-      at::Tensor keep = slice(flat, blocks.begin(keep_lo), blocks.begin(keep_hi) - blocks.begin(keep_lo));
+      at::Tensor give =
+          slice(flat, blocks.begin(give_lo), blocks.begin(give_hi) - blocks.begin(give_lo));
+      at::Tensor keep =
+          slice(flat, blocks.begin(keep_lo), blocks.begin(keep_hi) - blocks.begin(keep_lo));
       at::Tensor recv = slice(incoming, 0, keep.numel());
       exchange(group, give, recv, real_rank(vrank ^ mask), tag);
       combine_into(keep, recv, op);

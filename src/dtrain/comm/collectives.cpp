@@ -47,7 +47,8 @@ void binomial_broadcast(Group& group, at::Tensor& flat, int root) {
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (v + mask < p) sends.push_back(group.isend(flat, wrap(v + mask + root, p), kBroadcastTag));
   }
-  for (auto& s : sends) s.wait();
+  for (auto& s : sends)
+    s.wait();
 }
 
 // Root sends block j to rank j, then a ring all-gather: the root's link carries n(p-1)/p
@@ -60,9 +61,11 @@ void scatter_all_gather_broadcast(Group& group, at::Tensor& flat, int root) {
     std::vector<Request> sends;
     for (int j = 0; j < p; ++j) {
       if (j == r || blocks.size(j) == 0) continue;
-      sends.push_back(group.isend(slice(flat, blocks.begin(j), blocks.size(j)), j, kScatterGatherTag));
+      sends.push_back(
+          group.isend(slice(flat, blocks.begin(j), blocks.size(j)), j, kScatterGatherTag));
     }
-    for (auto& s : sends) s.wait();
+    for (auto& s : sends)
+      s.wait();
   } else if (blocks.size(r) > 0) {
     at::Tensor own = slice(flat, blocks.begin(r), blocks.size(r));
     group.recv(own, root, kScatterGatherTag);

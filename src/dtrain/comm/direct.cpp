@@ -36,27 +36,32 @@ void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag) {
     parts[static_cast<size_t>(peer)] = slice(staging, (i - 1) * own.numel(), own.numel());
     recvs.push_back(group.irecv(parts[static_cast<size_t>(peer)], peer, tag));
   }
-  for (auto& req : recvs) req.wait();
+  for (auto& req : recvs)
+    req.wait();
   // Reduce in rank order so the result does not depend on arrival order.
   at::Tensor acc = own.clone();
   if (r != 0) acc.copy_(parts[0]);
   for (int j = 1; j < p; ++j) {
     combine_into(acc, j == r ? own : parts[static_cast<size_t>(j)], op);
   }
-  for (auto& req : sends) req.wait();
+  for (auto& req : sends)
+    req.wait();
   own.copy_(acc);
   finalize_reduction(own, op, p);
 
   sends.clear();
   recvs.clear();
-  for (int i = 1; i < p; ++i) sends.push_back(group.isend(own, wrap(r + i, p), tag));
+  for (int i = 1; i < p; ++i)
+    sends.push_back(group.isend(own, wrap(r + i, p), tag));
   for (int i = 1; i < p; ++i) {
     const int peer = wrap(r - i, p);
     at::Tensor dst = block(peer);
     recvs.push_back(group.irecv(dst, peer, tag));
   }
-  for (auto& req : recvs) req.wait();
-  for (auto& req : sends) req.wait();
+  for (auto& req : recvs)
+    req.wait();
+  for (auto& req : sends)
+    req.wait();
 }
 
 }  // namespace dtrain::comm::detail

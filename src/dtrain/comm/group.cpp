@@ -28,24 +28,32 @@ Request::~Request() = default;
 Request::Request(Request&&) noexcept = default;
 Request& Request::operator=(Request&&) noexcept = default;
 
-bool Request::pending() const { return state_ && !state_->done; }
+bool Request::pending() const {
+  return state_ && !state_->done;
+}
 
 void Request::wait() {
   if (!pending()) return;
   State& s = *state_;
   const auto wait_start = Clock::now();
   try {
-    for (auto& work : s.works) work->wait(s.group->timeout());
+    for (auto& work : s.works)
+      work->wait(s.group->timeout());
   } catch (const std::exception& e) {
     s.done = true;
     const double waited = std::chrono::duration<double>(Clock::now() - s.posted).count();
     std::ostringstream msg;
     msg << s.group->describe() << ": " << (s.dir == Direction::kSend ? "send to" : "recv from")
         << " rank " << s.peer << " (tag " << s.tag << ", " << s.bytes << " bytes) failed after "
-        << waited << " s: " << std::string(e.what()).substr(0, std::string(e.what()).find('\n'))
-        << " -- rank " << s.peer
-        << " may have exited, crashed or stopped responding (timeout " << s.group->timeout().count()
-        << " ms); see its output";
+        << waited << " s: " << std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+    s.group->publish_failure(msg.str());
+    const std::string cause = s.group->failure_of(s.peer);
+    if (!cause.empty()) {
+      msg << " -- rank " << s.peer << " had already failed: " << cause;
+    } else {
+      msg << " -- rank " << s.peer << " exited, crashed or stopped responding (timeout "
+          << s.group->timeout().count() << " ms); see its output";
+    }
     throw CommError(msg.str());
   }
   const auto end = Clock::now();
@@ -120,7 +128,8 @@ Request Group::isend_bytes(const std::vector<uint8_t>& bytes, int peer, int tag)
     auto payload = at::from_blob(const_cast<uint8_t*>(bytes.data()),
                                  {static_cast<int64_t>(bytes.size())}, at::kByte);
     Request body = post(payload, peer, tag, Direction::kSend);
-    for (auto& w : body.state_->works) req.state_->works.push_back(std::move(w));
+    for (auto& w : body.state_->works)
+      req.state_->works.push_back(std::move(w));
     body.state_->works.clear();
     body.state_->done = true;
     req.state_->bytes += static_cast<int64_t>(bytes.size());
@@ -134,8 +143,8 @@ std::vector<uint8_t> Group::recv_bytes(int peer, int tag, int64_t max_bytes) {
   const int64_t n = length.item<int64_t>();
   if (n < 0 || n > max_bytes) {
     throw CommError(describe() + ": byte message from rank " + std::to_string(peer) + " (tag " +
-                    std::to_string(tag) + ") announces " + std::to_string(n) +
-                    " bytes, limit is " + std::to_string(max_bytes) + ": corrupt or mismatched");
+                    std::to_string(tag) + ") announces " + std::to_string(n) + " bytes, limit is " +
+                    std::to_string(max_bytes) + ": corrupt or mismatched");
   }
   std::vector<uint8_t> out(static_cast<size_t>(n));
   if (n > 0) {
@@ -155,10 +164,14 @@ namespace {
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return c10d::ReduceOp::SUM;
-    case ReduceOp::kProduct: return c10d::ReduceOp::PRODUCT;
-    case ReduceOp::kMin: return c10d::ReduceOp::MIN;
-    case ReduceOp::kMax: return c10d::ReduceOp::MAX;
+    case ReduceOp::kAvg:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::kProduct:
+      return c10d::ReduceOp::PRODUCT;
+    case ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
+    case ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
   }
   return c10d::ReduceOp::SUM;
 }
@@ -178,8 +191,11 @@ void Group::native_all_reduce(at::Tensor& tensor, ReduceOp op) {
     backend_->pg->allreduce(bufs, opts)->wait(timeout_);
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    throw CommError(describe() + ": native all_reduce failed: " + what.substr(0, what.find('\n')) +
-                    " -- a peer may have exited or crashed; see the other ranks' output");
+    const std::string msg = describe() +
+                            ": native all_reduce failed: " + what.substr(0, what.find('\n')) +
+                            " -- a peer may have exited or crashed; see the other ranks' output";
+    publish_failure(msg);
+    throw CommError(msg);
   }
   finalize_reduction(bufs[0], op, size_);
   if (upcast) tensor.copy_(bufs[0]);
@@ -196,8 +212,11 @@ void Group::native_broadcast(at::Tensor& tensor, int root) {
     backend_->pg->broadcast(bufs, opts)->wait(timeout_);
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    throw CommError(describe() + ": native broadcast failed: " + what.substr(0, what.find('\n')) +
-                    " -- a peer may have exited or crashed; see the other ranks' output");
+    const std::string msg = describe() +
+                            ": native broadcast failed: " + what.substr(0, what.find('\n')) +
+                            " -- a peer may have exited or crashed; see the other ranks' output";
+    publish_failure(msg);
+    throw CommError(msg);
   }
   if (upcast) tensor.copy_(bufs[0]);
 }
@@ -217,6 +236,29 @@ void Group::record(int peer, Direction dir, int64_t bytes, Clock::time_point pos
   last_end = std::max(last_end, done);
 }
 
+namespace {
+std::string failure_key(int rank) {
+  return "dtrain/failed/" + std::to_string(rank);
+}
+}  // namespace
+
+void Group::publish_failure(const std::string& message) const {
+  try {  // best effort: the store's host may be the rank that died
+    backend_->store->set(failure_key(rank_), std::vector<uint8_t>(message.begin(), message.end()));
+  } catch (const std::exception&) {
+  }
+}
+
+std::string Group::failure_of(int peer) const {
+  try {
+    if (!backend_->store->check({failure_key(peer)})) return "";
+    const auto value = backend_->store->get(failure_key(peer));
+    return std::string(value.begin(), value.end());
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 LinkStats Group::link_stats(int peer) const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   return accounts_.at(static_cast<size_t>(peer)).stats;
@@ -224,7 +266,8 @@ LinkStats Group::link_stats(int peer) const {
 
 void Group::reset_link_stats() {
   std::lock_guard<std::mutex> lock(stats_mutex_);
-  for (auto& a : accounts_) a = PeerAccount{};
+  for (auto& a : accounts_)
+    a = PeerAccount{};
 }
 
 }  // namespace dtrain::comm

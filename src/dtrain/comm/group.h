@@ -8,7 +8,9 @@
 //   (recv) until the Request's wait() returns. Tensors must be contiguous and on CPU.
 // - A Request must not outlive its Group.
 // - Every wait has the group's timeout. A dead or silent peer makes wait() throw
-//   comm::CommError naming this rank, the peer, the tag and the size; it never hangs.
+//   comm::CommError naming this rank, the peer, the tag and the size; it never hangs. When
+//   the peer itself failed first (a cascade), the message carries the peer's own error, so
+//   the rank that really died is named.
 // - The receiver must post a buffer of exactly the size the sender sends (the transport
 //   cannot tell); byte messages carry their own length, see isend_bytes/recv_bytes.
 //
@@ -110,6 +112,10 @@ class Group {
   void record(int peer, Direction dir, int64_t bytes, std::chrono::steady_clock::time_point posted,
               std::chrono::steady_clock::time_point done, double waited_s);
   void check_peer(int peer, const char* what) const;
+  // A failing rank leaves its error in the rendezvous store before it exits, so a rank that
+  // sees the connection drop can name the root cause rather than the messenger.
+  void publish_failure(const std::string& message) const;
+  std::string failure_of(int peer) const;
 
   std::unique_ptr<Backend> backend_;
   int rank_;

@@ -90,22 +90,22 @@ int exit_code(int status) {
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
   return "ended";
 }
 
 pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) {
   std::vector<std::string> env_strings{
-      "RANK=" + std::to_string(rank),
-      "WORLD_SIZE=" + std::to_string(o.nprocs),
-      "LOCAL_RANK=" + std::to_string(rank),
-      "LOCAL_WORLD_SIZE=" + std::to_string(o.nprocs),
-      "MASTER_ADDR=" + o.master_addr,
-      "MASTER_PORT=" + std::to_string(port),
+      "RANK=" + std::to_string(rank),       "WORLD_SIZE=" + std::to_string(o.nprocs),
+      "LOCAL_RANK=" + std::to_string(rank), "LOCAL_WORLD_SIZE=" + std::to_string(o.nprocs),
+      "MASTER_ADDR=" + o.master_addr,       "MASTER_PORT=" + std::to_string(port),
   };
-  for (const auto& [k, v] : o.extra_env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : o.extra_env)
+    env_strings.push_back(k + "=" + v);
   std::vector<char*> args;
-  for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : o.command)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
 
   const pid_t pid = fork();
@@ -117,7 +117,8 @@ pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) 
     signal(SIGPIPE, SIG_DFL);
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
-    for (auto& e : env_strings) putenv(const_cast<char*>(e.c_str()));
+    for (auto& e : env_strings)
+      putenv(const_cast<char*>(e.c_str()));
     execvp(args[0], args.data());
     std::fprintf(stderr, "launch: cannot run '%s': %s\n", args[0], strerror(errno));
     _exit(127);
@@ -164,7 +165,8 @@ int launch(const LaunchOptions& o) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {}, old_chld {};
+  struct sigaction old_int {
+  }, old_term{}, old_chld{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   sigaction(SIGCHLD, &sa, &old_chld);
@@ -222,7 +224,8 @@ int launch(const LaunchOptions& o) {
     bool any_running = false, any_open = false;
     for (auto& c : children) {
       any_running |= c.running;
-      for (auto& s : c.streams) any_open |= s.fd.get() >= 0;
+      for (auto& s : c.streams)
+        any_open |= s.fd.get() >= 0;
     }
     if (!any_running && !any_open) break;
     if (stopping && std::chrono::steady_clock::now() > stop_deadline) {

@@ -21,6 +21,8 @@ inline at::Tensor slice(const at::Tensor& flat, int64_t begin, int64_t length) {
   return flat.narrow(0, begin, length);
 }
 
-inline int wrap(int64_t i, int p) { return static_cast<int>(((i % p) + p) % p); }
+inline int wrap(int64_t i, int p) {
+  return static_cast<int>(((i % p) + p) % p);
+}
 
 }  // namespace dtrain::comm

@@ -18,11 +18,16 @@ ReduceOp parse_reduce_op(const std::string& name) {
 
 std::string to_string(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProduct: return "product";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProduct:
+      return "product";
   }
   return "?";
 }
@@ -30,10 +35,18 @@ std::string to_string(ReduceOp op) {
 void combine_into(at::Tensor& dst, const at::Tensor& src, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: dst.add_(src); return;
-    case ReduceOp::kProduct: dst.mul_(src); return;
-    case ReduceOp::kMin: at::minimum_out(dst, dst, src); return;
-    case ReduceOp::kMax: at::maximum_out(dst, dst, src); return;
+    case ReduceOp::kAvg:
+      dst.add_(src);
+      return;
+    case ReduceOp::kProduct:
+      dst.mul_(src);
+      return;
+    case ReduceOp::kMin:
+      at::minimum_out(dst, dst, src);
+      return;
+    case ReduceOp::kMax:
+      at::maximum_out(dst, dst, src);
+      return;
   }
 }
 

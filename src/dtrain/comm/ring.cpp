@@ -29,15 +29,20 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
   const int64_t slot_len = (blocks.max_size() + k_segments - 1) / k_segments;
 
   auto is_reduce = [&](int s) { return s < p - 1; };
-  auto send_block = [&](int s) { return is_reduce(s) ? wrap(r - s - 1, p) : wrap(r - (s - p + 1), p); };
-  auto recv_block = [&](int s) { return is_reduce(s) ? wrap(r - s - 2, p) : wrap(r - (s - p + 1) - 1, p); };
+  auto send_block = [&](int s) {
+    return is_reduce(s) ? wrap(r - s - 1, p) : wrap(r - (s - p + 1), p);
+  };
+  auto recv_block = [&](int s) {
+    return is_reduce(s) ? wrap(r - s - 2, p) : wrap(r - (s - p + 1) - 1, p);
+  };
   auto segment = [&](int b, int64_t k) {
     const BlockLayout segs{blocks.size(b), k_segments};
     return slice(flat, blocks.begin(b) + segs.begin(k), segs.size(k));
   };
 
   const bool any_reduce = first_step < p - 1;
-  at::Tensor staging = any_reduce ? at::empty({k_segments * slot_len}, flat.options()) : at::Tensor();
+  at::Tensor staging =
+      any_reduce ? at::empty({k_segments * slot_len}, flat.options()) : at::Tensor();
   std::vector<Request> sends(static_cast<size_t>(p * k_segments));
   std::vector<Request> recvs(static_cast<size_t>(k_segments));
   std::vector<at::Tensor> recv_target(static_cast<size_t>(k_segments));
@@ -67,8 +72,10 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
     recvs[static_cast<size_t>(k)] = group.irecv(target, left, tag);
   };
 
-  for (int64_t k = 0; k < k_segments; ++k) post_send(first_step, k);
-  for (int64_t k = 0; k < k_segments; ++k) post_recv(first_step, k);
+  for (int64_t k = 0; k < k_segments; ++k)
+    post_send(first_step, k);
+  for (int64_t k = 0; k < k_segments; ++k)
+    post_recv(first_step, k);
   for (int s = first_step; s < end_step; ++s) {
     const int b = recv_block(s);
     for (int64_t k = 0; k < k_segments; ++k) {
@@ -84,11 +91,11 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
       }
     }
   }
-  for (auto& req : sends) req.wait();
+  for (auto& req : sends)
+    req.wait();
 }
 
-void ring_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag,
-                     int64_t segment_bytes) {
+void ring_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes) {
   ring_steps(group, flat, op, tag, segment_bytes, 0, 2 * group.size() - 2);
 }
 

@@ -128,7 +128,8 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   }
   if (auto a = env("MASTER_ADDR")) c.master_addr = *a;
   if (auto p = env("MASTER_PORT")) c.master_port = env_int("MASTER_PORT", *p, 1);
-  if (auto t = env("DTRAIN_TIMEOUT")) c.timeout = std::chrono::seconds(env_int("DTRAIN_TIMEOUT", *t, 1));
+  if (auto t = env("DTRAIN_TIMEOUT"))
+    c.timeout = std::chrono::seconds(env_int("DTRAIN_TIMEOUT", *t, 1));
   if (overrides.master_addr) c.master_addr = *overrides.master_addr;
   if (overrides.master_port) c.master_port = *overrides.master_port;
   if (overrides.gloo_hostname) c.gloo_hostname = *overrides.gloo_hostname;
@@ -169,13 +170,13 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   try {
     auto pg = make_gloo(prefixed, config.rank, config.world_size, config.timeout,
                         config.gloo_hostname, config.gloo_interface);
-    return std::make_unique<Group>(std::make_unique<Backend>(pg, config.timeout));
+    return std::make_unique<Group>(std::make_unique<Backend>(pg, store, config.timeout));
   } catch (const CommError&) {
     throw;
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    throw CommError("rank " + std::to_string(config.rank) + ": connecting Gloo failed: " +
-                    what.substr(0, what.find('\n')));
+    throw CommError("rank " + std::to_string(config.rank) +
+                    ": connecting Gloo failed: " + what.substr(0, what.find('\n')));
   }
 }
 
@@ -196,7 +197,7 @@ std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
   check_world_size(*impl_->store, rank, world_size, timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
   auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "");
-  return std::make_unique<Group>(std::make_unique<Backend>(pg, timeout));
+  return std::make_unique<Group>(std::make_unique<Backend>(pg, impl_->store, timeout));
 }
 
 }  // namespace dtrain::comm

@@ -45,7 +45,8 @@ Format parse_format(const std::string& name) {
 void write_table(std::ostream& out, const std::vector<Column>& columns,
                  const std::vector<Row>& rows) {
   std::vector<size_t> width;
-  for (const auto& c : columns) width.push_back(c.header.size());
+  for (const auto& c : columns)
+    width.push_back(c.header.size());
   std::vector<std::vector<std::string>> cells;
   for (const auto& row : rows) {
     cells.emplace_back();
@@ -61,22 +62,26 @@ void write_table(std::ostream& out, const std::vector<Column>& columns,
     out << '\n';
   };
   std::vector<std::string> headers;
-  for (const auto& c : columns) headers.push_back(c.header);
+  for (const auto& c : columns)
+    headers.push_back(c.header);
   line(headers);
-  for (const auto& values : cells) line(values);
+  for (const auto& values : cells)
+    line(values);
   out.flush();
 }
 
-void write_csv(std::ostream& out, const std::vector<Column>& columns, const std::vector<Row>& rows) {
-  for (size_t i = 0; i < columns.size(); ++i) out << (i ? "," : "") << columns[i].key;
+void write_csv(std::ostream& out, const std::vector<Column>& columns,
+               const std::vector<Row>& rows) {
+  for (size_t i = 0; i < columns.size(); ++i)
+    out << (i ? "," : "") << columns[i].key;
   out << '\n';
   for (const auto& row : rows) {
     for (size_t i = 0; i < columns.size(); ++i) {
-      const std::string v = row.contains(columns[i].key) && !row[columns[i].key].is_null()
-                                ? (row[columns[i].key].is_string()
-                                       ? row[columns[i].key].get<std::string>()
-                                       : row[columns[i].key].dump())
-                                : "";
+      const std::string v =
+          row.contains(columns[i].key) && !row[columns[i].key].is_null()
+              ? (row[columns[i].key].is_string() ? row[columns[i].key].get<std::string>()
+                                                 : row[columns[i].key].dump())
+              : "";
       out << (i ? "," : "") << csv_escape(v);
     }
     out << '\n';
@@ -85,16 +90,23 @@ void write_csv(std::ostream& out, const std::vector<Column>& columns, const std:
 }
 
 void write_jsonl(std::ostream& out, const std::vector<Row>& rows) {
-  for (const auto& row : rows) out << row.dump() << '\n';
+  for (const auto& row : rows)
+    out << row.dump() << '\n';
   out.flush();
 }
 
 void write_rows(std::ostream& out, Format format, const std::vector<Column>& columns,
                 const std::vector<Row>& rows) {
   switch (format) {
-    case Format::kTable: write_table(out, columns, rows); return;
-    case Format::kCsv: write_csv(out, columns, rows); return;
-    case Format::kJsonl: write_jsonl(out, rows); return;
+    case Format::kTable:
+      write_table(out, columns, rows);
+      return;
+    case Format::kCsv:
+      write_csv(out, columns, rows);
+      return;
+    case Format::kJsonl:
+      write_jsonl(out, rows);
+      return;
   }
 }
 

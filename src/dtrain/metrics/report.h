@@ -23,7 +23,8 @@ struct Column {
 };
 
 // Table: headers, then one aligned line per row; missing keys print as "-".
-void write_table(std::ostream& out, const std::vector<Column>& columns, const std::vector<Row>& rows);
+void write_table(std::ostream& out, const std::vector<Column>& columns,
+                 const std::vector<Row>& rows);
 // CSV: header line of keys, then values; all keys of the columns, in column order.
 void write_csv(std::ostream& out, const std::vector<Column>& columns, const std::vector<Row>& rows);
 // JSON lines: every key of every row, one object per line.

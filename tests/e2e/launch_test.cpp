@@ -1,0 +1,161 @@
+// The real binary through the real launcher, as separate processes on loopback.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "../support/process.h"
+
+namespace dtrain {
+namespace {
+
+using testing::Process;
+using namespace std::chrono_literals;
+
+TEST(LaunchTest, SetsRankEnvironmentAndPrefixesOutput) {
+  Process p({DTRAIN_BINARY, "launch", "-n", "3", "--", "sh", "-c",
+             "echo hello $RANK of $WORLD_SIZE local $LOCAL_RANK at $MASTER_ADDR; echo oops >&2"});
+  ASSERT_EQ(p.wait_for(30s), 0) << p.err();
+  for (int r = 0; r < 3; ++r) {
+    const std::string rank = "[rank " + std::to_string(r) + "] ";
+    EXPECT_NE(p.out().find(rank + "hello " + std::to_string(r) + " of 3 local " +
+                           std::to_string(r) + " at 127.0.0.1"),
+              std::string::npos)
+        << p.out();
+    EXPECT_NE(p.err().find(rank + "oops"), std::string::npos) << p.err();
+  }
+}
+
+TEST(LaunchTest, AFailingRankStopsTheOthersAndItsStatusIsReturned) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Process p({DTRAIN_BINARY, "launch", "-n", "3", "--", "sh", "-c",
+             "if [ \"$RANK\" = 1 ]; then exit 7; fi; exec sleep 120"});
+  EXPECT_EQ(p.wait_for(60s), 7) << p.err();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  EXPECT_NE(p.err().find("rank 1 exited with status 7"), std::string::npos) << p.err();
+}
+
+TEST(LaunchTest, MissingCommandIsAUsageError) {
+  Process p({DTRAIN_BINARY, "launch", "-n", "2"});
+  EXPECT_NE(p.wait_for(30s), 0);
+  Process q({DTRAIN_BINARY, "launch", "-n", "2", "--", "/nonexistent/program"});
+  EXPECT_EQ(q.wait_for(30s), 127) << q.err();
+}
+
+std::vector<nlohmann::json> parse_lines(const std::string& text) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+TEST(BenchCollectiveTest, SweepsWorldSizesWithExactResults) {
+  Process p({DTRAIN_BINARY, "bench", "collective", "-n", "2,3", "--sizes", "1K,300K", "--warmup",
+             "1", "--iters", "2", "--format", "jsonl", "--timeout", "60"});
+  ASSERT_EQ(p.wait_for(120s), 0) << p.err();
+  const auto rows = parse_lines(p.out());
+  ASSERT_EQ(rows.size(), 2u * 2u * 4u) << p.out();  // worlds x sizes x algos
+  for (const auto& row : rows) {
+    for (const char* key :
+         {"bench", "op", "algo", "world", "bytes", "count", "dtype", "time_us", "algbw_gbps",
+          "busbw_gbps", "wrong", "max_abs_diff", "peak_rss_bytes"}) {
+      EXPECT_TRUE(row.contains(key)) << key << " missing in " << row.dump();
+    }
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+    EXPECT_GT(row["time_us"].get<double>(), 0);
+    const int p_ = row["world"];
+    EXPECT_NEAR(row["busbw_gbps"].get<double>(),
+                row["algbw_gbps"].get<double>() * 2.0 * (p_ - 1) / p_, 1e-9);
+  }
+}
+
+TEST(BenchCollectiveTest, OtherOpsAndDtypesAreChecked) {
+  for (const char* op : {"broadcast", "reduce_scatter", "all_gather"}) {
+    Process p({DTRAIN_BINARY, "bench", "collective", "-n", "3", "--op", op, "--sizes", "3K,1M",
+               "--dtype", "bfloat16", "--iters", "2", "--format", "jsonl"});
+    ASSERT_EQ(p.wait_for(120s), 0) << op << ": " << p.err();
+    const auto rows = parse_lines(p.out());
+    ASSERT_FALSE(rows.empty()) << op;
+    for (const auto& row : rows)
+      EXPECT_EQ(row["wrong"], 0) << row.dump();
+  }
+}
+
+TEST(BenchCollectiveTest, BadFlagsGiveAClearErrorAndNoRanks) {
+  Process a({DTRAIN_BINARY, "bench", "collective", "--algo", "tree"});
+  EXPECT_EQ(a.wait_for(30s), 1);
+  EXPECT_NE(a.err().find("--algo 'tree' does not apply to all_reduce"), std::string::npos)
+      << a.err();
+  Process b({DTRAIN_BINARY, "bench", "collective", "--sizes", "12Q"});
+  EXPECT_EQ(b.wait_for(30s), 1);
+  EXPECT_NE(b.err().find("is not a size"), std::string::npos) << b.err();
+  Process c({DTRAIN_BINARY, "bench", "collective", "-n", "2,x"});
+  EXPECT_EQ(c.wait_for(30s), 1);
+  EXPECT_NE(c.err().find("not a positive integer"), std::string::npos) << c.err();
+}
+
+TEST(BenchP2pTest, ReportsLatencyAndBandwidth) {
+  Process p({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--sizes", "1,64K", "--iters", "3",
+             "--format", "jsonl"});
+  ASSERT_EQ(p.wait_for(60s), 0) << p.err();
+  const auto rows = parse_lines(p.out());
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_GT(row["latency_us"].get<double>(), 0);
+    EXPECT_GT(row["bandwidth_gbps"].get<double>(), 0);
+  }
+}
+
+// Ranks started directly (no launcher to stop them): when one is killed mid-run, every
+// other rank must exit non-zero on its own, with an error naming a peer, well within the
+// timeout.
+TEST(DeadPeerTest, KilledRankMakesEveryOtherRankFailWithoutHanging) {
+  const int port = 29000 + static_cast<int>(getpid() % 1000);
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<Process>(
+        std::vector<std::string>{DTRAIN_BINARY, "bench", "collective", "--sizes", "4M", "--algo",
+                                 "ring", "--iters", "1000000", "--timeout", "20"},
+        std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(r)},
+                                                         {"WORLD_SIZE", "3"},
+                                                         {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", std::to_string(port)}}));
+  }
+  std::this_thread::sleep_for(4s);
+  for (auto& r : ranks)
+    ASSERT_EQ(r->wait_for(0s), -1) << "a rank ended early: " << r->err();
+  kill(ranks[1]->pid(), SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r : {0, 2}) {
+    const int code = ranks[static_cast<size_t>(r)]->wait_for(60s);
+    EXPECT_NE(code, -1) << "rank " << r << " hangs";
+    EXPECT_NE(code, 0) << "rank " << r;
+    const std::string err = ranks[static_cast<size_t>(r)]->err();
+    EXPECT_NE(err.find("dtrain: error:"), std::string::npos) << err;
+    EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 25s);
+}
+
+TEST(DeadPeerTest, WorldSizeMismatchIsReportedNotHung) {
+  const int port = 30000 + static_cast<int>(getpid() % 1000);
+  auto start = [&](int rank, int world) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{DTRAIN_BINARY, "bench", "collective", "--sizes", "1K", "--timeout",
+                                 "5"},
+        std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(rank)},
+                                                         {"WORLD_SIZE", std::to_string(world)},
+                                                         {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", std::to_string(port)}});
+  };
+  auto a = start(0, 2);
+  auto b = start(1, 3);
+  EXPECT_EQ(a->wait_for(40s), 1) << a->err();
+  EXPECT_EQ(b->wait_for(40s), 1) << b->err();
+  EXPECT_NE(a->err().find("world size mismatch"), std::string::npos) << a->err();
+}
+
+}  // namespace
+}  // namespace dtrain
