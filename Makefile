@@ -22,7 +22,7 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
-	$(BUILD_DIR)/dtrain run-default
+	$(BUILD_DIR)/dtrain bench collective -n 2 --sizes 4K:16M --factor 16 --rounds 2
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600

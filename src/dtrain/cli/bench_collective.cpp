@@ -25,12 +25,13 @@ struct Options {
   double factor = 4;
   int warmup = 3;
   int iters = 10;
+  int rounds = 1;
   std::string dtype = "float32";
   std::string reduce = "sum";
   std::string format = "table";
   std::string out;
   bool check = true;
-  int64_t segment_bytes = 512 * 1024;
+  int64_t segment_bytes = 1024 * 1024;
 };
 
 enum class Op { kAllReduce, kBroadcast, kReduceScatter, kAllGather };
@@ -277,23 +278,34 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   std::vector<metrics::Row> rows;
   for (const int64_t bytes : sizes) {
     const int64_t count = bytes / elem;
-    for (const auto& algo : algos) {
-      Buffers b = make_buffers(op, rop, g, count, dtype);
+    // Algorithms take turns round by round, so drift on a noisy machine hits all alike.
+    // One set of buffers serves every algorithm (restored before each run): 1 GiB sizes fit.
+    Buffers b = make_buffers(op, rop, g, count, dtype);
+    std::vector<double> total_s(algos.size(), 0.0);
+    std::vector<std::pair<int64_t, double>> checks(algos.size(), {-1, -1.0});
+    for (size_t a = 0; a < algos.size(); ++a) {
       for (int i = 0; i < o.warmup; ++i) {
         restore(op, b);
-        run_once(op, algo, g, b, rop, o.segment_bytes);
+        run_once(op, algos[a], g, b, rop, o.segment_bytes);
       }
-      double total_s = 0;
-      for (int i = 0; i < o.iters; ++i) {
-        restore(op, b);
-        const auto t0 = std::chrono::steady_clock::now();
-        run_once(op, algo, g, b, rop, o.segment_bytes);
-        total_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    for (int round = 0; round < o.rounds; ++round) {
+      for (size_t a = 0; a < algos.size(); ++a) {
+        for (int i = 0; i < o.iters; ++i) {
+          restore(op, b);
+          const auto t0 = std::chrono::steady_clock::now();
+          run_once(op, algos[a], g, b, rop, o.segment_bytes);
+          total_s[a] +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        if (o.check && round + 1 == o.rounds) checks[a] = check(op, rop, p, count, b, dtype);
       }
-      const auto [wrong, max_diff] =
-          o.check ? check(op, rop, p, count, b, dtype) : std::pair<int64_t, double>{-1, -1.0};
+    }
+    for (size_t a = 0; a < algos.size(); ++a) {
+      const std::string& algo = algos[a];
+      const auto [wrong, max_diff] = checks[a];
       // Time: mean over iterations, then max over ranks; memory: max over ranks.
-      at::Tensor maxes = at::tensor({total_s / std::max(1, o.iters) * 1e6, max_diff,
+      at::Tensor maxes = at::tensor({total_s[a] / (o.iters * o.rounds) * 1e6, max_diff,
                                      static_cast<double>(metrics::peak_rss_bytes())},
                                     at::kDouble);
       g.native_all_reduce(maxes, comm::ReduceOp::kMax);
@@ -373,6 +385,10 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--iters", o->iters, "timed iterations per size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--rounds", o->rounds,
+                  "repeat the algorithm list this many times, taking turns (--iters each turn)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--dtype", o->dtype, "float32, float64, float16, bfloat16, int32, int64")

@@ -40,7 +40,7 @@ struct AllReduceOptions {
   Algorithm algorithm = Algorithm::kAuto;
   int tag = kCollectiveTag;
   // Ring: bytes per pipelined segment.
-  int64_t segment_bytes = 512 * 1024;
+  int64_t segment_bytes = 1024 * 1024;
   static constexpr int kCollectiveTag = (1 << 24) + 1;
 };
 
