@@ -15,10 +15,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   dtrain::cli::register_launch(app, exit_code);
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks: collective, p2p");
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks: collective, p2p, codec");
   bench->require_subcommand(1);
   dtrain::cli::register_bench_collective(*bench, exit_code);
   dtrain::cli::register_bench_p2p(*bench, exit_code);
+  dtrain::cli::register_bench_codec(*bench, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,224 @@
+// `dtrain bench codec`: ratio, error and speed of every codec on synthetic distributions,
+// next to the seed-style baselines (sortquant-ref, kmeans-ref).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
+#include "dtrain/compress/baselines.h"
+#include "dtrain/compress/codec.h"
+#include "dtrain/metrics/report.h"
+
+namespace dtrain::cli {
+namespace {
+
+struct Options {
+  std::string codecs =
+      "uniform:8,sortquant:8,sortquant-ref:8,sortquant:4,kmeans:4:20,kmeans-ref:4:20,fp16";
+  std::string dists = "gaussian,relu,laplace,student-t3";
+  std::string numels = "1M,16M";
+  int threads = 1;
+  int reps = 3;
+  uint64_t seed = 0;
+  std::string format = "table";
+  std::string out;
+};
+
+// Optimal (Lloyd-Max) MSE / variance of a B-bit scalar quantizer for a Gaussian source
+// (Max 1960; 1 bit is exactly 1 - 2/pi).
+std::optional<double> lloyd_max_bound(int bits) {
+  switch (bits) {
+    case 1:
+      return 0.3634;
+    case 2:
+      return 0.1175;
+    case 3:
+      return 0.03454;
+    case 4:
+      return 0.009497;
+    default:
+      return std::nullopt;
+  }
+}
+
+at::Tensor sample(const std::string& dist, int64_t n, uint64_t seed) {
+  at::manual_seed(seed);
+  if (dist == "gaussian") return at::randn({n});
+  if (dist == "relu") return at::relu(at::randn({n}));
+  if (dist == "laplace") {  // inverse CDF of Laplace(0, 1)
+    const at::Tensor u = at::rand({n}) - 0.5;
+    return -at::sign(u) * at::log1p(-2 * u.abs().clamp_max(0.4999999));
+  }
+  if (dist == "student-t3") {  // N(0,1) / sqrt(chi2_3 / 3)
+    const at::Tensor z = at::randn({n});
+    const at::Tensor chi2 = at::randn({3, n}).pow(2).sum(0);
+    return z / (chi2 / 3).sqrt();
+  }
+  if (dist == "activations") {
+    throw std::invalid_argument("--dist activations needs the model zoo, which is not built yet");
+  }
+  throw std::invalid_argument("--dist '" + dist +
+                              "': expected gaussian, relu, laplace or student-t3");
+}
+
+// A codec under test: a real one, or a baseline named "<family>-ref:...".
+struct Subject {
+  std::string name;
+  int bits = 0;
+  std::function<std::function<at::Tensor()>(const at::Tensor&, int64_t&)> prepare;
+};
+
+Subject make_subject(const std::string& name) {
+  Subject s;
+  s.name = name;
+  if (name.rfind("sortquant-ref:", 0) == 0) {
+    const auto spec = compress::parse_codec("sortquant:" + name.substr(14));
+    const int q = spec.bits - spec.split_bits, sb = spec.split_bits;
+    s.bits = spec.bits;
+    // Encode returns a decoder closure so decode is timed on its own.
+    s.prepare = [q, sb, bits = spec.bits](const at::Tensor& x, int64_t& wire) {
+      auto encoded = std::make_shared<compress::baseline::SortQuantResult>(
+          compress::baseline::sortquant_encode(x, q, sb));
+      wire = x.numel() * ((bits + 7) / 8) + encoded->table.numel() * 4;
+      return std::function<at::Tensor()>(
+          [encoded, q] { return compress::baseline::sortquant_decode(*encoded, q); });
+    };
+    return s;
+  }
+  if (name.rfind("kmeans-ref:", 0) == 0) {
+    const auto spec = compress::parse_codec("kmeans:" + name.substr(11));
+    if (spec.iters == 0)
+      throw std::invalid_argument(name + ": give the iterations, e.g. kmeans-ref:4:20");
+    s.bits = spec.bits;
+    s.prepare = [spec](const at::Tensor& x, int64_t& wire) {
+      auto encoded = std::make_shared<compress::baseline::KMeansResult>(
+          compress::baseline::kmeans(x, 1 << spec.bits, spec.iters));
+      wire = x.numel() * ((spec.bits + 7) / 8) + (int64_t{4} << spec.bits);
+      const auto shape = x.sizes().vec();
+      return std::function<at::Tensor()>(
+          [encoded, shape] { return compress::baseline::kmeans_decode(*encoded, shape); });
+    };
+    return s;
+  }
+  auto codec = std::shared_ptr<compress::Codec>(compress::make_codec(name));
+  s.bits = codec->spec().bits;
+  s.prepare = [codec](const at::Tensor& x, int64_t& wire) {
+    auto packet = std::make_shared<compress::Packet>(compress::encode(*codec, x));
+    wire = static_cast<int64_t>(packet->size());
+    return std::function<at::Tensor()>([packet] { return compress::decode(*packet); });
+  };
+  return s;
+}
+
+double seconds(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<metrics::Column> columns() {
+  return {{"codec", "codec"},
+          {"dist", "dist"},
+          {"numel", "numel"},
+          {"ratio", "ratio", 4},
+          {"mse_over_var", "mse/var", 6},
+          {"lloyd_max_bound", "lloyd-max", 6},
+          {"max_abs_err", "max|err|", 4},
+          {"encode_gbps", "enc(GB/s)", 3},
+          {"decode_gbps", "dec(GB/s)", 3},
+          {"encode_ms", "enc(ms)", 2},
+          {"decode_ms", "dec(ms)", 2}};
+}
+
+int run(const Options& o) {
+  std::vector<Subject> subjects;
+  for (const auto& name : split_list(o.codecs))
+    subjects.push_back(make_subject(name));
+  const auto dists = split_list(o.dists);
+  std::vector<int64_t> numels;
+  for (const auto& n : split_list(o.numels))
+    numels.push_back(parse_size(n));
+  for (const auto& d : dists)
+    sample(d, 1, 0);  // validate names before the long work
+  const auto format = metrics::parse_format(o.format);
+  at::set_num_threads(o.threads);
+
+  std::vector<metrics::Row> rows;
+  for (const int64_t n : numels) {
+    for (const auto& dist : dists) {
+      const at::Tensor x = sample(dist, n, o.seed);
+      const double var = x.to(at::kDouble).var().item<double>();
+      for (const auto& s : subjects) {
+        std::vector<double> enc, dec;
+        at::Tensor y;
+        int64_t wire = 0;
+        for (int r = 0; r < o.reps; ++r) {
+          std::function<at::Tensor()> decoder;
+          enc.push_back(seconds([&] { decoder = s.prepare(x, wire); }));
+          dec.push_back(seconds([&] { y = decoder(); }));
+        }
+        const at::Tensor err = (x.to(at::kDouble) - y.to(at::kDouble));
+        metrics::Row row;
+        row["bench"] = "codec";
+        row["codec"] = s.name;
+        row["dist"] = dist;
+        row["numel"] = n;
+        row["ratio"] = compress::compression_ratio(static_cast<size_t>(wire), n);
+        row["mse_over_var"] = var > 0 ? err.pow(2).mean().item<double>() / var : 0.0;
+        row["max_abs_err"] = err.abs().max().item<double>();
+        const double enc_s = median(enc), dec_s = median(dec);
+        row["encode_gbps"] = 4.0 * n / enc_s / 1e9;
+        row["decode_gbps"] = 4.0 * n / dec_s / 1e9;
+        row["encode_ms"] = enc_s * 1e3;
+        row["decode_ms"] = dec_s * 1e3;
+        const auto bound = lloyd_max_bound(s.bits);
+        row["lloyd_max_bound"] = dist == "gaussian" && bound ? nlohmann::ordered_json(*bound)
+                                                             : nlohmann::ordered_json(nullptr);
+        std::cerr << "bench codec: " << s.name << " " << dist << " " << n << ": ratio "
+                  << row["ratio"].get<double>() << ", mse/var " << row["mse_over_var"].get<double>()
+                  << ", encode " << row["encode_gbps"].get<double>() << " GB/s, decode "
+                  << row["decode_gbps"].get<double>() << " GB/s" << std::endl;
+        rows.push_back(row);
+      }
+    }
+  }
+  emit_rows(o.out, format, columns(), rows);
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_codec(CLI::App& bench, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = bench.add_subcommand(
+      "codec",
+      "ratio (wire bytes / fp32 bytes), MSE / variance, max error and encode/decode speed (GB/s "
+      "of float32 input) per codec and distribution; '-ref' names are the seed-style "
+      "baselines (sortquant-ref:B sorts the whole tensor, kmeans-ref:B:I is plain O(nk) Lloyd)");
+  sub->add_option("--codec", o->codecs, "comma list of codecs\n" + compress::codec_help())
+      ->capture_default_str();
+  sub->add_option("--dist", o->dists, "gaussian, relu, laplace, student-t3")->capture_default_str();
+  sub->add_option("--numel", o->numels, "values per tensor (1M = 2^20)")->capture_default_str();
+  sub->add_option("--threads", o->threads, "intra-op threads (the codecs themselves use one)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--reps", o->reps, "timed repetitions; the median is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed for the input samples")->capture_default_str();
+  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
+  sub->add_option("--out", o->out, "write results to this file instead of stdout");
+  sub->callback([o, &exit_code] { exit_code = run(*o); });
+}
+
+}  // namespace dtrain::cli

@@ -1,0 +1,317 @@
+#include "dtrain/compress/codec.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "dtrain/compress/codecs.h"
+
+namespace dtrain::compress {
+namespace {
+
+constexpr uint8_t kMagic[4] = {'D', 'T', 'C', 'K'};
+constexpr uint8_t kVersion = 1;
+constexpr size_t kFixedHeader = 32;
+constexpr int kMaxDims = 8;
+constexpr int64_t kMaxNumel = int64_t{1} << 40;
+
+int parse_int(const std::string& text, const std::string& whole) {
+  size_t used = 0;
+  int v = -1;
+  try {
+    v = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size()) {
+    throw std::invalid_argument("codec '" + whole + "': '" + text + "' is not an integer");
+  }
+  return v;
+}
+
+uint8_t dtype_code(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return 0;
+    case at::kDouble:
+      return 1;
+    case at::kHalf:
+      return 2;
+    case at::kBFloat16:
+      return 3;
+    default:
+      throw std::invalid_argument("codecs take floating tensors (float32/64, float16, bfloat16)");
+  }
+}
+
+at::ScalarType dtype_from_code(uint8_t c) {
+  switch (c) {
+    case 0:
+      return at::kFloat;
+    case 1:
+      return at::kDouble;
+    case 2:
+      return at::kHalf;
+    case 3:
+      return at::kBFloat16;
+    default:
+      throw CorruptPacket("packet: unknown dtype code " + std::to_string(c));
+  }
+}
+
+template <class T>
+void put(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+template <class T>
+T get(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+void check_spec(const CodecSpec& s, const std::string& name) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("codec '" + name + "': " + why);
+  };
+  switch (s.id) {
+    case CodecId::kNone:
+      if (s.bits != 32) fail("none has 32 bits");
+      break;
+    case CodecId::kFp16:
+    case CodecId::kBf16:
+      if (s.bits != 16) fail("16-bit float has 16 bits");
+      break;
+    case CodecId::kUniform:
+      if (s.bits < 1 || s.bits > 16) fail("bits must be 1..16");
+      break;
+    case CodecId::kSortQuant:
+      if (s.split_bits < 0 || s.bits - s.split_bits < 1 || s.bits > 16) {
+        fail("need Q >= 1 level bits, S >= 0 split bits, Q+S <= 16");
+      }
+      break;
+    case CodecId::kKMeans:
+      if (s.bits < 1 || s.bits > 8) fail("bits must be 1..8 (at most 256 centroids)");
+      if (s.iters < 0 || s.iters > 100000) fail("iterations must be 0..100000");
+      break;
+  }
+}
+
+}  // namespace
+
+std::string CodecSpec::name() const {
+  switch (id) {
+    case CodecId::kNone:
+      return "none";
+    case CodecId::kFp16:
+      return "fp16";
+    case CodecId::kBf16:
+      return "bf16";
+    case CodecId::kUniform:
+      return "uniform:" + std::to_string(bits);
+    case CodecId::kSortQuant:
+      return "sortquant:" + std::to_string(bits - split_bits) + ":" + std::to_string(split_bits);
+    case CodecId::kKMeans:
+      return "kmeans:" + std::to_string(bits) + (iters > 0 ? ":" + std::to_string(iters) : "");
+  }
+  return "?";
+}
+
+CodecSpec parse_codec(const std::string& name) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t colon = name.find(':', start);
+    parts.push_back(
+        name.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  const std::string& family = parts[0];
+  CodecSpec s;
+  auto arity = [&](size_t lo, size_t hi) {
+    if (parts.size() < lo || parts.size() > hi) {
+      throw std::invalid_argument("codec '" + name + "': wrong number of ':' parameters");
+    }
+  };
+  if (family == "none") {
+    arity(1, 1);
+  } else if (family == "fp16" || family == "bf16") {
+    arity(1, 1);
+    s.id = family == "fp16" ? CodecId::kFp16 : CodecId::kBf16;
+    s.bits = 16;
+  } else if (family == "uniform") {
+    arity(2, 2);
+    s.id = CodecId::kUniform;
+    s.bits = parse_int(parts[1], name);
+  } else if (family == "sortquant") {
+    arity(2, 3);
+    s.id = CodecId::kSortQuant;
+    if (parts.size() == 3) {
+      const int q = parse_int(parts[1], name);
+      s.split_bits = parse_int(parts[2], name);
+      s.bits = q + s.split_bits;
+    } else {
+      const int b = parse_int(parts[1], name);
+      if (b < 2 || b > 16 || b % 4 != 0) {
+        throw std::invalid_argument("codec '" + name +
+                                    "': the 3:1 shorthand takes 4, 8, 12 or 16 bits; use "
+                                    "sortquant:Q:S otherwise");
+      }
+      s.bits = b;
+      s.split_bits = b / 4;
+    }
+  } else if (family == "kmeans") {
+    arity(2, 3);
+    s.id = CodecId::kKMeans;
+    s.bits = parse_int(parts[1], name);
+    if (parts.size() == 3) {
+      s.iters = parse_int(parts[2], name);
+      if (s.iters < 1) throw std::invalid_argument("codec '" + name + "': iterations must be >= 1");
+    }
+  } else {
+    throw std::invalid_argument("unknown codec '" + name + "'\n" + codec_help());
+  }
+  check_spec(s, name);
+  return s;
+}
+
+std::string codec_help() {
+  return "codecs:\n"
+         "  none           raw float32\n"
+         "  fp16, bf16     16-bit floats\n"
+         "  uniform:B      B-bit uniform quantization between the tensor's min and max (B 1..16)\n"
+         "  sortquant:Q:S  sort quantization: 2^S equal-count groups by rank, 2^Q levels each\n"
+         "  sortquant:B    the seeds' 3:1 split (16=12+4, 12=9+3, 8=6+2, 4=3+1)\n"
+         "  kmeans:B[:I]   1-D k-means with 2^B centroids (B 1..8), I Lloyd iterations";
+}
+
+std::unique_ptr<Codec> make_codec(const CodecSpec& spec) {
+  check_spec(spec, spec.name());
+  switch (spec.id) {
+    case CodecId::kNone:
+    case CodecId::kFp16:
+    case CodecId::kBf16:
+      return make_cast_codec(spec);
+    case CodecId::kUniform:
+      return make_uniform_codec(spec);
+    case CodecId::kSortQuant:
+      return make_sortquant_codec(spec);
+    case CodecId::kKMeans:
+      return make_kmeans_codec(spec);
+  }
+  throw std::invalid_argument("unknown codec id");
+}
+
+Packet encode(const Codec& codec, const at::Tensor& tensor) {
+  if (!tensor.device().is_cpu()) throw std::invalid_argument("encode: CPU tensors only");
+  if (tensor.dim() > kMaxDims) {
+    throw std::invalid_argument("encode: at most " + std::to_string(kMaxDims) + " dimensions");
+  }
+  const uint8_t dtype = dtype_code(tensor.scalar_type());
+  const at::Tensor values = tensor.to(at::kFloat).contiguous();
+  const int64_t n = values.numel();
+  const float* x = values.data_ptr<float>();
+  // Any NaN or Inf makes the sum of x*0 NaN: one vectorizable pass.
+  float poison = 0.f;
+  for (int64_t i = 0; i < n; ++i)
+    poison += x[i] * 0.f;
+  if (poison != 0.f) {
+    throw std::invalid_argument("encode (" + codec.spec().name() +
+                                "): input contains NaN or Inf; codecs take finite values only");
+  }
+  const size_t table = codec.table_bytes(n);
+  const size_t payload = codec.payload_bytes(n);
+  const size_t header = kFixedHeader + 8 * static_cast<size_t>(tensor.dim());
+  Packet out(header + table + payload);
+  uint8_t* p = out.data();
+  std::memcpy(p, kMagic, 4);
+  p[4] = kVersion;
+  p[5] = static_cast<uint8_t>(codec.spec().id);
+  p[6] = dtype;
+  p[7] = static_cast<uint8_t>(tensor.dim());
+  p[8] = static_cast<uint8_t>(codec.spec().bits);
+  p[9] = static_cast<uint8_t>(codec.spec().split_bits);
+  put<uint16_t>(p + 10, 0);
+  put<uint32_t>(p + 12, static_cast<uint32_t>(table));
+  put<uint64_t>(p + 16, payload);
+  put<uint64_t>(p + 24, static_cast<uint64_t>(n));
+  for (int64_t d = 0; d < tensor.dim(); ++d)
+    put<int64_t>(p + kFixedHeader + 8 * d, tensor.size(d));
+  codec.encode_values(x, n, p + header, p + header + table);
+  return out;
+}
+
+PacketInfo inspect(const uint8_t* data, size_t size) {
+  if (size < kFixedHeader) {
+    throw CorruptPacket("packet: " + std::to_string(size) + " bytes is shorter than the header");
+  }
+  if (std::memcmp(data, kMagic, 4) != 0) throw CorruptPacket("packet: bad magic");
+  if (data[4] != kVersion) {
+    throw CorruptPacket("packet: version " + std::to_string(data[4]) + " (this build reads " +
+                        std::to_string(kVersion) + ")");
+  }
+  PacketInfo info{};
+  if (data[5] > static_cast<uint8_t>(CodecId::kKMeans)) {
+    throw CorruptPacket("packet: unknown codec id " + std::to_string(data[5]));
+  }
+  info.spec.id = static_cast<CodecId>(data[5]);
+  info.dtype = dtype_from_code(data[6]);
+  const int ndim = data[7];
+  if (ndim > kMaxDims) throw CorruptPacket("packet: " + std::to_string(ndim) + " dimensions");
+  info.spec.bits = data[8];
+  info.spec.split_bits = data[9];
+  if (get<uint16_t>(data + 10) != 0) throw CorruptPacket("packet: reserved field is not zero");
+  try {
+    check_spec(info.spec, info.spec.name());
+  } catch (const std::invalid_argument& e) {
+    throw CorruptPacket(std::string("packet: bad codec parameters: ") + e.what());
+  }
+  info.header_bytes = kFixedHeader + 8 * static_cast<size_t>(ndim);
+  if (size < info.header_bytes) throw CorruptPacket("packet: truncated shape");
+  const uint64_t numel = get<uint64_t>(data + 24);
+  int64_t product = 1;
+  for (int d = 0; d < ndim; ++d) {
+    const int64_t dim = get<int64_t>(data + kFixedHeader + 8 * d);
+    if (dim < 0 || dim > kMaxNumel)
+      throw CorruptPacket("packet: bad dimension " + std::to_string(dim));
+    if (product != 0 && dim > kMaxNumel / product) throw CorruptPacket("packet: shape too large");
+    product *= dim;
+    info.shape.push_back(dim);
+  }
+  if (static_cast<uint64_t>(product) != numel) {
+    throw CorruptPacket("packet: shape holds " + std::to_string(product) + " values, header says " +
+                        std::to_string(numel));
+  }
+  info.numel = product;
+  const auto codec = make_codec(info.spec);
+  info.table_bytes = get<uint32_t>(data + 12);
+  info.payload_bytes = get<uint64_t>(data + 16);
+  if (info.table_bytes != codec->table_bytes(product) ||
+      info.payload_bytes != codec->payload_bytes(product)) {
+    throw CorruptPacket("packet: table/payload lengths do not match " + info.spec.name() + " for " +
+                        std::to_string(product) + " values");
+  }
+  if (size != info.header_bytes + info.table_bytes + info.payload_bytes) {
+    throw CorruptPacket("packet: " + std::to_string(size) + " bytes, expected " +
+                        std::to_string(info.header_bytes + info.table_bytes + info.payload_bytes) +
+                        " (truncated or trailing data)");
+  }
+  return info;
+}
+
+at::Tensor decode(const uint8_t* data, size_t size) {
+  const PacketInfo info = inspect(data, size);
+  const auto codec = make_codec(info.spec);
+  at::Tensor out = at::empty({info.numel}, at::kFloat);
+  codec->decode_values(data + info.header_bytes, data + info.header_bytes + info.table_bytes,
+                       info.numel, out.data_ptr<float>());
+  return out.view(info.shape).to(info.dtype);
+}
+
+double compression_ratio(size_t packet_bytes, int64_t numel) {
+  return numel == 0 ? 0.0 : static_cast<double>(packet_bytes) / (4.0 * static_cast<double>(numel));
+}
+
+}  // namespace dtrain::compress

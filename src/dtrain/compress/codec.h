@@ -1,0 +1,94 @@
+// Codecs: a tensor <-> a self-describing byte packet. No knowledge of ranks or transport.
+//
+// Packet = header (docs/wire-format.md) + table + payload. Encoding takes any floating
+// tensor (float32, float64, float16, bfloat16; any shape, contiguous or not); values are
+// coded as float32 and decode restores the original dtype and shape. NaN or Inf input
+// throws std::invalid_argument. decode() validates every header field and length against
+// the packet size and throws CorruptPacket on anything inconsistent; it never reads
+// outside the packet.
+//
+// Names:  none | fp16 | bf16 | uniform:B (1..16) | sortquant:Q:S (Q+S <= 16) |
+//         sortquant:B (the seeds' 3:1 split: 16=12+4, 12=9+3, 8=6+2, 4=3+1) |
+//         kmeans:B[:ITERS] (B 1..8; ITERS default: until assignments settle, at most 300)
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dtrain::compress {
+
+enum class CodecId : uint8_t {
+  kNone = 0,
+  kFp16 = 1,
+  kBf16 = 2,
+  kUniform = 3,
+  kSortQuant = 4,
+  kKMeans = 5
+};
+
+struct CodecSpec {
+  CodecId id = CodecId::kNone;
+  int bits = 32;       // bits per coded value on the wire (Q+S for sortquant)
+  int split_bits = 0;  // sortquant: S (2^S groups)
+  int iters = 0;       // kmeans: Lloyd iterations (0: until stable)
+  std::string name() const;
+};
+
+// Throws std::invalid_argument naming the problem, e.g. "uniform:0: bits must be 1..16".
+CodecSpec parse_codec(const std::string& name);
+// One line per codec family, for --help.
+std::string codec_help();
+
+class CorruptPacket : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using Packet = std::vector<uint8_t>;
+
+// A codec's value coding on float32 arrays; the packet framing is shared (encode/decode).
+class Codec {
+ public:
+  virtual ~Codec() = default;
+  virtual const CodecSpec& spec() const = 0;
+  // Exact table and payload sizes for n values; the decoder checks them.
+  virtual size_t table_bytes(int64_t n) const = 0;
+  virtual size_t payload_bytes(int64_t n) const = 0;
+  // `x` holds n finite floats; writes exactly table_bytes(n) and payload_bytes(n) bytes.
+  virtual void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const = 0;
+  // Inverse; throws CorruptPacket on an invalid table (non-finite or negative step...).
+  virtual void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n,
+                             float* out) const = 0;
+};
+
+std::unique_ptr<Codec> make_codec(const CodecSpec& spec);
+inline std::unique_ptr<Codec> make_codec(const std::string& name) {
+  return make_codec(parse_codec(name));
+}
+
+Packet encode(const Codec& codec, const at::Tensor& tensor);
+// Decodes any packet: the codec and its parameters come from the header.
+at::Tensor decode(const uint8_t* data, size_t size);
+inline at::Tensor decode(const Packet& packet) {
+  return decode(packet.data(), packet.size());
+}
+
+// Header fields, for tools and tests (validated like decode does).
+struct PacketInfo {
+  CodecSpec spec;
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+  int64_t numel;
+  size_t header_bytes, table_bytes, payload_bytes;
+};
+PacketInfo inspect(const uint8_t* data, size_t size);
+
+// wire bytes / (4 * numel): the compression ratio as DESIGN.md defines it.
+double compression_ratio(size_t packet_bytes, int64_t numel);
+
+}  // namespace dtrain::compress

@@ -1,0 +1,53 @@
+// Internal: factories for the codec families (one family per file) and the quantization
+// rule they share. Tests mirror quantize/dequantize exactly, so keep them bit-stable.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "dtrain/compress/codec.h"
+
+namespace dtrain::compress {
+
+std::unique_ptr<Codec> make_cast_codec(const CodecSpec& spec);       // cast.cpp
+std::unique_ptr<Codec> make_uniform_codec(const CodecSpec& spec);    // uniform.cpp
+std::unique_ptr<Codec> make_sortquant_codec(const CodecSpec& spec);  // sortquant.cpp
+std::unique_ptr<Codec> make_kmeans_codec(const CodecSpec& spec);     // kmeans.cpp
+
+// Codes are produced and consumed in blocks of this many values (a multiple of 8, so
+// every block starts on a byte boundary of the packed stream).
+constexpr int64_t kCodeBlock = 4096;
+
+// Uniform levels between lo and hi (inclusive): step = (hi - lo) / (levels - 1).
+inline float level_step(float lo, float hi, int levels) {
+  return levels > 1 && hi > lo ? (hi - lo) / static_cast<float>(levels - 1) : 0.f;
+}
+
+// round-half-even((x - lo) / step), clamped to [0, max_level]; 0 when step is 0.
+// Adding and subtracting 2^23 rounds a float in [0, 2^23) to the nearest integer (ties to
+// even) with plain SSE2 arithmetic, the same result as nearbyint() in the default mode.
+inline uint16_t quantize(float x, float lo, float step, int max_level) {
+  if (!(step > 0.f)) return 0;
+  float v = (x - lo) / step;
+  v = std::min(std::max(v, 0.f), static_cast<float>(max_level));
+  const float r = (v + 8388608.f) - 8388608.f;
+  return static_cast<uint16_t>(r);
+}
+
+inline float dequantize(uint16_t level, float lo, float step) {
+  return lo + static_cast<float>(level) * step;
+}
+
+// Little-endian float table entries.
+inline void put_f32(uint8_t* p, float v) {
+  std::memcpy(p, &v, 4);
+}
+inline float get_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+}  // namespace dtrain::compress

@@ -1,0 +1,170 @@
+// kmeans:B[:ITERS] — 1-D k-means with k = 2^B centroids; code = centroid index.
+//
+// Fast Lloyd: one pass builds a histogram over the top 16 bits of the order-preserving key
+// (count and exact sum per bucket, so each non-empty bucket is a weighted point at its
+// mean). Lloyd iterations then run on those <= 65536 sorted points with prefix sums: each
+// iteration finds the k-1 midpoints by binary search, O(k log P), independent of n.
+// Initialisation: the means of k equal-count slices (quantiles). The final assignment is
+// exact: every value gets its nearest centroid. Error per value = distance to it.
+#include <cmath>
+#include <numeric>
+
+#include "dtrain/compress/bitpack.h"
+#include "dtrain/compress/codecs.h"
+#include "dtrain/compress/selection.h"
+
+namespace dtrain::compress {
+namespace {
+
+constexpr int kDefaultMaxIters = 300;
+
+struct WeightedPoints {
+  std::vector<double> mean;  // ascending
+  std::vector<double> weight;
+  std::vector<double> cum_w;  // prefix sums, size P+1
+  std::vector<double> cum_wx;
+};
+
+WeightedPoints histogram_points(const float* x, int64_t n) {
+  constexpr int kShift = 16;
+  constexpr size_t kBuckets = size_t{1} << (32 - kShift);
+  std::vector<uint32_t> count(kBuckets, 0);
+  std::vector<double> sum(kBuckets, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t b = order_key(x[i]) >> kShift;
+    ++count[b];
+    sum[b] += x[i];
+  }
+  WeightedPoints p;
+  for (size_t b = 0; b < kBuckets; ++b) {
+    if (count[b] == 0) continue;
+    p.mean.push_back(sum[b] / count[b]);
+    p.weight.push_back(count[b]);
+  }
+  p.cum_w.assign(p.mean.size() + 1, 0.0);
+  p.cum_wx.assign(p.mean.size() + 1, 0.0);
+  for (size_t i = 0; i < p.mean.size(); ++i) {
+    p.cum_w[i + 1] = p.cum_w[i] + p.weight[i];
+    p.cum_wx[i + 1] = p.cum_wx[i] + p.weight[i] * p.mean[i];
+  }
+  return p;
+}
+
+// Lloyd on weighted sorted points; returns ascending centroids.
+std::vector<double> lloyd(const WeightedPoints& p, int k, int max_iters) {
+  const size_t P = p.mean.size();
+  const double total = p.cum_w[P];
+  // Quantile initialisation: cluster j takes the points whose cumulative weight falls in
+  // [j/k, (j+1)/k) of the total.
+  std::vector<size_t> cut(static_cast<size_t>(k) + 1, 0);
+  cut[static_cast<size_t>(k)] = P;
+  for (int j = 1; j < k; ++j) {
+    const double target = total * j / k;
+    cut[static_cast<size_t>(j)] = static_cast<size_t>(
+        std::lower_bound(p.cum_w.begin(), p.cum_w.end(), target) - p.cum_w.begin());
+    cut[static_cast<size_t>(j)] =
+        std::clamp(cut[static_cast<size_t>(j)], cut[static_cast<size_t>(j) - 1], P);
+  }
+  std::vector<double> c(static_cast<size_t>(k));
+  auto recompute = [&](std::vector<double>& centroids) {
+    for (int j = 0; j < k; ++j) {
+      const size_t a = cut[static_cast<size_t>(j)], b = cut[static_cast<size_t>(j) + 1];
+      const double w = p.cum_w[b] - p.cum_w[a];
+      if (w > 0) centroids[static_cast<size_t>(j)] = (p.cum_wx[b] - p.cum_wx[a]) / w;
+    }
+  };
+  // Empty initial clusters (fewer points than k) sit at their neighbours' values.
+  std::fill(c.begin(), c.end(), P ? p.mean[0] : 0.0);
+  recompute(c);
+  for (int j = 1; j < k; ++j)
+    c[static_cast<size_t>(j)] = std::max(c[static_cast<size_t>(j)], c[static_cast<size_t>(j) - 1]);
+
+  for (int it = 0; it < max_iters; ++it) {
+    bool changed = false;
+    for (int j = 1; j < k; ++j) {
+      const double mid = 0.5 * (c[static_cast<size_t>(j) - 1] + c[static_cast<size_t>(j)]);
+      // Points with mean > mid go right (ties to the lower centroid, as in encoding).
+      const size_t at =
+          static_cast<size_t>(std::upper_bound(p.mean.begin(), p.mean.end(), mid) - p.mean.begin());
+      if (at != cut[static_cast<size_t>(j)]) changed = true;
+      cut[static_cast<size_t>(j)] = at;
+    }
+    if (!changed) break;
+    recompute(c);
+  }
+  std::sort(c.begin(), c.end());
+  return c;
+}
+
+class KMeansCodec final : public Codec {
+ public:
+  explicit KMeansCodec(const CodecSpec& spec) : spec_(spec), k_(1 << spec.bits) {}
+  const CodecSpec& spec() const override { return spec_; }
+  size_t table_bytes(int64_t) const override { return 4 * static_cast<size_t>(k_); }
+  size_t payload_bytes(int64_t n) const override { return packed_bytes(n, spec_.bits); }
+
+  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const override {
+    std::vector<float> centroids(static_cast<size_t>(k_), 0.f);
+    if (n > 0) {
+      const auto c =
+          lloyd(histogram_points(x, n), k_, spec_.iters > 0 ? spec_.iters : kDefaultMaxIters);
+      for (int j = 0; j < k_; ++j)
+        centroids[static_cast<size_t>(j)] = static_cast<float>(c[static_cast<size_t>(j)]);
+      std::sort(centroids.begin(), centroids.end());
+    }
+    for (int j = 0; j < k_; ++j)
+      put_f32(table + 4 * j, centroids[static_cast<size_t>(j)]);
+    uint16_t codes[kCodeBlock];
+    for (int64_t start = 0; start < n; start += kCodeBlock) {
+      const int64_t count = std::min(kCodeBlock, n - start);
+      for (int64_t i = 0; i < count; ++i)
+        codes[i] = nearest(x[start + i], centroids);
+      pack_bits(codes, count, spec_.bits, payload, start);
+    }
+  }
+
+  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n,
+                     float* out) const override {
+    std::vector<float> centroids(static_cast<size_t>(k_));
+    for (int j = 0; j < k_; ++j) {
+      centroids[static_cast<size_t>(j)] = get_f32(table + 4 * j);
+      if (!std::isfinite(centroids[static_cast<size_t>(j)])) {
+        throw CorruptPacket("kmeans packet: centroid " + std::to_string(j) + " is not finite");
+      }
+    }
+    uint16_t codes[kCodeBlock];
+    for (int64_t start = 0; start < n; start += kCodeBlock) {
+      const int64_t count = std::min(kCodeBlock, n - start);
+      unpack_bits(payload, count, spec_.bits, codes, start);
+      for (int64_t i = 0; i < count; ++i)
+        out[start + i] = centroids[codes[i]];
+    }
+  }
+
+ private:
+  // Index of the nearest centroid (ascending centroids; a tie goes to the lower one).
+  static uint16_t nearest(float v, const std::vector<float>& c) {
+    const size_t k = c.size();
+    if (k <= 16) {
+      int j = 0;
+      for (size_t i = 1; i < k; ++i)
+        j += (v - c[i - 1]) > (c[i] - v);
+      return static_cast<uint16_t>(j);
+    }
+    size_t j = static_cast<size_t>(std::lower_bound(c.begin(), c.end(), v) - c.begin());
+    if (j == k) return static_cast<uint16_t>(k - 1);
+    if (j > 0 && (v - c[j - 1]) <= (c[j] - v)) --j;
+    return static_cast<uint16_t>(j);
+  }
+
+  CodecSpec spec_;
+  int k_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_kmeans_codec(const CodecSpec& spec) {
+  return std::make_unique<KMeansCodec>(spec);
+}
+
+}  // namespace dtrain::compress

@@ -1,0 +1,131 @@
+// sortquant:Q:S — seed 001's Sort Quantization without the sort.
+//
+// Ranks are cut into G = 2^S groups of equal count: group g holds ranks [k_g, k_{g+1}),
+// k_g = g * n / G. Its range is [value at rank k_g, value at rank k_{g+1} - 1], quantized
+// uniformly with 2^Q levels; code = g * 2^Q + level; the table holds (min, step) per group.
+// The encoder finds those order statistics by selection (selection.h), then assigns each
+// value to the group whose threshold range holds it: value >= t_g = value at rank k_g.
+// Values tied with a threshold all land in the upper group, so only ties make group sizes
+// differ from equal. Decoding is a table lookup.
+#include <cmath>
+
+#include "dtrain/compress/bitpack.h"
+#include "dtrain/compress/codecs.h"
+#include "dtrain/compress/selection.h"
+
+namespace dtrain::compress {
+namespace {
+
+class SortQuantCodec final : public Codec {
+ public:
+  explicit SortQuantCodec(const CodecSpec& spec)
+      : spec_(spec), level_bits_(spec.bits - spec.split_bits), groups_(1 << spec.split_bits) {}
+  const CodecSpec& spec() const override { return spec_; }
+  size_t table_bytes(int64_t) const override { return 8 * static_cast<size_t>(groups_); }
+  size_t payload_bytes(int64_t n) const override { return packed_bytes(n, spec_.bits); }
+
+  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const override {
+    const int g_count = groups_;
+    std::vector<float> lo(static_cast<size_t>(g_count), 0.f),
+        step(static_cast<size_t>(g_count), 0.f);
+    std::vector<float> thresholds;  // t_1 .. t_{G-1}, ascending
+    if (n > 0) {
+      // Ranks needed: k_g (group minima, thresholds) and k_{g+1} - 1 (group maxima).
+      std::vector<int64_t> ranks;
+      for (int g = 0; g < g_count; ++g) {
+        const int64_t begin = g * n / g_count, end = (g + 1) * n / g_count;
+        if (begin < end) {
+          ranks.push_back(begin);
+          ranks.push_back(end - 1);
+        } else {
+          ranks.push_back(std::min(begin, n - 1));
+          ranks.push_back(std::min(begin, n - 1));
+        }
+      }
+      const std::vector<float> stats = order_statistics(x, n, ranks);
+      const int max_level = (1 << level_bits_) - 1;
+      for (int g = 0; g < g_count; ++g) {
+        const int64_t begin = g * n / g_count, end = (g + 1) * n / g_count;
+        const float group_min = stats[2 * static_cast<size_t>(g)];
+        const float group_max = stats[2 * static_cast<size_t>(g) + 1];
+        if (g > 0) thresholds.push_back(group_min);
+        if (begin < end) {  // empty groups keep (0, 0): no value maps to them
+          lo[static_cast<size_t>(g)] = group_min;
+          step[static_cast<size_t>(g)] = level_step(group_min, group_max, max_level + 1);
+        }
+      }
+    }
+    for (int g = 0; g < g_count; ++g) {
+      put_f32(table + 8 * g, lo[static_cast<size_t>(g)]);
+      put_f32(table + 8 * g + 4, step[static_cast<size_t>(g)]);
+    }
+
+    const int max_level = (1 << level_bits_) - 1;
+    uint16_t codes[kCodeBlock];
+    for (int64_t start = 0; start < n; start += kCodeBlock) {
+      const int64_t count = std::min(kCodeBlock, n - start);
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = x[start + i];
+        const int g = group_of(v, thresholds);
+        codes[i] = static_cast<uint16_t>(
+            (g << level_bits_) |
+            quantize(v, lo[static_cast<size_t>(g)], step[static_cast<size_t>(g)], max_level));
+      }
+      pack_bits(codes, count, spec_.bits, payload, start);
+    }
+  }
+
+  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n,
+                     float* out) const override {
+    std::vector<float> lo(static_cast<size_t>(groups_)), step(static_cast<size_t>(groups_));
+    for (int g = 0; g < groups_; ++g) {
+      lo[static_cast<size_t>(g)] = get_f32(table + 8 * g);
+      step[static_cast<size_t>(g)] = get_f32(table + 8 * g + 4);
+      if (!std::isfinite(lo[static_cast<size_t>(g)]) ||
+          !std::isfinite(step[static_cast<size_t>(g)]) || step[static_cast<size_t>(g)] < 0.f) {
+        throw CorruptPacket("sortquant packet: invalid (min, step) for group " + std::to_string(g));
+      }
+    }
+    // Every code decodes through one table: value[code] = lo[g] + level * step[g].
+    const int levels = 1 << level_bits_;
+    std::vector<float> value(static_cast<size_t>(groups_) * static_cast<size_t>(levels));
+    for (int g = 0; g < groups_; ++g) {
+      for (int l = 0; l < levels; ++l) {
+        value[static_cast<size_t>(g * levels + l)] = dequantize(
+            static_cast<uint16_t>(l), lo[static_cast<size_t>(g)], step[static_cast<size_t>(g)]);
+      }
+    }
+    uint16_t codes[kCodeBlock];
+    for (int64_t start = 0; start < n; start += kCodeBlock) {
+      const int64_t count = std::min(kCodeBlock, n - start);
+      unpack_bits(payload, count, spec_.bits, codes, start);
+      for (int64_t i = 0; i < count; ++i)
+        out[start + i] = value[codes[i]];
+    }
+  }
+
+ private:
+  // Number of thresholds <= v: the last group whose minimum v reaches.
+  static int group_of(float v, const std::vector<float>& thresholds) {
+    if (thresholds.size() <= 16) {
+      int g = 0;
+      for (float t : thresholds)
+        g += v >= t;
+      return g;
+    }
+    return static_cast<int>(std::upper_bound(thresholds.begin(), thresholds.end(), v) -
+                            thresholds.begin());
+  }
+
+  CodecSpec spec_;
+  int level_bits_;
+  int groups_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_sortquant_codec(const CodecSpec& spec) {
+  return std::make_unique<SortQuantCodec>(spec);
+}
+
+}  // namespace dtrain::compress

@@ -1,0 +1,64 @@
+// uniform:B — one (min, step) for the whole tensor, 2^B levels including both ends.
+// Error per element <= step / 2.
+#include <cmath>
+#include <limits>
+
+#include "dtrain/compress/bitpack.h"
+#include "dtrain/compress/codecs.h"
+
+namespace dtrain::compress {
+namespace {
+
+class UniformCodec final : public Codec {
+ public:
+  explicit UniformCodec(const CodecSpec& spec) : spec_(spec) {}
+  const CodecSpec& spec() const override { return spec_; }
+  size_t table_bytes(int64_t) const override { return 8; }
+  size_t payload_bytes(int64_t n) const override { return packed_bytes(n, spec_.bits); }
+
+  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const override {
+    float lo = std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::lowest();
+    for (int64_t i = 0; i < n; ++i) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+    if (n == 0) lo = hi = 0.f;
+    const int max_level = (1 << spec_.bits) - 1;
+    const float step = level_step(lo, hi, max_level + 1);
+    put_f32(table, lo);
+    put_f32(table + 4, step);
+    uint16_t codes[kCodeBlock];
+    for (int64_t start = 0; start < n; start += kCodeBlock) {
+      const int64_t count = std::min(kCodeBlock, n - start);
+      for (int64_t i = 0; i < count; ++i)
+        codes[i] = quantize(x[start + i], lo, step, max_level);
+      pack_bits(codes, count, spec_.bits, payload, start);
+    }
+  }
+
+  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n,
+                     float* out) const override {
+    const float lo = get_f32(table), step = get_f32(table + 4);
+    if (!std::isfinite(lo) || !std::isfinite(step) || step < 0.f) {
+      throw CorruptPacket("uniform packet: invalid (min, step) table");
+    }
+    uint16_t codes[kCodeBlock];
+    for (int64_t start = 0; start < n; start += kCodeBlock) {
+      const int64_t count = std::min(kCodeBlock, n - start);
+      unpack_bits(payload, count, spec_.bits, codes, start);
+      for (int64_t i = 0; i < count; ++i)
+        out[start + i] = dequantize(codes[i], lo, step);
+    }
+  }
+
+ private:
+  CodecSpec spec_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_uniform_codec(const CodecSpec& spec) {
+  return std::make_unique<UniformCodec>(spec);
+}
+
+}  // namespace dtrain::compress
