@@ -1,4 +1,5 @@
 // The dtrain binary: wiring only; every subcommand lives in its own file.
+#include <malloc.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -8,7 +9,13 @@
 #include "dtrain/cli/common.h"
 
 int main(int argc, char** argv) {
-  signal(SIGPIPE, SIG_IGN);  // a dead peer's socket must become an error, not a silent exit
+  signal(SIGPIPE, SIG_IGN);
+  // Keep large buffers (tensors, packets) in the heap instead of fresh mmaps: on VMs a
+  // first-touch page fault costs microseconds, more than coding the page. Memory freed by
+  // one step is reused by the next instead of being returned to the OS.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD,
+          1 << 30);  // a dead peer's socket must become an error, not a silent exit
   dtrain::cli::set_program_args(argc, argv);
 
   CLI::App app{"dtrain: distributed training and measurement over real networks"};

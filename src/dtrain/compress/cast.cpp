@@ -16,6 +16,7 @@ class CastCodec final : public Codec {
   }
 
   void encode_values(const float* x, int64_t n, uint8_t*, uint8_t* payload) const override {
+    require_finite(x, n);
     if (n == 0) return;
     const at::Tensor in = at::from_blob(const_cast<float*>(x), {n}, at::kFloat);
     if (spec_.id == CodecId::kNone) {

@@ -40,6 +40,25 @@ inline float dequantize(uint16_t level, float lo, float step) {
   return lo + static_cast<float>(level) * step;
 }
 
+// Throws std::invalid_argument ("... NaN or Inf ...") if any value is not finite.
+void require_finite(const float* x, int64_t n);
+
+// Min and max of x (0, 0 when empty), checking finiteness in the same pass.
+struct ValueRange {
+  float lo, hi;
+};
+ValueRange finite_range(const float* x, int64_t n);
+
+[[noreturn]] void throw_non_finite();
+
+// Group-wise quantization of count values: group g = number of thresholds <= x (thresholds
+// ascending, at most kMaxInlineThresholds), code = (g << level_bits) | quantize(x, lo[g],
+// step[g], max_level). Bit-identical to the scalar rule, four values at a time with SSE2.
+constexpr int kMaxInlineThresholds = 15;
+void quantize_grouped(const float* x, int64_t count, const float* thresholds, int n_thresholds,
+                      const float* lo, const float* step, int level_bits, int max_level,
+                      uint16_t* codes);
+
 // Little-endian float table entries.
 inline void put_f32(uint8_t* p, float v) {
   std::memcpy(p, &v, 4);

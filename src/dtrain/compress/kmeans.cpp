@@ -35,6 +35,7 @@ WeightedPoints histogram_points(const float* x, int64_t n) {
     ++count[b];
     sum[b] += x[i];
   }
+  if (has_non_finite(count.data(), kShift)) throw_non_finite();
   WeightedPoints p;
   for (size_t b = 0; b < kBuckets; ++b) {
     if (count[b] == 0) continue;

@@ -12,11 +12,13 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
     if (r < 0 || r >= n) throw std::out_of_range("order_statistics: rank out of range");
   }
   std::vector<float> result(ranks.size());
-  if (ranks.empty()) return result;
-
   std::vector<uint32_t> counts(kBuckets, 0);
   for (int64_t i = 0; i < n; ++i)
     ++counts[order_key(x[i]) >> kShift];
+  if (has_non_finite(counts.data(), kShift)) {
+    throw std::invalid_argument("input contains NaN or Inf; codecs take finite values only");
+  }
+  if (ranks.empty()) return result;
 
   // Which bucket holds each wanted rank, and the rank's position inside that bucket.
   std::vector<int64_t> order(ranks.size());

@@ -1,5 +1,5 @@
 // Exact order statistics of a float array without sorting it, in expected linear time:
-// one histogram pass over the top 16 bits of an order-preserving integer key, one pass
+// one histogram pass over the top 12 bits of an order-preserving integer key, one pass
 // gathering the (few) elements of the buckets that hold the wanted ranks, then a
 // selection (nth_element) inside each gathered bucket.
 #pragma once
@@ -18,7 +18,25 @@ inline uint32_t order_key(float x) {
 }
 
 // Values at the given 0-based ranks of x[0, n) in ascending order (ranks need not be
-// sorted or distinct; each must be < n). x is not modified.
+// sorted or distinct; each must be < n). x is not modified. Throws std::invalid_argument
+// if x holds NaN or Inf (found for free in the histogram's outermost buckets). Throws
+// std::invalid_argument if x holds NaN or Inf (found for free in the histogram's outermost
+// buckets).
 std::vector<float> order_statistics(const float* x, int64_t n, const std::vector<int64_t>& ranks);
+
+// With buckets = key >> shift (shift <= 23), the buckets below 0x00800000 >> shift and from
+// 0xFF800000 >> shift up hold only NaN and Inf keys (-NaN, -Inf below; +Inf, +NaN above).
+template <class Count>
+bool has_non_finite(const Count* bucket_counts, int shift) {
+  const uint32_t low_end = 0x00800000u >> shift, high_begin = 0xFF800000u >> shift;
+  const uint32_t buckets = uint32_t{1} << (32 - shift);
+  for (uint32_t b = 0; b < low_end; ++b) {
+    if (bucket_counts[b] != 0) return true;
+  }
+  for (uint32_t b = high_begin; b < buckets; ++b) {
+    if (bucket_counts[b] != 0) return true;
+  }
+  return false;
+}
 
 }  // namespace dtrain::compress

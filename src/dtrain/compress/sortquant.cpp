@@ -42,7 +42,7 @@ class SortQuantCodec final : public Codec {
           ranks.push_back(std::min(begin, n - 1));
         }
       }
-      const std::vector<float> stats = order_statistics(x, n, ranks);
+      const std::vector<float> stats = order_statistics(x, n, ranks);  // checks finiteness
       const int max_level = (1 << level_bits_) - 1;
       for (int g = 0; g < g_count; ++g) {
         const int64_t begin = g * n / g_count, end = (g + 1) * n / g_count;
@@ -62,14 +62,23 @@ class SortQuantCodec final : public Codec {
 
     const int max_level = (1 << level_bits_) - 1;
     uint16_t codes[kCodeBlock];
+    if (thresholds.size() <= static_cast<size_t>(kMaxInlineThresholds)) {
+      for (int64_t start = 0; start < n; start += kCodeBlock) {
+        const int64_t count = std::min(kCodeBlock, n - start);
+        quantize_grouped(x + start, count, thresholds.data(), static_cast<int>(thresholds.size()),
+                         lo.data(), step.data(), level_bits_, max_level, codes);
+        pack_bits(codes, count, spec_.bits, payload, start);
+      }
+      return;
+    }
     for (int64_t start = 0; start < n; start += kCodeBlock) {
       const int64_t count = std::min(kCodeBlock, n - start);
       for (int64_t i = 0; i < count; ++i) {
         const float v = x[start + i];
-        const int g = group_of(v, thresholds);
-        codes[i] = static_cast<uint16_t>(
-            (g << level_bits_) |
-            quantize(v, lo[static_cast<size_t>(g)], step[static_cast<size_t>(g)], max_level));
+        const auto g = static_cast<size_t>(
+            std::upper_bound(thresholds.begin(), thresholds.end(), v) - thresholds.begin());
+        codes[i] =
+            static_cast<uint16_t>((g << level_bits_) | quantize(v, lo[g], step[g], max_level));
       }
       pack_bits(codes, count, spec_.bits, payload, start);
     }
@@ -105,18 +114,6 @@ class SortQuantCodec final : public Codec {
   }
 
  private:
-  // Number of thresholds <= v: the last group whose minimum v reaches.
-  static int group_of(float v, const std::vector<float>& thresholds) {
-    if (thresholds.size() <= 16) {
-      int g = 0;
-      for (float t : thresholds)
-        g += v >= t;
-      return g;
-    }
-    return static_cast<int>(std::upper_bound(thresholds.begin(), thresholds.end(), v) -
-                            thresholds.begin());
-  }
-
   CodecSpec spec_;
   int level_bits_;
   int groups_;

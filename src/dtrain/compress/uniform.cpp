@@ -1,7 +1,7 @@
 // uniform:B — one (min, step) for the whole tensor, 2^B levels including both ends.
 // Error per element <= step / 2.
 #include <cmath>
-#include <limits>
+#include <vector>
 
 #include "dtrain/compress/bitpack.h"
 #include "dtrain/compress/codecs.h"
@@ -17,21 +17,15 @@ class UniformCodec final : public Codec {
   size_t payload_bytes(int64_t n) const override { return packed_bytes(n, spec_.bits); }
 
   void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const override {
-    float lo = std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::lowest();
-    for (int64_t i = 0; i < n; ++i) {
-      lo = std::min(lo, x[i]);
-      hi = std::max(hi, x[i]);
-    }
-    if (n == 0) lo = hi = 0.f;
+    const ValueRange range = finite_range(x, n);
     const int max_level = (1 << spec_.bits) - 1;
-    const float step = level_step(lo, hi, max_level + 1);
-    put_f32(table, lo);
+    const float step = level_step(range.lo, range.hi, max_level + 1);
+    put_f32(table, range.lo);
     put_f32(table + 4, step);
     uint16_t codes[kCodeBlock];
     for (int64_t start = 0; start < n; start += kCodeBlock) {
       const int64_t count = std::min(kCodeBlock, n - start);
-      for (int64_t i = 0; i < count; ++i)
-        codes[i] = quantize(x[start + i], lo, step, max_level);
+      quantize_grouped(x + start, count, nullptr, 0, &range.lo, &step, 0, max_level, codes);
       pack_bits(codes, count, spec_.bits, payload, start);
     }
   }
