@@ -116,21 +116,38 @@ TEST(GroupTest, InvalidPeersAndNonContiguousTensorsAreRejected) {
 }
 
 TEST(GroupTest, SilentPeerTimesOutWithAnErrorNamingIt) {
+  // Rank 0 stays connected but never sends: rank 1's recv must time out (5 s), not hang.
   testing::run_ranks(
       2,
       [](Group& g) {
-        if (g.rank() == 1) {
-          auto t = at::empty({4});
-          try {
-            g.recv(t, 0, 5);  // rank 0 never sends
-            ADD_FAILURE() << "recv returned";
-          } catch (const CommError& e) {
-            EXPECT_NE(std::string(e.what()).find("recv from rank 0"), std::string::npos)
-                << e.what();
-          }
+        if (g.rank() == 0) {
+          std::this_thread::sleep_for(std::chrono::seconds(8));
+          return;
+        }
+        auto t = at::empty({4});
+        try {
+          g.recv(t, 0, 5);
+          ADD_FAILURE() << "recv returned";
+        } catch (const CommError& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("recv from rank 0"), std::string::npos) << what;
+          EXPECT_NE(what.find("Timed out"), std::string::npos) << what;
         }
       },
-      std::chrono::milliseconds(1500));
+      std::chrono::seconds(5));
+}
+
+TEST(GroupTest, DepartedPeerFailsTheRecvAndNamesIt) {
+  testing::run_ranks(2, [](Group& g) {
+    if (g.rank() == 0) return;  // leaves: its connections close
+    auto t = at::empty({4});
+    try {
+      g.recv(t, 0, 5);
+      ADD_FAILURE() << "recv returned";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("recv from rank 0"), std::string::npos) << e.what();
+    }
+  });
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <c10/util/Exception.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -21,6 +23,8 @@ int main(int argc, char** argv) {
   CLI::App app{"dtrain: distributed training and measurement over real networks"};
   app.require_subcommand(1);
   int exit_code = 0;
+  dtrain::cli::register_train(app, exit_code);
+  dtrain::cli::register_models(app, exit_code);
   dtrain::cli::register_launch(app, exit_code);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks: collective, p2p, codec");
   bench->require_subcommand(1);
@@ -32,6 +36,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const c10::Error& e) {  // LibTorch's own checks: keep the message, drop the trace
+    std::cerr << "dtrain: error: " << e.what_without_backtrace() << std::endl;
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "dtrain: error: " << e.what() << std::endl;
     return 1;

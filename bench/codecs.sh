@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Reproduces the codec numbers in docs/results.md (writes docs/data/codec-*.jsonl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${DTRAIN:-build/dtrain}
+mkdir -p docs/data
+# Targets: 16M float32 values, 1 thread, baselines side by side in the same run.
+"$bin" bench codec --numel 16M --threads 1 --reps 3 --dist gaussian,relu,laplace,student-t3 \
+  --codec uniform:8,sortquant:8,sortquant-ref:8,sortquant:4,uniform:4,kmeans:4:20,kmeans-ref:4:20,fp16 \
+  --format jsonl --out docs/data/codec-16M.jsonl
+# Lloyd-Max: k-means with default iterations against the Gaussian optimum, 2/3/4 bits.
+"$bin" bench codec --numel 16M --threads 1 --reps 1 --dist gaussian \
+  --codec kmeans:2,kmeans:3,kmeans:4,uniform:2,uniform:3,uniform:4,sortquant:2:1,sortquant:3:1,sortquant:4 \
+  --format jsonl --out docs/data/codec-lloydmax.jsonl

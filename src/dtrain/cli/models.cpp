@@ -1,0 +1,73 @@
+// `dtrain models`: the zoo with block names, parameter counts and output shapes.
+#include <iostream>
+#include <memory>
+
+#include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
+#include "dtrain/models/registry.h"
+
+namespace dtrain::cli {
+
+void register_models(CLI::App& parent, int& exit_code) {
+  struct Options {
+    std::string model;
+    std::string input_shape = "1,28,28";
+    int64_t num_classes = 10;
+    double width = 1.0;
+    std::string format = "table";
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = parent.add_subcommand(
+      "models",
+      "list the model zoo: blocks (the cut points of a pipeline), parameters, output shapes");
+  sub->add_option("--model", o->model, "one model (default: all)");
+  sub->add_option("--input-shape", o->input_shape, "C,H,W of one sample")->capture_default_str();
+  sub->add_option("--num-classes", o->num_classes, "classes")->capture_default_str();
+  sub->add_option("--width", o->width, "width multiplier")->capture_default_str();
+  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
+  sub->callback([o, &exit_code] {
+    std::vector<int64_t> shape;
+    for (int v : parse_int_list(o->input_shape, "--input-shape"))
+      shape.push_back(v);
+    if (shape.size() != 3) throw std::invalid_argument("--input-shape takes C,H,W");
+    const auto format = metrics::parse_format(o->format);
+    std::vector<metrics::Row> rows;
+    for (const auto& [name, what] : models::model_catalog()) {
+      if (!o->model.empty() && name != o->model) continue;
+      models::ModelConfig mc;
+      mc.name = name;
+      mc.in_channels = shape[0];
+      mc.input_shape = shape;
+      mc.num_classes = o->num_classes;
+      mc.width = o->width;
+      auto model = models::make_model(mc);
+      for (const auto& b : models::describe(model, shape)) {
+        metrics::Row r;
+        r["model"] = name;
+        r["block"] = b.name;
+        r["parameters"] = b.parameters;
+        std::string s;
+        for (int64_t d : b.output_shape)
+          s += (s.empty() ? "" : "x") + std::to_string(d);
+        r["output_shape"] = s;
+        rows.push_back(r);
+      }
+      metrics::Row total;
+      total["model"] = name;
+      total["block"] = "(total)";
+      total["parameters"] = models::parameter_count(*model);
+      total["output_shape"] = what;
+      rows.push_back(total);
+    }
+    if (rows.empty()) throw std::invalid_argument("unknown model '" + o->model + "'");
+    metrics::write_rows(std::cout, format,
+                        {{"model", "model"},
+                         {"block", "block"},
+                         {"parameters", "parameters"},
+                         {"output_shape", "output (per sample)"}},
+                        rows);
+    exit_code = 0;
+  });
+}
+
+}  // namespace dtrain::cli

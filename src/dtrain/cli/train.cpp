@@ -1,0 +1,107 @@
+// `dtrain train`: single-process training (DDP and pipeline modes come with their issues).
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
+#include "dtrain/train/trainer.h"
+
+namespace dtrain::cli {
+namespace {
+
+struct Options {
+  train::TrainConfig config;
+  std::string input_shape = "1,28,28";
+  std::string format = "table";
+  bool no_progress = false;
+  int threads = 0;
+};
+
+std::vector<int64_t> parse_shape(const std::string& text) {
+  std::vector<int64_t> out;
+  for (int v : parse_int_list(text, "--input-shape"))
+    out.push_back(v);
+  if (out.size() != 3) throw std::invalid_argument("--input-shape takes C,H,W");
+  return out;
+}
+
+}  // namespace
+
+void register_train(CLI::App& parent, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  auto& c = o->config;
+  c.model.name = "cnn";
+  c.epochs = 10;
+  c.batch_size = 64;
+  c.optim.lr = 0.05;
+  CLI::App* sub = parent.add_subcommand("train",
+                                        "train a model from the zoo on a dataset (single process); "
+                                        "per-epoch table, JSON lines with --metrics");
+  sub->add_option("--model", c.model.name, "mlp, cnn, resnet18, mobilenetv2 (see `dtrain models`)")
+      ->capture_default_str();
+  sub->add_option("--width", c.model.width, "width multiplier")->capture_default_str();
+  sub->add_option("--dataset", c.data.name, "fashion-mnist, mnist, cifar10, cifar100, synthetic")
+      ->capture_default_str();
+  sub->add_option("--data-dir", c.data.data_dir,
+                  "dataset folder (default: /usr/share/datasets/fashion-mnist for fashion-mnist, "
+                  "data/NAME otherwise)");
+  sub->add_option("--input-shape", o->input_shape, "synthetic data: C,H,W")->capture_default_str();
+  sub->add_option("--num-classes", c.data.num_classes, "synthetic data: classes")
+      ->capture_default_str();
+  sub->add_option("--synthetic-size", c.data.synthetic_size,
+                  "synthetic data: training samples (test: a fifth)")
+      ->capture_default_str();
+  sub->add_option("--epochs", c.epochs, "epochs")->capture_default_str();
+  sub->add_option("--batch-size", c.batch_size, "mini-batch size")->capture_default_str();
+  sub->add_option("--test-batch-size", c.test_batch_size, "evaluation batch size")
+      ->capture_default_str();
+  sub->add_option("--optimizer", c.optim.name, "sgd or adam")->capture_default_str();
+  sub->add_option("--lr", c.optim.lr, "peak learning rate")->capture_default_str();
+  sub->add_option("--momentum", c.optim.momentum, "SGD momentum")->capture_default_str();
+  sub->add_option("--weight-decay", c.optim.weight_decay, "L2 weight decay")->capture_default_str();
+  sub->add_flag("--nesterov", c.optim.nesterov, "Nesterov momentum");
+  sub->add_option("--schedule", c.optim.schedule, "constant, step or cosine")
+      ->capture_default_str();
+  sub->add_option("--warmup-epochs", c.optim.warmup_epochs, "linear warm-up, in epochs")
+      ->capture_default_str();
+  sub->add_option("--step-size", c.optim.step_size, "step schedule: epochs per decay")
+      ->capture_default_str();
+  sub->add_option("--gamma", c.optim.gamma, "step schedule: decay factor")->capture_default_str();
+  sub->add_option("--crop-padding", c.crop_padding,
+                  "random crop padding (default: 4 for 32x32 colour data, else off)");
+  sub->add_option("--flip", c.flip,
+                  "random horizontal flip 0/1 (default: on for colour data, off for digits)");
+  sub->add_option("--seed", c.seed, "seed: same seed and threads, same run")->capture_default_str();
+  sub->add_option("--limit-train", c.limit_train, "use only the first N training samples");
+  sub->add_option("--limit-test", c.limit_test, "use only the first N test samples");
+  sub->add_option("--metrics", c.metrics_path,
+                  "write JSON lines: one object per epoch and a summary");
+  sub->add_option("--checkpoint-dir", c.checkpoint_dir,
+                  "write an atomic checkpoint after every epoch");
+  sub->add_flag("--resume", c.resume, "continue from the checkpoint in --checkpoint-dir");
+  sub->add_option("--stop-after", c.stop_after, "run at most N epochs now (then --resume later)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", o->threads, "intra-op threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--format", o->format, "final table: table, csv or jsonl")->capture_default_str();
+  sub->add_flag("--no-progress", o->no_progress, "no progress line");
+  sub->callback([o, &exit_code] {
+    o->config.data.input_shape = parse_shape(o->input_shape);
+    o->config.progress = !o->no_progress;
+    if (o->threads < 0) throw std::invalid_argument("--threads must be positive");
+    // OpenMP may default to 1 thread under a CPU quota; use every core unless told.
+    at::set_num_threads(o->threads > 0
+                            ? o->threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    const auto format = metrics::parse_format(o->format);
+    const auto history = train::train(o->config);
+    std::vector<metrics::Row> rows;
+    for (const auto& h : history)
+      rows.push_back(h.to_row());
+    metrics::write_rows(std::cout, format, train::epoch_columns(), rows);
+    exit_code = 0;
+  });
+}
+
+}  // namespace dtrain::cli

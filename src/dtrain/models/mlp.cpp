@@ -1,0 +1,23 @@
+// mlp: flatten, two hidden layers (512 * width), a linear head.
+#include "dtrain/models/layers.h"
+#include "dtrain/models/zoo.h"
+
+namespace dtrain::models {
+
+torch::nn::Sequential make_mlp(const ModelConfig& c) {
+  int64_t inputs = 1;
+  for (int64_t d : c.input_shape)
+    inputs *= d;
+  const auto hidden = std::max<int64_t>(8, static_cast<int64_t>(512 * c.width));
+  torch::nn::Sequential m;
+  Stack fc1;
+  fc1->push_back("flatten", torch::nn::Flatten());
+  fc1->push_back("linear", torch::nn::Linear(inputs, hidden));
+  fc1->push_back("relu", torch::nn::ReLU());
+  m->push_back("fc1", fc1);
+  m->push_back("fc2", Stack(torch::nn::Linear(hidden, hidden), torch::nn::ReLU()));
+  m->push_back("head", torch::nn::Linear(hidden, c.num_classes));
+  return m;
+}
+
+}  // namespace dtrain::models

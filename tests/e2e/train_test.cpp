@@ -1,0 +1,47 @@
+// A short real training on Fashion-MNIST (from the Debian package) through the binary.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "../support/process.h"
+
+namespace dtrain {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(TrainE2eTest, FashionMnistLossFallsAndAccuracyBeatsChance) {
+  const std::string metrics = "/tmp/dtrain-e2e-train-" + std::to_string(getpid()) + ".jsonl";
+  testing::Process p({DTRAIN_BINARY, "train", "--model", "cnn", "--dataset", "fashion-mnist",
+                      "--limit-train", "3000", "--limit-test", "1000", "--epochs", "2", "--metrics",
+                      metrics, "--format", "jsonl"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  std::ifstream in(metrics);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);)
+    rows.push_back(nlohmann::json::parse(line));
+  std::remove(metrics.c_str());
+  ASSERT_EQ(rows.size(), 3u);  // two epochs and the summary
+  for (const char* key :
+       {"epoch", "train_loss", "train_acc", "test_loss", "test_acc", "samples_per_s", "time_data_s",
+        "time_forward_s", "time_backward_s", "time_optimizer_s", "time_comm_s", "peak_rss_bytes"}) {
+    EXPECT_TRUE(rows[0].contains(key)) << key;
+  }
+  EXPECT_LT(rows[1]["train_loss"].get<double>(), rows[0]["train_loss"].get<double>());
+  EXPECT_GT(rows[1]["test_acc"].get<double>(), 0.6);  // chance is 0.1
+  EXPECT_TRUE(rows[2]["summary"].get<bool>());
+}
+
+TEST(TrainE2eTest, MissingDataAndBadFlagsAreClearErrors) {
+  testing::Process a(
+      {DTRAIN_BINARY, "train", "--dataset", "cifar10", "--data-dir", "/nonexistent"});
+  EXPECT_EQ(a.wait_for(60s), 1);
+  EXPECT_NE(a.err().find("missing /nonexistent/data_batch_1.bin"), std::string::npos) << a.err();
+  testing::Process b({DTRAIN_BINARY, "train", "--model", "vgg"});
+  EXPECT_EQ(b.wait_for(60s), 1);
+  EXPECT_NE(b.err().find("unknown model 'vgg'"), std::string::npos) << b.err();
+}
+
+}  // namespace
+}  // namespace dtrain

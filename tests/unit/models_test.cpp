@@ -1,0 +1,70 @@
+// The model zoo: shapes, block composition, reference parameter counts.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "dtrain/models/registry.h"
+
+namespace dtrain::models {
+namespace {
+
+ModelConfig config(const std::string& name, std::vector<int64_t> shape, int64_t classes = 10) {
+  ModelConfig c;
+  c.name = name;
+  c.in_channels = shape[0];
+  c.input_shape = shape;
+  c.num_classes = classes;
+  return c;
+}
+
+TEST(ModelZooTest, ReferenceParameterCounts) {
+  EXPECT_EQ(parameter_count(*make_model(config("resnet18", {3, 32, 32}))), 11173962);  // seed 002
+  EXPECT_EQ(parameter_count(*make_model(config("mobilenetv2", {3, 32, 32}))),
+            2236682);  // torchvision
+}
+
+TEST(ModelZooTest, EveryModelOnEveryInputShapeAndBlocksComposeToTheModel) {
+  torch::manual_seed(0);
+  for (const auto& [name, what] : model_catalog()) {
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{1, 28, 28}, {3, 32, 32}}) {
+      auto model = make_model(config(name, shape, 7));
+      model->eval();
+      std::vector<int64_t> batch_shape{2};
+      batch_shape.insert(batch_shape.end(), shape.begin(), shape.end());
+      const torch::Tensor x = torch::randn(batch_shape);
+      const torch::Tensor whole = model->forward(x);
+      EXPECT_EQ(whole.sizes(), (std::vector<int64_t>{2, 7})) << name;
+      torch::Tensor y = x;
+      int64_t block_params = 0;
+      for (auto& block : *model) {
+        y = block.forward(y);
+        block_params += parameter_count(*block.ptr());
+      }
+      EXPECT_TRUE(torch::equal(y, whole)) << name << ": blocks do not compose to the model";
+      EXPECT_EQ(block_params, parameter_count(*model)) << name;
+      const auto info = describe(model, shape);
+      EXPECT_EQ(info.size(), model->size());
+      EXPECT_EQ(info.back().output_shape, (std::vector<int64_t>{7})) << name;
+    }
+  }
+}
+
+TEST(ModelZooTest, FirstAndLastBoundariesHaveTheSeedsShapes) {
+  auto model = make_model(config("mobilenetv2", {3, 32, 32}));
+  const auto info = describe(model, {3, 32, 32});
+  EXPECT_EQ(info.front().output_shape,
+            (std::vector<int64_t>{32, 32, 32}));  // after the first layer
+  const auto& head = info[info.size() - 3];
+  EXPECT_EQ(head.name, "head");
+  EXPECT_EQ(head.output_shape, (std::vector<int64_t>{1280, 4, 4}));  // into the last layers
+}
+
+TEST(ModelZooTest, BadNamesAndShapesAreRejected) {
+  EXPECT_THROW(make_model(config("vgg", {1, 28, 28})), std::invalid_argument);
+  auto c = config("cnn", {1, 28, 28});
+  c.in_channels = 3;
+  EXPECT_THROW(make_model(c), std::invalid_argument);
+  EXPECT_THROW(make_model(config("cnn", {1, 2, 2})), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dtrain::models
