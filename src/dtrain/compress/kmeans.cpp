@@ -17,6 +17,9 @@ namespace dtrain::compress {
 namespace {
 
 constexpr int kDefaultMaxIters = 300;
+// Up to this many values, Lloyd runs on the sorted distinct values instead of histogram
+// buckets (sorting is cheap there, and tiny tensors then decode exactly).
+constexpr int64_t kExactPoints = 1 << 16;
 
 struct WeightedPoints {
   std::vector<double> mean;  // ascending
@@ -37,10 +40,24 @@ WeightedPoints histogram_points(const float* x, int64_t n) {
   }
   if (has_non_finite(count.data(), kShift)) throw_non_finite();
   WeightedPoints p;
-  for (size_t b = 0; b < kBuckets; ++b) {
-    if (count[b] == 0) continue;
-    p.mean.push_back(sum[b] / count[b]);
-    p.weight.push_back(count[b]);
+  if (n <= kExactPoints) {
+    // Small tensors: the distinct values themselves are the points (exact k-means).
+    std::vector<float> sorted(x, x + n);
+    std::sort(sorted.begin(), sorted.end());
+    for (float v : sorted) {
+      if (!p.mean.empty() && p.mean.back() == v) {
+        p.weight.back() += 1;
+      } else {
+        p.mean.push_back(v);
+        p.weight.push_back(1);
+      }
+    }
+  } else {
+    for (size_t b = 0; b < kBuckets; ++b) {
+      if (count[b] == 0) continue;
+      p.mean.push_back(sum[b] / count[b]);
+      p.weight.push_back(count[b]);
+    }
   }
   p.cum_w.assign(p.mean.size() + 1, 0.0);
   p.cum_wx.assign(p.mean.size() + 1, 0.0);

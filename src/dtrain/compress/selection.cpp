@@ -1,6 +1,7 @@
 #include "dtrain/compress/selection.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 namespace dtrain::compress {
@@ -20,51 +21,38 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
   }
   if (ranks.empty()) return result;
 
-  // Which bucket holds each wanted rank, and the rank's position inside that bucket.
-  std::vector<int64_t> order(ranks.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = static_cast<int64_t>(i);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ranks[a] < ranks[b]; });
+  // Radix select in two passes: the top 16 key bits locate each wanted rank's bucket, a
+  // second pass counts the low 16 bits of the values in those buckets only, which pins the
+  // rank to one full 32-bit key, i.e. one exact value. No gathering, no sorting; ties and
+  // large buckets (ReLU's zeros) cost no more than anything else.
+  std::vector<int64_t> below(kBuckets + 1, 0);
+  for (size_t b = 0; b < kBuckets; ++b) below[b + 1] = below[b] + counts[b];
   std::vector<int32_t> slot_of_bucket(kBuckets, -1);
-  std::vector<size_t> slot_bucket;
-  std::vector<std::pair<int64_t, size_t>> wanted;  // (rank inside bucket, result index)
-  std::vector<size_t> wanted_slot;
-  int64_t below = 0;
-  size_t bucket = 0;
-  for (int64_t idx : order) {
-    const int64_t rank = ranks[static_cast<size_t>(idx)];
-    while (below + counts[bucket] <= rank)
-      below += counts[bucket++];
-    if (slot_of_bucket[bucket] < 0) {
-      slot_of_bucket[bucket] = static_cast<int32_t>(slot_bucket.size());
-      slot_bucket.push_back(bucket);
-    }
-    wanted.emplace_back(rank - below, static_cast<size_t>(idx));
-    wanted_slot.push_back(static_cast<size_t>(slot_of_bucket[bucket]));
+  std::vector<size_t> bucket_of(ranks.size());
+  int32_t slots = 0;
+  for (size_t w = 0; w < ranks.size(); ++w) {
+    const auto b = static_cast<size_t>(
+        std::upper_bound(below.begin(), below.end(), ranks[w]) - below.begin() - 1);
+    bucket_of[w] = b;
+    if (slot_of_bucket[b] < 0) slot_of_bucket[b] = slots++;
   }
-
-  std::vector<std::vector<float>> gathered(slot_bucket.size());
-  for (size_t s = 0; s < slot_bucket.size(); ++s)
-    gathered[s].reserve(counts[slot_bucket[s]]);
+  std::vector<uint32_t> low_counts(static_cast<size_t>(slots) << 16, 0);
   for (int64_t i = 0; i < n; ++i) {
-    const int32_t s = slot_of_bucket[order_key(x[i]) >> kShift];
-    if (s >= 0) gathered[static_cast<size_t>(s)].push_back(x[i]);
+    const uint32_t key = order_key(x[i]);
+    const int32_t slot = slot_of_bucket[key >> kShift];
+    if (slot >= 0) ++low_counts[(static_cast<size_t>(slot) << 16) | (key & 0xFFFF)];
   }
-
-  // Wanted ranks come in ascending order per bucket: each selection narrows the next.
-  std::vector<int64_t> done_upto(slot_bucket.size(), 0);
-  for (size_t w = 0; w < wanted.size(); ++w) {
-    auto& values = gathered[wanted_slot[w]];
-    const int64_t local = wanted[w].first;
-    int64_t& from = done_upto[wanted_slot[w]];
-    auto begin = values.begin() + from;
-    auto nth = values.begin() + local;
-    if (nth >= begin) {
-      std::nth_element(begin, nth, values.end(),
-                       [](float a, float b) { return order_key(a) < order_key(b); });
-      from = local;
-    }
-    result[wanted[w].second] = *nth;
+  for (size_t w = 0; w < ranks.size(); ++w) {
+    const size_t b = bucket_of[w];
+    const uint32_t* sub = low_counts.data() + (static_cast<size_t>(slot_of_bucket[b]) << 16);
+    int64_t remaining = ranks[w] - below[b];
+    uint32_t low = 0;
+    while (remaining >= sub[low]) remaining -= sub[low++];
+    const uint32_t key = (static_cast<uint32_t>(b) << kShift) | low;
+    const uint32_t bits = (key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key;  // invert order_key
+    float v;
+    std::memcpy(&v, &bits, 4);
+    result[w] = v;
   }
   return result;
 }
