@@ -12,3 +12,7 @@ mkdir -p docs/data
 "$bin" bench codec --numel 16M --threads 1 --reps 1 --dist gaussian \
   --codec kmeans:2,kmeans:3,kmeans:4,uniform:2,uniform:3,uniform:4,sortquant:2:1,sortquant:3:1,sortquant:4 \
   --format jsonl --out docs/data/codec-lloydmax.jsonl
+# Real activations at the first/last boundaries of mobilenetv2 on a Fashion-MNIST batch.
+"$bin" bench codec --dist activations --model mobilenetv2 --batch 64 --threads 1 --reps 3 \
+  --codec none,fp16,uniform:8,sortquant:8,sortquant:16,sortquant:12,sortquant:4,uniform:4,kmeans:4 \
+  --format jsonl --out docs/data/codec-activations.jsonl

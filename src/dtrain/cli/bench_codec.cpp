@@ -12,10 +12,49 @@
 #include "dtrain/cli/common.h"
 #include "dtrain/compress/baselines.h"
 #include "dtrain/compress/codec.h"
+#include "dtrain/data/dataset.h"
+#include "dtrain/data/transforms.h"
 #include "dtrain/metrics/report.h"
+#include "dtrain/models/registry.h"
 
 namespace dtrain::cli {
 namespace {
+
+// Real activations at the seeds' "first and last layer" boundaries: the output of the
+// model's first block and the input of its last block, on a batch of Fashion-MNIST.
+std::vector<std::pair<std::string, at::Tensor>> activations(const std::string& model_name,
+                                                            int64_t batch, uint64_t seed) {
+  data::DataConfig dc;
+  dc.name = "fashion-mnist";
+  const data::Splits splits = data::load(dc);
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const at::Tensor x = data::make_batch(splits.train.images.narrow(0, 0, batch),
+                                        data::channel_stats(splits.train.images), {}, gen);
+  models::ModelConfig mc;
+  mc.name = model_name;
+  mc.in_channels = 1;
+  mc.input_shape = {1, 28, 28};
+  torch::manual_seed(seed);
+  auto model = models::make_model(mc);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  at::Tensor h = x, first, last;
+  size_t i = 0;
+  for (auto& block : *model) {
+    if (i + 1 == model->size()) last = h.clone();
+    h = block.forward(h);
+    if (i == 0) first = h.clone();
+    ++i;
+  }
+  auto shape = [](const at::Tensor& t) {
+    std::string s;
+    for (int64_t d : t.sizes())
+      s += (s.empty() ? "" : "x") + std::to_string(d);
+    return s;
+  };
+  return {{"act-first[" + shape(first) + "]", first.reshape({-1})},
+          {"act-last[" + shape(last) + "]", last.reshape({-1})}};
+}
 
 struct Options {
   std::string codecs =
@@ -25,6 +64,8 @@ struct Options {
   int threads = 1;
   int reps = 3;
   uint64_t seed = 0;
+  std::string model = "mobilenetv2";
+  int64_t batch = 64;
   std::string format = "table";
   std::string out;
 };
@@ -59,11 +100,8 @@ at::Tensor sample(const std::string& dist, int64_t n, uint64_t seed) {
     const at::Tensor chi2 = at::randn({3, n}).pow(2).sum(0);
     return z / (chi2 / 3).sqrt();
   }
-  if (dist == "activations") {
-    throw std::invalid_argument("--dist activations needs the model zoo, which is not built yet");
-  }
   throw std::invalid_argument("--dist '" + dist +
-                              "': expected gaussian, relu, laplace or student-t3");
+                              "': expected gaussian, relu, laplace, student-t3 or activations");
 }
 
 // A codec under test: a real one, or a baseline named "<family>-ref:...".
@@ -148,15 +186,28 @@ int run(const Options& o) {
   std::vector<int64_t> numels;
   for (const auto& n : split_list(o.numels))
     numels.push_back(parse_size(n));
-  for (const auto& d : dists)
-    sample(d, 1, 0);  // validate names before the long work
+  for (const auto& d : dists) {  // validate names before the long work
+    if (d != "activations") sample(d, 1, 0);
+  }
   const auto format = metrics::parse_format(o.format);
   at::set_num_threads(o.threads);
 
   std::vector<metrics::Row> rows;
+  // (label, values, numel): synthetic samples per size and distribution, real activations once.
+  std::vector<std::tuple<std::string, at::Tensor, int64_t>> inputs;
   for (const int64_t n : numels) {
     for (const auto& dist : dists) {
-      const at::Tensor x = sample(dist, n, o.seed);
+      if (dist != "activations") inputs.emplace_back(dist, at::Tensor(), n);
+    }
+  }
+  if (std::find(dists.begin(), dists.end(), "activations") != dists.end()) {
+    for (auto& [label, values] : activations(o.model, o.batch, o.seed)) {
+      inputs.emplace_back(label, values, values.numel());
+    }
+  }
+  for (const auto& [dist, given, n] : inputs) {
+    {
+      const at::Tensor x = given.defined() ? given : sample(dist, n, o.seed);
       const double var = x.to(at::kDouble).var().item<double>();
       for (const auto& s : subjects) {
         std::vector<double> enc, dec;
@@ -212,7 +263,12 @@ void register_bench_codec(CLI::App& bench, int& exit_code) {
       "baselines (sortquant-ref:B sorts the whole tensor, kmeans-ref:B:I is plain O(nk) Lloyd)");
   sub->add_option("--codec", o->codecs, "comma list of codecs\n" + compress::codec_help())
       ->capture_default_str();
-  sub->add_option("--dist", o->dists, "gaussian, relu, laplace, student-t3")->capture_default_str();
+  sub->add_option("--dist", o->dists,
+                  "gaussian, relu, laplace, student-t3, activations (first-block output and "
+                  "last-block input of --model on a Fashion-MNIST batch, untrained weights)")
+      ->capture_default_str();
+  sub->add_option("--model", o->model, "model for --dist activations")->capture_default_str();
+  sub->add_option("--batch", o->batch, "batch size for --dist activations")->capture_default_str();
   sub->add_option("--numel", o->numels, "values per tensor (1M = 2^20)")->capture_default_str();
   sub->add_option("--threads", o->threads, "intra-op threads (the codecs themselves use one)")
       ->check(CLI::PositiveNumber)

@@ -170,6 +170,19 @@ struct Buffers {
   int64_t check_begin = 0;  // global index of work/output's first element
 };
 
+// pattern(rank, begin, count) written straight into a tensor of `dtype`, a chunk at a
+// time: a 1 GiB buffer must not need gigabytes of int64 temporaries.
+at::Tensor filled(int rank, int64_t begin, int64_t count, comm::ReduceOp rop,
+                  at::ScalarType dtype) {
+  at::Tensor out = at::empty({count}, dtype);
+  constexpr int64_t kChunk = 1 << 22;
+  for (int64_t at = 0; at < count; at += kChunk) {
+    const int64_t n = std::min(kChunk, count - at);
+    out.narrow(0, at, n).copy_(pattern(rank, begin + at, n, rop));
+  }
+  return out;
+}
+
 Buffers make_buffers(Op op, comm::ReduceOp rop, const comm::Group& g, int64_t count,
                      at::ScalarType dtype) {
   Buffers b;
@@ -181,13 +194,13 @@ Buffers make_buffers(Op op, comm::ReduceOp rop, const comm::Group& g, int64_t co
   switch (op) {
     case Op::kAllReduce:
     case Op::kReduceScatter:
-      b.input = pattern(r, 0, count, rop).to(dtype);
+      b.input = filled(r, 0, count, rop, dtype);
       break;
     case Op::kBroadcast:
-      b.input = r == 0 ? pattern(0, 0, count, rop).to(dtype) : at::zeros({count}, dtype);
+      b.input = r == 0 ? filled(0, 0, count, rop, dtype) : at::zeros({count}, dtype);
       break;
     case Op::kAllGather:
-      b.input = pattern(r, my_begin, mine, rop).to(dtype);
+      b.input = filled(r, my_begin, mine, rop, dtype);
       break;
   }
   b.work = op == Op::kAllGather ? at::empty({count}, dtype) : b.input.clone();

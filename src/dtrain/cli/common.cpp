@@ -31,7 +31,14 @@ std::string self_executable() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return program_args().empty() ? "dtrain" : program_args()[0];
-  return std::string(buf, static_cast<size_t>(n));
+  std::string path(buf, static_cast<size_t>(n));
+  // Rebuilt while running: the kernel marks the old inode; the path holds the new binary.
+  const std::string deleted = " (deleted)";
+  if (path.size() > deleted.size() &&
+      path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0) {
+    path.resize(path.size() - deleted.size());
+  }
+  return path;
 }
 
 void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {

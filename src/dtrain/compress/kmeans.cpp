@@ -133,10 +133,26 @@ class KMeansCodec final : public Codec {
     for (int j = 0; j < k_; ++j)
       put_f32(table + 4 * j, centroids[static_cast<size_t>(j)]);
     uint16_t codes[kCodeBlock];
+    int32_t index[kCodeBlock];
     for (int64_t start = 0; start < n; start += kCodeBlock) {
       const int64_t count = std::min(kCodeBlock, n - start);
-      for (int64_t i = 0; i < count; ++i)
-        codes[i] = nearest(x[start + i], centroids);
+      const float* xs = x + start;
+      if (k_ <= 32) {
+        // Centroid by centroid over the block (vectorizes): count the centroids nearer than
+        // their left neighbour; with ascending centroids that count is the index.
+        std::fill_n(index, count, 0);
+        for (int j = 1; j < k_; ++j) {
+          const float left = centroids[static_cast<size_t>(j) - 1];
+          const float right = centroids[static_cast<size_t>(j)];
+          for (int64_t i = 0; i < count; ++i)
+            index[i] += (xs[i] - left) > (right - xs[i]) ? 1 : 0;
+        }
+        for (int64_t i = 0; i < count; ++i)
+          codes[i] = static_cast<uint16_t>(index[i]);
+      } else {
+        for (int64_t i = 0; i < count; ++i)
+          codes[i] = nearest(xs[i], centroids);
+      }
       pack_bits(codes, count, spec_.bits, payload, start);
     }
   }
@@ -163,12 +179,6 @@ class KMeansCodec final : public Codec {
   // Index of the nearest centroid (ascending centroids; a tie goes to the lower one).
   static uint16_t nearest(float v, const std::vector<float>& c) {
     const size_t k = c.size();
-    if (k <= 16) {
-      int j = 0;
-      for (size_t i = 1; i < k; ++i)
-        j += (v - c[i - 1]) > (c[i] - v);
-      return static_cast<uint16_t>(j);
-    }
     size_t j = static_cast<size_t>(std::lower_bound(c.begin(), c.end(), v) - c.begin());
     if (j == k) return static_cast<uint16_t>(k - 1);
     if (j > 0 && (v - c[j - 1]) <= (c[j] - v)) --j;

@@ -26,13 +26,14 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
   // rank to one full 32-bit key, i.e. one exact value. No gathering, no sorting; ties and
   // large buckets (ReLU's zeros) cost no more than anything else.
   std::vector<int64_t> below(kBuckets + 1, 0);
-  for (size_t b = 0; b < kBuckets; ++b) below[b + 1] = below[b] + counts[b];
+  for (size_t b = 0; b < kBuckets; ++b)
+    below[b + 1] = below[b] + counts[b];
   std::vector<int32_t> slot_of_bucket(kBuckets, -1);
   std::vector<size_t> bucket_of(ranks.size());
   int32_t slots = 0;
   for (size_t w = 0; w < ranks.size(); ++w) {
-    const auto b = static_cast<size_t>(
-        std::upper_bound(below.begin(), below.end(), ranks[w]) - below.begin() - 1);
+    const auto b = static_cast<size_t>(std::upper_bound(below.begin(), below.end(), ranks[w]) -
+                                       below.begin() - 1);
     bucket_of[w] = b;
     if (slot_of_bucket[b] < 0) slot_of_bucket[b] = slots++;
   }
@@ -47,7 +48,8 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
     const uint32_t* sub = low_counts.data() + (static_cast<size_t>(slot_of_bucket[b]) << 16);
     int64_t remaining = ranks[w] - below[b];
     uint32_t low = 0;
-    while (remaining >= sub[low]) remaining -= sub[low++];
+    while (remaining >= sub[low])
+      remaining -= sub[low++];
     const uint32_t key = (static_cast<uint32_t>(b) << kShift) | low;
     const uint32_t bits = (key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key;  // invert order_key
     float v;

@@ -1,6 +1,7 @@
 #include "dtrain/data/loader.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <chrono>
 
@@ -31,6 +32,9 @@ EpochLoader::~EpochLoader() {
 
 void EpochLoader::produce() {
   try {
+    // Batches are small; intra-op threads here would only steal the training threads'
+    // cores (the OpenMP thread count is per calling thread).
+    at::set_num_threads(1);
     at::Generator gen = at::detail::createCPUGenerator(augment_seed_);
     for (int64_t b = 0; b < batches_; ++b) {
       const int64_t begin = b * batch_size_;

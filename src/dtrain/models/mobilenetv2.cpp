@@ -1,6 +1,6 @@
 // mobilenetv2, CIFAR variant (Sandler et al. 2018; torchvision's layers and init): the stem
 // and the second stage keep stride 1 for 32x32 inputs; each inverted residual is a block;
-// the 1x1 head conv to 1280 channels is its own block before pooling and the classifier,
+// the 1x1 head conv to 1280 channels is its own block before the classifier (pool + linear),
 // so the "first layer" output is 32 x H x W and the "last layer" input 1280 x H/8 x W/8.
 // 2,236,682 parameters for 10 classes at width 1.
 #include "dtrain/models/layers.h"
@@ -57,9 +57,11 @@ torch::nn::Sequential make_mobilenetv2(const ModelConfig& c) {
     }
   }
   m->push_back("head", conv_bn(in, last, 1, 1, 1, true));
-  m->push_back("pool", Stack(torch::nn::AdaptiveAvgPool2d(1), torch::nn::Flatten()));
+  // Pooling belongs to the classifier block, so the last boundary carries the head's
+  // 1280 x H/8 x W/8 activations, as in the seeds' client/server split.
   m->push_back("classifier",
-               Stack(torch::nn::Dropout(0.2), torch::nn::Linear(last, c.num_classes)));
+               Stack(torch::nn::AdaptiveAvgPool2d(1), torch::nn::Flatten(), torch::nn::Dropout(0.2),
+                     torch::nn::Linear(last, c.num_classes)));
   init_like_torchvision_mobilenet(*m);
   return m;
 }

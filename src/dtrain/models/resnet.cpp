@@ -1,6 +1,6 @@
 // resnet18, the CIFAR variant (He et al. 2016, as in kuangliu/pytorch-cifar and seed 002):
 // 3x3 stem without max-pool, four stages of two BasicBlocks (64, 128, 256, 512 channels),
-// global average pool, linear head. 11,173,962 parameters for 10 classes.
+// a classifier block (global average pool + linear). 11,173,962 parameters for 10 classes.
 #include "dtrain/models/layers.h"
 #include "dtrain/models/zoo.h"
 
@@ -44,8 +44,8 @@ torch::nn::Sequential make_resnet18(const ModelConfig& c) {
       in = widths[stage];
     }
   }
-  m->push_back("pool", Stack(torch::nn::AdaptiveAvgPool2d(1), torch::nn::Flatten()));
-  m->push_back("fc", torch::nn::Linear(512, c.num_classes));
+  m->push_back("classifier", Stack(torch::nn::AdaptiveAvgPool2d(1), torch::nn::Flatten(),
+                                   torch::nn::Linear(512, c.num_classes)));
   return m;
 }
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Markdown tables for docs/results.md from the JSON lines in docs/data (stdlib only)."""
+import json
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent.parent / "docs" / "data"
+
+
+def rows(name):
+    path = DATA / name
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+
+
+def size(b):
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= scale and b % scale == 0:
+            return f"{b // scale} {unit}"
+    return f"{b} B"
+
+
+def allreduce(name, world):
+    rs = [r for r in rows(name) if r["world"] == world]
+    algos = list(dict.fromkeys(r["algo"] for r in rs))
+    print("| size | " + " | ".join(f"{a} time (us) / busbw (GB/s)" for a in algos) + " | ring / native busbw | #wrong |")
+    print("|---:|" + "---:|" * (len(algos) + 2))
+    for s in sorted({r["bytes"] for r in rs}):
+        d = {r["algo"]: r for r in rs if r["bytes"] == s}
+        cells = [f"{d[a]['time_us']:.0f} / {d[a]['busbw_gbps']:.3f}" for a in algos]
+        ratio = d["ring"]["busbw_gbps"] / d["native"]["busbw_gbps"] if "ring" in d and "native" in d else float("nan")
+        wrong = sum(d[a]["wrong"] for a in algos)
+        print(f"| {size(s)} | " + " | ".join(cells) + f" | {ratio:.2f} | {wrong} |")
+
+
+def small(name):
+    rs = rows(name)
+    print("| size | ring (us) | butterfly (us) | direct (us) | native (us) | butterfly / native |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for s in sorted({r["bytes"] for r in rs}):
+        d = {r["algo"]: r["time_us"] for r in rs if r["bytes"] == s}
+        print(f"| {size(s)} | {d['ring']:.0f} | {d['butterfly']:.0f} | {d['direct']:.0f} | {d['native']:.0f} | {d['butterfly'] / d['native']:.2f} |")
+
+
+def p2p(name):
+    print("| size | one-way latency (us) | bandwidth (GB/s) | window |")
+    print("|---:|---:|---:|---:|")
+    for r in rows(name):
+        print(f"| {size(r['bytes'])} | {r['latency_us']:.1f} | {r['bandwidth_gbps']:.3f} | {r['window']} |")
+
+
+def seed003(name):
+    print("| backend/algo | processes | size | avg time (ms) | algbw (GB/s) | busbw (GB/s) | seed's effective bw (2*bytes/time, GiB/s) | #wrong | peak RSS/rank (MiB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows(name):
+        eff = 2 * r["bytes"] / (r["time_us"] * 1e-6) / 2**30
+        print(f"| {r['algo']} | {r['world']} | {size(r['bytes'])} | {r['time_us'] / 1000:.2f} | {r['algbw_gbps']:.3f} | "
+              f"{r['busbw_gbps']:.3f} | {eff:.2f} | {r['wrong']} | {r['peak_rss_bytes'] // 2**20} |")
+
+
+def codec(name):
+    print("| codec | dist | ratio | MSE/var | Lloyd-Max | max abs err | encode GB/s | decode GB/s | encode ms | decode ms |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows(name):
+        lm = "" if r["lloyd_max_bound"] is None else f"{r['lloyd_max_bound']:.6f}"
+        print(f"| {r['codec']} | {r['dist']} | {r['ratio']:.4f} | {r['mse_over_var']:.6f} | {lm} | {r['max_abs_err']:.4g} | "
+              f"{r['encode_gbps']:.3f} | {r['decode_gbps']:.3f} | {r['encode_ms']:.1f} | {r['decode_ms']:.1f} |")
+
+
+def codec_ratios(name):
+    rs = rows(name)
+    print("| dist | sortquant:8 encode speed-up vs sortquant-ref:8 | decode speed-up | kmeans:4:20 speed-up vs kmeans-ref:4:20 | kmeans MSE / ref MSE |")
+    print("|---|---:|---:|---:|---:|")
+    for dist in dict.fromkeys(r["dist"] for r in rs):
+        d = {r["codec"]: r for r in rs if r["dist"] == dist}
+        sq, sr, km, kr = d["sortquant:8"], d["sortquant-ref:8"], d["kmeans:4:20"], d["kmeans-ref:4:20"]
+        print(f"| {dist} | {sr['encode_ms'] / sq['encode_ms']:.1f}x | {sr['decode_ms'] / sq['decode_ms']:.1f}x | "
+              f"{kr['encode_ms'] / km['encode_ms']:.0f}x | {km['mse_over_var'] / kr['mse_over_var']:.4f} |")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    globals()[what](*[int(a) if a.isdigit() else a for a in sys.argv[2:]])
