@@ -46,14 +46,8 @@ std::vector<std::pair<std::string, at::Tensor>> activations(const std::string& m
     if (i == 0) first = h.clone();
     ++i;
   }
-  auto shape = [](const at::Tensor& t) {
-    std::string s;
-    for (int64_t d : t.sizes())
-      s += (s.empty() ? "" : "x") + std::to_string(d);
-    return s;
-  };
-  return {{"act-first[" + shape(first) + "]", first.reshape({-1})},
-          {"act-last[" + shape(last) + "]", last.reshape({-1})}};
+  return {{"act-first[" + metrics::shape_string(first.sizes().vec()) + "]", first.reshape({-1})},
+          {"act-last[" + metrics::shape_string(last.sizes().vec()) + "]", last.reshape({-1})}};
 }
 
 struct Options {

@@ -46,10 +46,7 @@ void register_models(CLI::App& parent, int& exit_code) {
         r["model"] = name;
         r["block"] = b.name;
         r["parameters"] = b.parameters;
-        std::string s;
-        for (int64_t d : b.output_shape)
-          s += (s.empty() ? "" : "x") + std::to_string(d);
-        r["output_shape"] = s;
+        r["output_shape"] = metrics::shape_string(b.output_shape);
         rows.push_back(r);
       }
       metrics::Row total;

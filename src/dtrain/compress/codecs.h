@@ -59,6 +59,11 @@ void quantize_grouped(const float* x, int64_t count, const float* thresholds, in
                       const float* lo, const float* step, int level_bits, int max_level,
                       uint16_t* codes);
 
+// out[i] = value_of_code[code i of the packed payload]: decoding for codecs whose every code
+// maps to one value (sortquant, kmeans). value_of_code holds 2^bits entries.
+void decode_by_table(const uint8_t* payload, int64_t n, int bits, const float* value_of_code,
+                     float* out);
+
 // Little-endian float table entries.
 inline void put_f32(uint8_t* p, float v) {
   std::memcpy(p, &v, 4);

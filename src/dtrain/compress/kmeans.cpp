@@ -166,13 +166,7 @@ class KMeansCodec final : public Codec {
         throw CorruptPacket("kmeans packet: centroid " + std::to_string(j) + " is not finite");
       }
     }
-    uint16_t codes[kCodeBlock];
-    for (int64_t start = 0; start < n; start += kCodeBlock) {
-      const int64_t count = std::min(kCodeBlock, n - start);
-      unpack_bits(payload, count, spec_.bits, codes, start);
-      for (int64_t i = 0; i < count; ++i)
-        out[start + i] = centroids[codes[i]];
-    }
+    decode_by_table(payload, n, spec_.bits, centroids.data(), out);
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "dtrain/compress/bitpack.h"
 #include "dtrain/compress/codecs.h"
 
 namespace dtrain::compress {
@@ -53,6 +54,17 @@ ValueRange finite_range(const float* x, int64_t n) {
     return v;
   };
   return {value(kmin), value(kmax)};
+}
+
+void decode_by_table(const uint8_t* payload, int64_t n, int bits, const float* value_of_code,
+                     float* out) {
+  uint16_t codes[kCodeBlock];
+  for (int64_t start = 0; start < n; start += kCodeBlock) {
+    const int64_t count = std::min(kCodeBlock, n - start);
+    unpack_bits(payload, count, bits, codes, start);
+    for (int64_t i = 0; i < count; ++i)
+      out[start + i] = value_of_code[codes[i]];
+  }
 }
 
 void quantize_grouped(const float* x, int64_t count, const float* thresholds, int n_thresholds,

@@ -104,13 +104,7 @@ class SortQuantCodec final : public Codec {
             static_cast<uint16_t>(l), lo[static_cast<size_t>(g)], step[static_cast<size_t>(g)]);
       }
     }
-    uint16_t codes[kCodeBlock];
-    for (int64_t start = 0; start < n; start += kCodeBlock) {
-      const int64_t count = std::min(kCodeBlock, n - start);
-      unpack_bits(payload, count, spec_.bits, codes, start);
-      for (int64_t i = 0; i < count; ++i)
-        out[start + i] = value[codes[i]];
-    }
+    decode_by_table(payload, n, spec_.bits, value.data(), out);
   }
 
  private:

@@ -124,6 +124,13 @@ std::vector<Row> read_jsonl(std::istream& in, const std::string& name) {
   return rows;
 }
 
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape)
+    s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
 std::string human_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

@@ -36,6 +36,9 @@ void write_rows(std::ostream& out, Format format, const std::vector<Column>& col
 // Reads JSON lines; throws std::runtime_error naming the line on malformed input.
 std::vector<Row> read_jsonl(std::istream& in, const std::string& name);
 
+// "64x32x28x28" (empty string for a scalar)
+std::string shape_string(const std::vector<int64_t>& shape);
+
 // "16 MiB", "1 KiB", "12 B"
 std::string human_bytes(double bytes);
 

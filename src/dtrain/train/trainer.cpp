@@ -167,6 +167,8 @@ std::vector<EpochStats> train(const TrainConfig& c) {
   sc.seed = c.seed;
   std::vector<EpochStats> history;
   model->train();
+  // A live line on a terminal; an occasional plain line in logs and pipes.
+  const bool tty = isatty(STDERR_FILENO) != 0;
   const int64_t end_epoch =
       c.stop_after > 0 ? std::min(c.epochs, first_epoch + c.stop_after) : c.epochs;
   for (int64_t epoch = first_epoch; epoch < end_epoch; ++epoch) {
@@ -206,8 +208,6 @@ std::vector<EpochStats> train(const TrainConfig& c) {
       correct += logits.argmax(1).eq(batch->labels).sum().item<int64_t>();
       seen += n;
       ++step;
-      // A live line on a terminal; an occasional plain line in logs and pipes.
-      const bool tty = isatty(STDERR_FILENO) != 0;
       if (c.progress && since(last_progress) > (tty ? 1.0 : 15.0)) {
         last_progress = Clock::now();
         std::cerr << (tty ? "\r" : "") << "epoch " << epoch + 1 << "/" << c.epochs << " [" << step
@@ -225,11 +225,11 @@ std::vector<EpochStats> train(const TrainConfig& c) {
     std::tie(s.test_loss, s.test_acc) = evaluate(model, test_set, norm, c.test_batch_size);
     s.peak_rss_bytes = metrics::peak_rss_bytes();
     if (c.progress) {
-      std::cerr << (isatty(STDERR_FILENO) ? "\r" : "") << "epoch " << s.epoch << "/" << c.epochs
-                << ": train loss " << std::fixed << std::setprecision(4) << s.train_loss
-                << ", test acc " << std::setprecision(2) << 100 * s.test_acc << "%, "
-                << std::setprecision(0) << s.samples_per_s << " samples/s, " << std::setprecision(1)
-                << s.epoch_s << " s          " << std::endl;
+      std::cerr << (tty ? "\r" : "") << "epoch " << s.epoch << "/" << c.epochs << ": train loss "
+                << std::fixed << std::setprecision(4) << s.train_loss << ", test acc "
+                << std::setprecision(2) << 100 * s.test_acc << "%, " << std::setprecision(0)
+                << s.samples_per_s << " samples/s, " << std::setprecision(1) << s.epoch_s
+                << " s          " << std::endl;
     }
     if (metrics_out.is_open()) metrics::write_jsonl(metrics_out, {s.to_row()});
     if (!c.checkpoint_dir.empty()) save_checkpoint(c.checkpoint_dir, epoch + 1, model, *optimizer);
