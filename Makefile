@@ -22,7 +22,8 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
-	$(BUILD_DIR)/dtrain bench collective -n 2 --sizes 4K:16M --factor 16 --rounds 2
+	$(BUILD_DIR)/dtrain train --parallel pipeline -n 2 --placement ushape --client-blocks 1,1 \
+	  --model cnn --dataset fashion-mnist --epochs 1 --schedule gpipe --chunks 4 --compress sortquant:8
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600

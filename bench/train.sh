@@ -9,7 +9,7 @@ mkdir -p docs/data
 # alternating twice so drift hits both.
 for round in 1 2; do
   "$bin" train --model cnn --dataset fashion-mnist --limit-train 10000 --limit-test 1000 --epochs 1 \
-    --schedule constant --threads 2 --no-progress --format jsonl | sed 's/^{/{"impl":"dtrain",/'
+    --lr-schedule constant --threads 2 --no-progress --format jsonl | sed 's/^{/{"impl":"dtrain",/'
   "$py" bench/pytorch_cnn.py --limit-train 10000 --threads 2
 done > docs/data/train-vs-pytorch.jsonl
 # The default cnn run on Fashion-MNIST (target: >= 91 % test accuracy).

@@ -58,6 +58,19 @@ TEST(ModelZooTest, FirstAndLastBoundariesHaveTheSeedsShapes) {
   EXPECT_EQ(head.output_shape, (std::vector<int64_t>{1280, 4, 4}));  // into the last layers
 }
 
+TEST(ModelZooTest, CnnAndMlpBlocksForPipelines) {
+  auto cnn = make_model(config("cnn", {1, 28, 28}));
+  const auto info = describe(cnn, {1, 28, 28});
+  ASSERT_EQ(info.size(), 3u);  // f1l1 leaves conv2 alone on the server
+  EXPECT_EQ(info[0].output_shape, (std::vector<int64_t>{32, 14, 14}));
+  EXPECT_EQ(info[1].output_shape, (std::vector<int64_t>{64, 7, 7}));
+  auto c = config("mlp", {1, 28, 28});
+  c.depth = 8;
+  EXPECT_EQ(make_model(c)->size(), 9u);
+  c.depth = 0;
+  EXPECT_THROW(make_model(c), std::invalid_argument);
+}
+
 TEST(ModelZooTest, BadNamesAndShapesAreRejected) {
   EXPECT_THROW(make_model(config("vgg", {1, 28, 28})), std::invalid_argument);
   auto c = config("cnn", {1, 28, 28});

@@ -14,6 +14,7 @@ void register_models(CLI::App& parent, int& exit_code) {
     std::string input_shape = "1,28,28";
     int64_t num_classes = 10;
     double width = 1.0;
+    int64_t depth = 2;
     std::string format = "table";
   };
   auto o = std::make_shared<Options>();
@@ -24,6 +25,7 @@ void register_models(CLI::App& parent, int& exit_code) {
   sub->add_option("--input-shape", o->input_shape, "C,H,W of one sample")->capture_default_str();
   sub->add_option("--num-classes", o->num_classes, "classes")->capture_default_str();
   sub->add_option("--width", o->width, "width multiplier")->capture_default_str();
+  sub->add_option("--depth", o->depth, "mlp: hidden layers")->capture_default_str();
   sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
   sub->callback([o, &exit_code] {
     std::vector<int64_t> shape;
@@ -40,6 +42,7 @@ void register_models(CLI::App& parent, int& exit_code) {
       mc.input_shape = shape;
       mc.num_classes = o->num_classes;
       mc.width = o->width;
+      mc.depth = o->depth;
       auto model = models::make_model(mc);
       for (const auto& b : models::describe(model, shape)) {
         metrics::Row r;

@@ -1,10 +1,11 @@
-// `dtrain train`: single-process training (DDP and pipeline modes come with their issues).
+// `dtrain train`: single-process or pipeline-parallel training (-n S --parallel pipeline).
 #include <iostream>
 #include <memory>
 #include <thread>
 
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
+#include "dtrain/comm/group.h"
 #include "dtrain/train/trainer.h"
 
 namespace dtrain::cli {
@@ -16,6 +17,9 @@ struct Options {
   std::string format = "table";
   bool no_progress = false;
   int threads = 0;
+  RankFlags ranks;
+  std::string balance;
+  std::string client_blocks = "1,1";
 };
 
 std::vector<int64_t> parse_shape(const std::string& text) {
@@ -35,12 +39,14 @@ void register_train(CLI::App& parent, int& exit_code) {
   c.epochs = 10;
   c.batch_size = 64;
   c.optim.lr = 0.05;
-  CLI::App* sub = parent.add_subcommand("train",
-                                        "train a model from the zoo on a dataset (single process); "
-                                        "per-epoch table, JSON lines with --metrics");
+  CLI::App* sub = parent.add_subcommand(
+      "train",
+      "train a model from the zoo on a dataset: one process, or a pipeline over -n ranks; "
+      "per-epoch table, JSON lines with --metrics");
   sub->add_option("--model", c.model.name, "mlp, cnn, resnet18, mobilenetv2 (see `dtrain models`)")
       ->capture_default_str();
   sub->add_option("--width", c.model.width, "width multiplier")->capture_default_str();
+  sub->add_option("--depth", c.model.depth, "mlp: hidden layers")->capture_default_str();
   sub->add_option("--dataset", c.data.name, "fashion-mnist, mnist, cifar10, cifar100, synthetic")
       ->capture_default_str();
   sub->add_option("--data-dir", c.data.data_dir,
@@ -61,7 +67,8 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_option("--momentum", c.optim.momentum, "SGD momentum")->capture_default_str();
   sub->add_option("--weight-decay", c.optim.weight_decay, "L2 weight decay")->capture_default_str();
   sub->add_flag("--nesterov", c.optim.nesterov, "Nesterov momentum");
-  sub->add_option("--schedule", c.optim.schedule, "constant, step or cosine")
+  sub->add_option("--lr-schedule", c.optim.schedule,
+                  "learning-rate schedule: constant, step or cosine")
       ->capture_default_str();
   sub->add_option("--warmup-epochs", c.optim.warmup_epochs, "linear warm-up, in epochs")
       ->capture_default_str();
@@ -86,7 +93,54 @@ void register_train(CLI::App& parent, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--format", o->format, "final table: table, csv or jsonl")->capture_default_str();
   sub->add_flag("--no-progress", o->no_progress, "no progress line");
+  auto& p = c.parallel.pipeline;
+  sub->add_option("--parallel", c.parallel.mode, "none or pipeline (one stage per rank, -n S)")
+      ->capture_default_str();
+  sub->add_option("--placement", p.placement,
+                  "pipeline: linear (a chain) or ushape (rank 0 keeps the first and last blocks "
+                  "and the loss)")
+      ->capture_default_str();
+  sub->add_option("--client-blocks", o->client_blocks,
+                  "ushape: F,L = blocks the client (rank 0) keeps at the start and the end")
+      ->capture_default_str();
+  sub->add_option("--balance", o->balance,
+                  "pipeline: blocks per stage (ushape: per server), e.g. 3,5,4; 'auto' balances "
+                  "measured forward+backward time; default balances parameter counts");
+  sub->add_option("--schedule", p.schedule, "pipeline schedule: gpipe or 1f1b")
+      ->capture_default_str();
+  sub->add_option("--chunks", p.chunks, "pipeline: micro-batches per mini-batch (1..1024)")
+      ->capture_default_str();
+  sub->add_option("--compress", p.compress,
+                  "pipeline: codec for activations on compressed edges (none, fp16, bf16, "
+                  "uniform:B, sortquant:B, sortquant:Q:S, kmeans:B)")
+      ->capture_default_str();
+  sub->add_option("--compress-grad", p.compress_grad,
+                  "pipeline: codec for gradients (default: same as --compress)");
+  sub->add_option("--compress-edges", p.compress_edges,
+                  "pipeline: client (only links touching rank 0) or all")
+      ->capture_default_str();
+  add_rank_flags(sub, o->ranks, false);
   sub->callback([o, &exit_code] {
+    auto& pc = o->config.parallel.pipeline;
+    if (o->balance == "auto") {
+      pc.balance_auto = true;
+    } else if (!o->balance.empty()) {
+      for (int v : parse_int_list(o->balance, "--balance"))
+        pc.balance.push_back(v);
+    }
+    const auto client = parse_int_list(o->client_blocks, "--client-blocks");
+    if (client.size() != 2) throw std::invalid_argument("--client-blocks takes F,L");
+    pc.client_first = client[0];
+    pc.client_last = client[1];
+    const auto worlds = world_sizes(o->ranks);
+    const int n = worlds.empty() ? 1 : worlds.front();
+    const bool pipelined = o->config.parallel.mode == "pipeline";
+    if (n > 1 && !pipelined)
+      throw std::invalid_argument("-n " + std::to_string(n) + " needs --parallel pipeline");
+    if (const auto status = relaunch_if_requested(o->ranks, n)) {
+      exit_code = *status;
+      return;
+    }
     o->config.data.input_shape = parse_shape(o->input_shape);
     o->config.progress = !o->no_progress;
     if (o->threads < 0) throw std::invalid_argument("--threads must be positive");
@@ -95,12 +149,25 @@ void register_train(CLI::App& parent, int& exit_code) {
                             ? o->threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     const auto format = metrics::parse_format(o->format);
-    const auto history = train::train(o->config);
+    std::unique_ptr<comm::Group> group;
+    if (pipelined) {
+      const int threads = at::get_num_threads();
+      group = join_world(o->ranks);
+      if (o->threads > 0) at::set_num_threads(threads);
+    }
+    const auto history = train::train(o->config, group.get());
+    exit_code = 0;
+    if (history.empty()) return;  // a pipeline follower: rank 0 reports
     std::vector<metrics::Row> rows;
     for (const auto& h : history)
       rows.push_back(h.to_row());
-    metrics::write_rows(std::cout, format, train::epoch_columns(), rows);
-    exit_code = 0;
+    metrics::write_rows(std::cout, format, train::epoch_columns(pipelined), rows);
+    if (pipelined && format == metrics::Format::kTable) {
+      std::cout << "\nlast epoch, per rank (time in training steps):\n";
+      metrics::write_table(std::cout, train::stage_columns(), train::stage_rows(history.back()));
+      std::cout << "\nlast epoch, per link (seen by the receiver):\n";
+      metrics::write_table(std::cout, train::link_columns(), train::link_rows(history.back()));
+    }
   });
 }
 

@@ -41,20 +41,8 @@ void Request::wait() {
       work->wait(s.group->timeout());
   } catch (const std::exception& e) {
     s.done = true;
-    const double waited = std::chrono::duration<double>(Clock::now() - s.posted).count();
-    std::ostringstream msg;
-    msg << s.group->describe() << ": " << (s.dir == Direction::kSend ? "send to" : "recv from")
-        << " rank " << s.peer << " (tag " << s.tag << ", " << s.bytes << " bytes) failed after "
-        << waited << " s: " << std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
-    s.group->publish_failure(msg.str());
-    const std::string cause = s.group->failure_of(s.peer);
-    if (!cause.empty()) {
-      msg << " -- rank " << s.peer << " had already failed: " << cause;
-    } else {
-      msg << " -- rank " << s.peer << " exited, crashed or stopped responding (timeout "
-          << s.group->timeout().count() << " ms); see its output";
-    }
-    throw CommError(msg.str());
+    s.group->fail(s.dir, s.peer, s.tag, s.bytes,
+                  std::chrono::duration<double>(Clock::now() - s.posted).count(), e.what());
   }
   const auto end = Clock::now();
   s.done = true;
@@ -72,6 +60,23 @@ Group::Group(std::unique_ptr<Backend> backend)
       accounts_(static_cast<size_t>(size_)) {}
 
 Group::~Group() = default;
+
+void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_s,
+                 const std::string& what) const {
+  std::ostringstream msg;
+  msg << describe() << ": " << (dir == Direction::kSend ? "send to" : "recv from") << " rank "
+      << peer << " (tag " << tag << ", " << bytes << " bytes) failed after " << waited_s
+      << " s: " << what.substr(0, what.find('\n'));
+  publish_failure(msg.str());
+  const std::string cause = failure_of(peer);
+  if (!cause.empty()) {
+    msg << " -- rank " << peer << " had already failed: " << cause;
+  } else {
+    msg << " -- rank " << peer << " exited, crashed or stopped responding (timeout "
+        << timeout_.count() << " ms); see its output";
+  }
+  throw CommError(msg.str());
+}
 
 std::string Group::describe() const {
   return "rank " + std::to_string(rank_) + "/" + std::to_string(size_);
@@ -105,8 +110,13 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir) 
   }
   // c10d wants a byte-typed view: its Gloo backend rejects some dtypes (bfloat16) for p2p.
   std::vector<at::Tensor> bufs{tensor.view({-1}).view(at::kByte)};
-  s.works.push_back(dir == Direction::kSend ? backend_->pg->send(bufs, peer, tag)
-                                            : backend_->pg->recv(bufs, peer, tag));
+  try {  // posting already fails when the connection to the peer is gone
+    s.works.push_back(dir == Direction::kSend ? backend_->pg->send(bufs, peer, tag)
+                                              : backend_->pg->recv(bufs, peer, tag));
+  } catch (const std::exception& e) {
+    s.done = true;
+    fail(dir, peer, tag, s.bytes, 0.0, e.what());
+  }
   s.keep_alive.push_back(bufs[0]);
   return req;
 }

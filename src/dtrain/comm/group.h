@@ -112,6 +112,9 @@ class Group {
   void record(int peer, Direction dir, int64_t bytes, std::chrono::steady_clock::time_point posted,
               std::chrono::steady_clock::time_point done, double waited_s);
   void check_peer(int peer, const char* what) const;
+  // Throws CommError naming this rank, the peer and, if it failed first, the peer's error.
+  [[noreturn]] void fail(Direction dir, int peer, int tag, int64_t bytes, double waited_s,
+                         const std::string& what) const;
   // A failing rank leaves its error in the rendezvous store before it exits, so a rank that
   // sees the connection drop can name the root cause rather than the messenger.
   void publish_failure(const std::string& message) const;

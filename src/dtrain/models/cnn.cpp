@@ -1,5 +1,7 @@
 // cnn: a small conv net sized for 28x28 inputs (any HxW >= 4 works):
-// conv(32) pool, conv(64) pool, fc(128), head. Widths scale with --width.
+// conv(32) pool, conv(64) pool, fc(128), head. Widths scale with --width. Three blocks
+// (conv1, conv2, classifier) so the U-shape's f1l1 split leaves both boundaries large
+// (32x14x14 and 64x7x7 per 28x28 sample), as mobilenetv2's are in seed 001.
 #include "dtrain/models/layers.h"
 #include "dtrain/models/zoo.h"
 
@@ -18,9 +20,9 @@ torch::nn::Sequential make_cnn(const ModelConfig& c) {
   torch::nn::Sequential m;
   m->push_back("conv1", conv(c.in_channels, w1));
   m->push_back("conv2", conv(w1, w2));
-  m->push_back("fc", Stack(torch::nn::Flatten(), torch::nn::Linear(w2 * h * w, hidden),
-                           torch::nn::ReLU(), torch::nn::Dropout(0.25)));
-  m->push_back("head", torch::nn::Linear(hidden, c.num_classes));
+  m->push_back("classifier",
+               Stack(torch::nn::Flatten(), torch::nn::Linear(w2 * h * w, hidden), torch::nn::ReLU(),
+                     torch::nn::Dropout(0.25), torch::nn::Linear(hidden, c.num_classes)));
   return m;
 }
 

@@ -1,4 +1,5 @@
-// mlp: flatten, two hidden layers (512 * width), a linear head.
+// mlp: flatten, `depth` hidden layers (512 * width, default 2), a linear head; one block
+// per layer, so it is also the balanced model of the pipeline benchmarks.
 #include "dtrain/models/layers.h"
 #include "dtrain/models/zoo.h"
 
@@ -15,7 +16,10 @@ torch::nn::Sequential make_mlp(const ModelConfig& c) {
   fc1->push_back("linear", torch::nn::Linear(inputs, hidden));
   fc1->push_back("relu", torch::nn::ReLU());
   m->push_back("fc1", fc1);
-  m->push_back("fc2", Stack(torch::nn::Linear(hidden, hidden), torch::nn::ReLU()));
+  if (c.depth < 1) throw std::invalid_argument("mlp needs --depth of at least 1");
+  for (int64_t i = 2; i <= c.depth; ++i)
+    m->push_back("fc" + std::to_string(i),
+                 Stack(torch::nn::Linear(hidden, hidden), torch::nn::ReLU()));
   m->push_back("head", torch::nn::Linear(hidden, c.num_classes));
   return m;
 }

@@ -15,6 +15,7 @@ struct ModelConfig {
   int64_t in_channels = 1;
   int64_t num_classes = 10;
   double width = 1.0;  // mobilenetv2 width multiplier; mlp/cnn scale their widths
+  int64_t depth = 2;   // mlp: hidden layers (each its own block)
   std::vector<int64_t> input_shape{1, 28, 28};  // C, H, W (mlp flattens it)
 };
 

@@ -1,6 +1,11 @@
-// One training loop: epochs of mini-batches with timing split into data wait, forward,
-// backward, optimizer and communication (zero for a single process; DDP and the pipeline
-// fill it), evaluation after each epoch, JSON-lines metrics and atomic checkpoints.
+// One training loop for a single process and for pipeline parallelism: epochs of
+// mini-batches with timing split into data wait, forward, backward, optimizer and
+// communication, evaluation after each epoch, JSON-lines metrics and atomic checkpoints.
+//
+// Pipeline mode (parallel.mode == "pipeline"): rank 0 loads the data and drives; the other
+// ranks receive the input shape from it, build the same model from the same seed, keep
+// their blocks and follow rank 0's commands. Rank 0 returns the epochs' stats (with the
+// per-stage and per-link report in EpochStats::extra); the others return nothing.
 #pragma once
 
 #include <functional>
@@ -11,6 +16,10 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/metrics/report.h"
 #include "dtrain/models/registry.h"
+
+namespace dtrain::comm {
+class Group;
+}
 
 namespace dtrain::train {
 
@@ -30,6 +39,23 @@ struct OptimConfig {
 // schedule over the remaining epochs.
 double learning_rate(const OptimConfig& o, double epoch, int64_t total_epochs);
 
+struct PipelineOptions {
+  std::string placement = "linear";  // linear | ushape
+  std::vector<int64_t> balance;      // blocks per stage (per server for ushape); empty: weights
+  bool balance_auto = false;         // weights = measured forward+backward time per block
+  int64_t client_first = 1, client_last = 1;
+  std::string schedule = "gpipe";  // gpipe | 1f1b
+  int chunks = 4;
+  std::string compress = "none";
+  std::string compress_grad;              // empty: same as compress
+  std::string compress_edges = "client";  // client | all
+};
+
+struct ParallelConfig {
+  std::string mode = "none";  // none | pipeline
+  PipelineOptions pipeline;
+};
+
 struct TrainConfig {
   models::ModelConfig model;
   data::DataConfig data;
@@ -47,6 +73,7 @@ struct TrainConfig {
   bool resume = false;
   int64_t stop_after = 0;  // run at most this many epochs now (0: to the end); resume later
   bool progress = true;
+  ParallelConfig parallel;
 };
 
 struct EpochStats {
@@ -57,14 +84,21 @@ struct EpochStats {
          time_comm_s = 0;
   double lr = 0;
   int64_t peak_rss_bytes = 0;
+  metrics::Row extra;  // mode-specific keys (pipeline: stages, links, bubble, ratio)
   metrics::Row to_row() const;
 };
 
 // Validates the config (throws std::invalid_argument), loads the data, builds the model and
 // trains; returns the stats of the epochs it ran (after a resume, only the new ones).
-std::vector<EpochStats> train(const TrainConfig& config);
+// `group` is required for pipeline mode (every rank of it calls train).
+std::vector<EpochStats> train(const TrainConfig& config, comm::Group* group = nullptr);
 
 // The summary table for people.
-std::vector<metrics::Column> epoch_columns();
+std::vector<metrics::Column> epoch_columns(bool pipeline = false);
+// Pipeline reports of one epoch as rows: one per rank (time split) and one per link.
+std::vector<metrics::Row> stage_rows(const EpochStats& stats);
+std::vector<metrics::Column> stage_columns();
+std::vector<metrics::Row> link_rows(const EpochStats& stats);
+std::vector<metrics::Column> link_columns();
 
 }  // namespace dtrain::train

@@ -1,0 +1,61 @@
+// Single-process training: the model on this rank, no communication.
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "dtrain/train/engine.h"
+
+namespace dtrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& loss) {
+  BatchResult r;
+  r.samples = labels.size(0);
+  r.loss_sum = loss.item<double>() * static_cast<double>(r.samples);
+  r.correct = logits.argmax(1).eq(labels).sum().item<int64_t>();
+  return r;
+}
+
+class LocalEngine final : public Engine {
+ public:
+  explicit LocalEngine(torch::nn::Sequential model) : model_(std::move(model)) {}
+
+  std::vector<at::Tensor> parameters() override { return model_->parameters(); }
+
+  BatchResult train_batch(const data::Batch& batch, double, EpochStats& s) override {
+    model_->train();
+    auto t = Clock::now();
+    const at::Tensor logits = model_->forward(batch.inputs);
+    const at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels);
+    s.time_forward_s += since(t);
+    t = Clock::now();
+    loss.backward();
+    s.time_backward_s += since(t);
+    return score(logits, batch.labels, loss);
+  }
+
+  BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    const at::Tensor logits = model_->forward(inputs);
+    return score(logits, labels, torch::nn::functional::cross_entropy(logits, labels));
+  }
+
+  torch::nn::Sequential& checkpoint_module() override { return model_; }
+
+ private:
+  torch::nn::Sequential model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model) {
+  return std::make_unique<LocalEngine>(std::move(model));
+}
+
+}  // namespace dtrain::train

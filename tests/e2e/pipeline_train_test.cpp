@@ -1,0 +1,113 @@
+// Pipeline training through the binary: real processes from the launcher, real
+// Fashion-MNIST, and a stage killed mid-run.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "../support/process.h"
+
+namespace dtrain {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<nlohmann::json> read_rows(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);)
+    rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+TEST(PipelineE2eTest, ThreeStagesThroughTheLauncherLearnAndReport) {
+  const std::string metrics = "/tmp/dtrain-e2e-pipe-" + std::to_string(getpid()) + ".jsonl";
+  testing::Process p(
+      {DTRAIN_BINARY,     "train",  "--parallel",   "pipeline", "-n",           "3",
+       "--placement",     "ushape", "--model",      "mlp",      "--depth",      "3",
+       "--limit-train",   "4000",   "--limit-test", "1000",     "--epochs",     "2",
+       "--chunks",        "4",      "--schedule",   "1f1b",     "--compress",   "sortquant:8",
+       "--compress-grad", "fp16",   "--metrics",    metrics,    "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  const auto rows = read_rows(metrics);
+  std::remove(metrics.c_str());
+  ASSERT_EQ(rows.size(), 3u);  // two epochs and the summary
+  const auto& last = rows[1];
+  EXPECT_GT(last["test_acc"].get<double>(), 0.6);  // chance is 0.1
+  EXPECT_LT(last["train_loss"].get<double>(), rows[0]["train_loss"].get<double>());
+  EXPECT_GT(last["compression_ratio"].get<double>(), 0.25);
+  EXPECT_LT(last["compression_ratio"].get<double>(), 1.0);  // server-server links stay plain
+  EXPECT_DOUBLE_EQ(last["bubble_ideal"].get<double>(), 2.0 / 6.0);
+  EXPECT_GE(last["bubble_measured"].get<double>(), 0.0);
+  EXPECT_LE(last["bubble_measured"].get<double>(), 1.0);
+  ASSERT_EQ(last["stages"].size(), 3u);
+  // U-shape on 3 ranks: 0 -> 1 -> 2 -> 0 forward, the reverse backward; 6 links.
+  ASSERT_EQ(last["links"].size(), 6u);
+  for (const auto& l : last["links"]) {
+    EXPECT_GT(l["bytes"].get<int64_t>(), 0);
+    const bool client = l["src"] == 0 || l["dst"] == 0;
+    const bool fwd = l["direction"] == "forward";
+    const double ratio = l["ratio"].get<double>();
+    if (!client)
+      EXPECT_GT(ratio, 1.0) << l.dump();  // uncompressed: header overhead only
+    else if (fwd)
+      EXPECT_LT(ratio, 0.27) << l.dump();
+    else
+      EXPECT_NEAR(ratio, 0.5, 0.01) << l.dump();
+  }
+  EXPECT_NE(p.out().find("per link"), std::string::npos);
+}
+
+TEST(PipelineE2eTest, KilledStageMakesTheOthersFailClearly) {
+  const int port = 31000 + static_cast<int>(getpid() % 1000);
+  std::vector<std::unique_ptr<testing::Process>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<testing::Process>(
+        std::vector<std::string>{DTRAIN_BINARY, "train", "--parallel", "pipeline", "--model", "mlp",
+                                 "--depth", "3", "--epochs", "50", "--chunks", "4", "--timeout",
+                                 "20", "--no-progress", "--threads", "1"},
+        std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(r)},
+                                                         {"WORLD_SIZE", "3"},
+                                                         {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", std::to_string(port)}}));
+  }
+  std::this_thread::sleep_for(6s);
+  for (auto& r : ranks)
+    ASSERT_EQ(r->wait_for(0s), -1) << "a rank ended early: " << r->err();
+  kill(ranks[1]->pid(), SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r : {0, 2}) {
+    const int code = ranks[static_cast<size_t>(r)]->wait_for(60s);
+    EXPECT_NE(code, -1) << "rank " << r << " hangs";
+    EXPECT_NE(code, 0) << "rank " << r;
+    const std::string err = ranks[static_cast<size_t>(r)]->err();
+    EXPECT_NE(err.find("dtrain: error:"), std::string::npos) << err;
+    EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+}
+
+TEST(PipelineE2eTest, BadPipelineFlagsAreClearErrors) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--parallel", "pipeline", "-n", "2", "--schedule", "zigzag"}, "unknown schedule"},
+      {{"--parallel", "pipeline", "-n", "2", "--compress", "uniform:0"}, "bits"},
+      {{"--parallel", "pipeline", "-n", "4", "--model", "cnn"}, "too few"},
+      {{"--parallel", "pipeline", "-n", "2", "--balance", "1,1"}, "--balance counts add up"},
+      {{"-n", "2"}, "needs --parallel pipeline"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> args{DTRAIN_BINARY,  "train", "--limit-train", "100",
+                                  "--limit-test", "100",   "--timeout",     "20"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    testing::Process p(args);
+    EXPECT_NE(p.wait_for(120s), 0) << flags.back();
+    EXPECT_NE(p.err().find(message), std::string::npos) << p.err();
+  }
+}
+
+}  // namespace
+}  // namespace dtrain
