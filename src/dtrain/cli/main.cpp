@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   dtrain::cli::register_train(app, exit_code);
   dtrain::cli::register_models(app, exit_code);
+  dtrain::cli::register_scale(app, exit_code);
   dtrain::cli::register_launch(app, exit_code);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks: collective, p2p, codec");
   bench->require_subcommand(1);

@@ -16,6 +16,7 @@ struct Options {
   std::string input_shape = "1,28,28";
   std::string format = "table";
   bool no_progress = false;
+  bool quiet = false;
   int threads = 0;
   RankFlags ranks;
   std::string balance;
@@ -93,8 +94,20 @@ void register_train(CLI::App& parent, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--format", o->format, "final table: table, csv or jsonl")->capture_default_str();
   sub->add_flag("--no-progress", o->no_progress, "no progress line");
+  sub->add_flag("--quiet", o->quiet, "no progress line and no table (results via --metrics)");
   auto& p = c.parallel.pipeline;
-  sub->add_option("--parallel", c.parallel.mode, "none or pipeline (one stage per rank, -n S)")
+  sub->add_option("--parallel", c.parallel.mode,
+                  "none, pipeline (one stage per rank, -n S) or ddp (data parallel, -n N)")
+      ->capture_default_str();
+  auto& d = c.parallel.ddp;
+  sub->add_option("--algo", d.algo,
+                  "ddp: all-reduce algorithm (ring, butterfly, direct, native, auto)")
+      ->capture_default_str();
+  sub->add_option("--bucket-mb", d.bucket_mb, "ddp: gradient bucket size in MiB (first bucket: 1)")
+      ->capture_default_str();
+  sub->add_flag("--sync-bn", d.sync_bn, "ddp: BatchNorm statistics over the global batch");
+  sub->add_option("--grad-accum-steps", c.grad_accum_steps,
+                  "batches per optimizer step (ddp: gradients cross the network on the last)")
       ->capture_default_str();
   sub->add_option("--placement", p.placement,
                   "pipeline: linear (a chain) or ushape (rank 0 keeps the first and last blocks "
@@ -115,7 +128,8 @@ void register_train(CLI::App& parent, int& exit_code) {
                   "uniform:B, sortquant:B, sortquant:Q:S, kmeans:B)")
       ->capture_default_str();
   sub->add_option("--compress-grad", p.compress_grad,
-                  "pipeline: codec for gradients (default: same as --compress)");
+                  "pipeline: codec for gradients (default: same as --compress); ddp: codec for the "
+                  "gradient all-reduce, with error feedback (default none)");
   sub->add_option("--compress-edges", p.compress_edges,
                   "pipeline: client (only links touching rank 0) or all")
       ->capture_default_str();
@@ -135,14 +149,22 @@ void register_train(CLI::App& parent, int& exit_code) {
     const auto worlds = world_sizes(o->ranks);
     const int n = worlds.empty() ? 1 : worlds.front();
     const bool pipelined = o->config.parallel.mode == "pipeline";
-    if (n > 1 && !pipelined)
-      throw std::invalid_argument("-n " + std::to_string(n) + " needs --parallel pipeline");
+    const bool data_parallel = o->config.parallel.mode == "ddp";
+    if (n > 1 && !pipelined && !data_parallel)
+      throw std::invalid_argument("-n " + std::to_string(n) + " needs --parallel pipeline or ddp");
+    if (data_parallel) {
+      if (pc.compress != "none")
+        throw std::invalid_argument(
+            "--compress is for pipeline activations; use --compress-grad "
+            "for DDP gradients");
+      o->config.parallel.ddp.compress_grad = pc.compress_grad.empty() ? "none" : pc.compress_grad;
+    }
     if (const auto status = relaunch_if_requested(o->ranks, n)) {
       exit_code = *status;
       return;
     }
     o->config.data.input_shape = parse_shape(o->input_shape);
-    o->config.progress = !o->no_progress;
+    o->config.progress = !o->no_progress && !o->quiet;
     if (o->threads < 0) throw std::invalid_argument("--threads must be positive");
     // OpenMP may default to 1 thread under a CPU quota; use every core unless told.
     at::set_num_threads(o->threads > 0
@@ -150,14 +172,14 @@ void register_train(CLI::App& parent, int& exit_code) {
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     const auto format = metrics::parse_format(o->format);
     std::unique_ptr<comm::Group> group;
-    if (pipelined) {
+    if (pipelined || data_parallel) {
       const int threads = at::get_num_threads();
       group = join_world(o->ranks);
       if (o->threads > 0) at::set_num_threads(threads);
     }
     const auto history = train::train(o->config, group.get());
     exit_code = 0;
-    if (history.empty()) return;  // a pipeline follower: rank 0 reports
+    if (history.empty() || (group && group->rank() != 0) || o->quiet) return;  // rank 0 reports
     std::vector<metrics::Row> rows;
     for (const auto& h : history)
       rows.push_back(h.to_row());

@@ -13,6 +13,8 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+}  // namespace
+
 BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& loss) {
   BatchResult r;
   r.samples = labels.size(0);
@@ -21,20 +23,23 @@ BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::
   return r;
 }
 
+namespace {
+
 class LocalEngine final : public Engine {
  public:
   explicit LocalEngine(torch::nn::Sequential model) : model_(std::move(model)) {}
 
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
 
-  BatchResult train_batch(const data::Batch& batch, double, EpochStats& s) override {
+  BatchResult train_batch(const data::Batch& batch, double, const StepPlan& plan,
+                          EpochStats& s) override {
     model_->train();
     auto t = Clock::now();
     const at::Tensor logits = model_->forward(batch.inputs);
     const at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels);
     s.time_forward_s += since(t);
     t = Clock::now();
-    loss.backward();
+    (plan.loss_scale == 1.0 ? loss : loss * plan.loss_scale).backward();
     s.time_backward_s += since(t);
     return score(logits, batch.labels, loss);
   }

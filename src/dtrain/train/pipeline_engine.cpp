@@ -82,7 +82,8 @@ class PipelineEngine final : public Engine {
 
   std::vector<at::Tensor> parameters() override { return pipeline_.parameters(); }
 
-  BatchResult train_batch(const data::Batch& batch, double lr, EpochStats&) override {
+  BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan&,
+                          EpochStats&) override {
     return to_batch_result(pipeline_.train_batch(batch.inputs, batch.labels, lr));
   }
 
@@ -96,7 +97,9 @@ class PipelineEngine final : public Engine {
     s.time_forward_s = mine.forward_s;
     s.time_backward_s = mine.backward_s;
     s.time_comm_s = mine.recv_wait_s + mine.send_wait_s + mine.encode_s + mine.decode_s;
-    s.extra = report_extra(reports, pipeline_.config());
+    const metrics::Row extra = report_extra(reports, pipeline_.config());
+    for (const auto& [key, value] : extra.items())
+      s.extra[key] = value;
   }
 
   void finish() override { pipeline_.stop(); }

@@ -11,6 +11,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/data/loader.h"
@@ -66,8 +67,20 @@ void validate(const TrainConfig& c, comm::Group* group) {
     throw std::invalid_argument("--resume needs --checkpoint-dir");
   }
   const auto& mode = c.parallel.mode;
-  if (mode != "none" && mode != "pipeline")
-    throw std::invalid_argument("--parallel must be none or pipeline");
+  if (mode != "none" && mode != "pipeline" && mode != "ddp")
+    throw std::invalid_argument("--parallel must be none, pipeline or ddp");
+  if (c.grad_accum_steps < 1) throw std::invalid_argument("--grad-accum-steps must be at least 1");
+  if (mode == "pipeline" && c.grad_accum_steps > 1)
+    throw std::invalid_argument("--grad-accum-steps: use --chunks to split batches in a pipeline");
+  if (mode == "ddp") {
+    if (group == nullptr) throw std::invalid_argument("--parallel ddp needs a process group");
+    comm::parse_algorithm(c.parallel.ddp.algo);
+    compress::parse_codec(c.parallel.ddp.compress_grad);
+    if (!(c.parallel.ddp.bucket_mb > 0))
+      throw std::invalid_argument("--bucket-mb must be positive");
+  } else if (c.parallel.ddp.sync_bn) {
+    throw std::invalid_argument("--sync-bn needs --parallel ddp");
+  }
   if (mode == "pipeline") {
     if (group == nullptr) throw std::invalid_argument("--parallel pipeline needs a process group");
     if (!c.checkpoint_dir.empty())
@@ -83,20 +96,23 @@ void validate(const TrainConfig& c, comm::Group* group) {
 }
 
 // Mean loss and accuracy over a dataset.
+// Data-parallel ranks evaluate contiguous shares of the test set and sum.
 std::pair<double, double> evaluate(Engine& engine, const data::Dataset& d,
                                    const data::Normalization& norm, int64_t batch_size) {
-  double loss = 0;
-  int64_t correct = 0;
+  const int64_t first = d.size() * engine.rank() / engine.world();
+  const int64_t end = d.size() * (engine.rank() + 1) / engine.world();
+  std::vector<double> totals{0, 0};
   at::Generator unused = at::detail::createCPUGenerator(0);
-  for (int64_t begin = 0; begin < d.size(); begin += batch_size) {
-    const int64_t n = std::min(batch_size, d.size() - begin);
+  for (int64_t begin = first; begin < end; begin += batch_size) {
+    const int64_t n = std::min(batch_size, end - begin);
     const torch::Tensor x = data::make_batch(d.images.narrow(0, begin, n), norm, {}, unused);
     const BatchResult r = engine.eval_batch(x, d.labels.narrow(0, begin, n));
-    loss += r.loss_sum;
-    correct += r.correct;
+    totals[0] += r.loss_sum;
+    totals[1] += static_cast<double>(r.correct);
   }
+  engine.sum_over_ranks(totals);
   const double size = static_cast<double>(std::max<int64_t>(1, d.size()));
-  return {loss / size, static_cast<double>(correct) / size};
+  return {totals[0] / size, totals[1] / size};
 }
 
 // Rank 0 tells pipeline followers, which load no data, the model's input shape and class
@@ -283,10 +299,13 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
       return {};
     }
     engine = make_pipeline_engine(*pipeline);
+  } else if (c.parallel.mode == "ddp") {
+    engine = make_ddp_engine(*group, model, c);
   } else {
     engine = make_local_engine(model);
   }
   auto optimizer = make_optimizer(c.optim, engine->parameters());
+  const bool leader = engine->rank() == 0;
 
   data::Augment augment;
   const bool colour32 = mc.input_shape[1] >= 32 && !digit_like;
@@ -299,7 +318,7 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
       first_epoch = *next;
   }
   std::ofstream metrics_out;
-  if (!c.metrics_path.empty()) {
+  if (!c.metrics_path.empty() && leader) {
     metrics_out.open(c.metrics_path, c.resume ? std::ios::app : std::ios::trunc);
     if (!metrics_out) throw std::runtime_error("cannot write " + c.metrics_path);
   }
@@ -307,6 +326,9 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
   data::SamplerConfig sc;
   sc.dataset_size = train_set.size();
   sc.seed = c.seed;
+  sc.rank = engine->rank();
+  sc.world_size = engine->world();
+  const bool progress = c.progress && leader;
   std::vector<EpochStats> history;
   // A live line on a terminal; an occasional plain line in logs and pipes.
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -316,22 +338,43 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
     EpochStats s;
     s.epoch = epoch + 1;
     const auto epoch_start = Clock::now();
-    data::EpochLoader loader(train_set, data::shard_indices(sc, epoch), c.batch_size, norm, augment,
-                             c.seed * 7777 + static_cast<uint64_t>(epoch));
+    std::vector<int64_t> shard = data::shard_indices(sc, epoch);
+    const auto shard_size = static_cast<int64_t>(shard.size());
+    data::EpochLoader loader(train_set, std::move(shard), c.batch_size, norm, augment,
+                             c.seed * 7777 + static_cast<uint64_t>(epoch) +
+                                 1000003ull * static_cast<uint64_t>(engine->rank()));
     double loss_sum = 0;
     int64_t correct = 0, seen = 0, step = 0;
     auto last_progress = Clock::now();
+    // Gradient accumulation: groups of K batches; each batch's loss is weighted by its share
+    // of the group's samples, so a group equals one batch K times larger.
+    const int64_t k = c.grad_accum_steps;
+    auto group_samples = [&](int64_t first_batch) {
+      int64_t n = 0;
+      for (int64_t b = first_batch; b < std::min(first_batch + k, loader.batches()); ++b)
+        n += std::min(c.batch_size, shard_size - b * c.batch_size);
+      return n;
+    };
     while (auto batch = loader.next()) {
+      const bool group_start = step % k == 0;
+      const bool group_end = step % k == k - 1 || step + 1 == loader.batches();
       const double lr =
           learning_rate(c.optim, epoch + static_cast<double>(step) / loader.batches(), c.epochs);
       for (auto& group : optimizer->param_groups())
         group.options().set_lr(lr);
       s.lr = lr;
-      optimizer->zero_grad();
-      const BatchResult r = engine->train_batch(*batch, lr, s);
-      const auto t = Clock::now();
-      optimizer->step();
-      s.time_optimizer_s += since(t);
+      if (group_start) optimizer->zero_grad();
+      StepPlan plan;
+      plan.sync = group_end;
+      plan.loss_scale = k == 1 ? 1.0
+                               : static_cast<double>(batch->labels.size(0)) /
+                                     static_cast<double>(group_samples(step - step % k));
+      const BatchResult r = engine->train_batch(*batch, lr, plan, s);
+      if (group_end) {
+        const auto t = Clock::now();
+        optimizer->step();
+        s.time_optimizer_s += since(t);
+      }
       const double batch_loss = r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.samples));
       if (!std::isfinite(batch_loss)) {
         throw std::runtime_error("training diverged: loss is " + std::to_string(batch_loss) +
@@ -342,7 +385,7 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
       correct += r.correct;
       seen += r.samples;
       ++step;
-      if (c.progress && since(last_progress) > (tty ? 1.0 : 15.0)) {
+      if (progress && since(last_progress) > (tty ? 1.0 : 15.0)) {
         last_progress = Clock::now();
         std::cerr << (tty ? "\r" : "") << "epoch " << epoch + 1 << "/" << c.epochs << " [" << step
                   << "/" << loader.batches() << "] loss " << std::fixed << std::setprecision(4)
@@ -353,13 +396,19 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
     }
     s.time_data_s = loader.wait_s();
     s.epoch_s = since(epoch_start);
+    s.extra["steps"] = (step + k - 1) / k;  // optimizer steps
+    std::vector<double> totals{loss_sum, static_cast<double>(correct), static_cast<double>(seen)};
+    engine->sum_over_ranks(totals);
+    loss_sum = totals[0];
+    correct = static_cast<int64_t>(totals[1]);
+    seen = static_cast<int64_t>(totals[2]);
     s.train_loss = loss_sum / std::max<int64_t>(1, seen);
     s.train_acc = static_cast<double>(correct) / std::max<int64_t>(1, seen);
     s.samples_per_s = seen / std::max(1e-9, s.epoch_s);
     engine->end_epoch(s);
     std::tie(s.test_loss, s.test_acc) = evaluate(*engine, test_set, norm, c.test_batch_size);
     s.peak_rss_bytes = metrics::peak_rss_bytes();
-    if (c.progress) {
+    if (progress) {
       std::cerr << (tty ? "\r" : "") << "epoch " << s.epoch << "/" << c.epochs << ": train loss "
                 << std::fixed << std::setprecision(4) << s.train_loss << ", test acc "
                 << std::setprecision(2) << 100 * s.test_acc << "%, " << std::setprecision(0)
@@ -367,7 +416,7 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
                 << " s          " << std::endl;
     }
     if (metrics_out.is_open()) metrics::write_jsonl(metrics_out, {s.to_row()});
-    if (!c.checkpoint_dir.empty())
+    if (!c.checkpoint_dir.empty() && leader)
       save_checkpoint(c.checkpoint_dir, epoch + 1, engine->checkpoint_module(), *optimizer);
     history.push_back(s);
   }
@@ -381,6 +430,8 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
     summary["parameters"] = parameters;
     summary["parallel"] = c.parallel.mode;
     summary["ranks"] = group != nullptr ? group->size() : 1;
+    summary["batch_size"] = c.batch_size;
+    summary["grad_accum_steps"] = c.grad_accum_steps;
     summary["final_test_acc"] = history.back().test_acc;
     summary["final_test_loss"] = history.back().test_loss;
     double total = 0, samples = 0;

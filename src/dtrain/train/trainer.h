@@ -6,6 +6,11 @@
 // ranks receive the input shape from it, build the same model from the same seed, keep
 // their blocks and follow rank 0's commands. Rank 0 returns the epochs' stats (with the
 // per-stage and per-link report in EpochStats::extra); the others return nothing.
+//
+// DDP mode (parallel.mode == "ddp"): every rank trains on its shard of each epoch
+// (batch_size per rank) and evaluates its share of the test set; losses and accuracies
+// are summed over ranks, so every rank returns the same global stats. Rank 0 alone writes
+// metrics and checkpoints.
 #pragma once
 
 #include <functional>
@@ -51,9 +56,17 @@ struct PipelineOptions {
   std::string compress_edges = "client";  // client | all
 };
 
+struct DdpOptions {
+  double bucket_mb = 25;
+  std::string algo = "auto";  // ring | butterfly | direct | native | auto
+  std::string compress_grad = "none";
+  bool sync_bn = false;
+};
+
 struct ParallelConfig {
-  std::string mode = "none";  // none | pipeline
+  std::string mode = "none";  // none | pipeline | ddp
   PipelineOptions pipeline;
+  DdpOptions ddp;
 };
 
 struct TrainConfig {
@@ -61,7 +74,8 @@ struct TrainConfig {
   data::DataConfig data;
   OptimConfig optim;
   int64_t epochs = 1;
-  int64_t batch_size = 64;
+  int64_t batch_size = 64;       // per rank in DDP mode
+  int64_t grad_accum_steps = 1;  // batches per optimizer step (DDP: communicate on the last)
   int64_t test_batch_size = 1000;
   uint64_t seed = 0;
   int64_t limit_train = 0;  // 0: all

@@ -338,16 +338,20 @@ StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
       l.input = op.stage == 0 ? input_chunks[static_cast<size_t>(op.micro_batch)]
                               : receive_tensor(op.stage - 1, op.stage, op.micro_batch, false);
       if (training && op.stage > 0) l.input.requires_grad_(true);
+      at::Tensor y;
+      if (op.stage == last) {
+        if (me == 0) {
+          y = label_chunks[static_cast<size_t>(op.micro_batch)];
+        } else {  // the linear chain's last stage: labels from the driver
+          const auto t_wait = Clock::now();
+          y = at::empty({sizes[static_cast<size_t>(op.micro_batch)]}, at::kLong);
+          group_.recv(y, 0, tag(kLabelTag, 0, op.micro_batch));
+          if (counting_) times_.recv_wait_s += since(t_wait);
+        }
+      }
       const auto t0 = Clock::now();
       l.output = modules_[local]->forward(l.input);
       if (op.stage == last) {
-        at::Tensor y;
-        if (me == 0) {
-          y = label_chunks[static_cast<size_t>(op.micro_batch)];
-        } else {
-          y = at::empty({sizes[static_cast<size_t>(op.micro_batch)]}, at::kLong);
-          group_.recv(y, 0, tag(kLabelTag, 0, op.micro_batch));
-        }
         l.loss = torch::nn::functional::cross_entropy(
                      l.output, y,
                      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Reproduces the pipeline numbers in docs/results.md (writes docs/data/pipeline-*.jsonl).
+#   bash bench/pipeline.sh [bubble|schedules|ablation]...   (default: all three)
+# Each run's --metrics lines are tagged with the configuration ("run") and appended.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${DTRAIN:-build/dtrain}
+mkdir -p docs/data
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+run() {  # run OUT TAG ARGS...
+  local out=$1 tag=$2
+  shift 2
+  "$bin" train --no-progress --metrics "$tmp" "$@" >/dev/null
+  sed "s/^{/{\"run\":\"$tag\",/" "$tmp" >>"$out"
+}
+sections=${*:-bubble schedules ablation}
+for section in $sections; do
+  case $section in
+  bubble)
+    # A balanced synthetic model: 8 blocks of 512x512 (input 1x16x32 = 512), 2 stages of 4,
+    # 2 ranks on 2 cores (4 ranks would share cores and measure the scheduler, not the
+    # pipeline). Measured bubble vs (S-1)/(M+S-1).
+    out=docs/data/pipeline-bubble.jsonl
+    : >"$out"
+    for m in 2 4 8 16; do
+      for s in gpipe 1f1b; do
+        run "$out" "$s-M$m" --parallel pipeline -n 2 --model mlp --depth 7 --dataset synthetic \
+          --input-shape 1,16,32 --synthetic-size 8192 --batch-size 256 --epochs 1 --chunks $m \
+          --schedule $s --balance 4,4
+      done
+    done
+    ;;
+  schedules)
+    # GPipe vs 1F1B: peak RSS and throughput, mlp of hidden 2048 with large micro-batch
+    # activations (128 x 2048 floats per boundary), S = 2 and 4 (4 oversubscribes the 2
+    # cores: throughput there is indicative only).
+    out=docs/data/pipeline-schedules.jsonl
+    : >"$out"
+    for n in 2 4; do
+      for s in gpipe 1f1b; do
+        run "$out" "$s-S$n" --parallel pipeline -n $n --model mlp --depth 7 --width 4 \
+          --dataset synthetic --input-shape 1,32,32 --synthetic-size 8192 --batch-size 2048 \
+          --epochs 1 --chunks 16 --schedule $s --limit-test 2048
+      done
+    done
+    ;;
+  ablation)
+    # Seed 001's ablation with the cnn (both U-shape boundaries large: 32x14x14 and 64x7x7
+    # per sample), U-shape f1l1, 2 ranks, GPipe 4 chunks, 2 epochs, same seed.
+    out=docs/data/pipeline-ablation.jsonl
+    : >"$out"
+    for codec in none sortquant:16 sortquant:12 sortquant:8 sortquant:4 uniform:8 uniform:4 kmeans:4; do
+      run "$out" "$codec" --parallel pipeline -n 2 --placement ushape --client-blocks 1,1 \
+        --model cnn --dataset fashion-mnist --epochs 2 --chunks 4 --schedule gpipe \
+        --compress "$codec"
+    done
+    ;;
+  *)
+    echo "unknown section $section (bubble, schedules, ablation)" >&2
+    exit 2
+    ;;
+  esac
+done

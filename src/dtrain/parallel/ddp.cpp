@@ -1,0 +1,364 @@
+#include "dtrain/parallel/ddp.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "dtrain/comm/group.h"
+#include "dtrain/compress/codec.h"
+#include "dtrain/compress/error_feedback.h"
+
+namespace dtrain::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Tags for the compressed exchange: below the collectives' reserved range.
+int exchange_tag(int phase, size_t bucket) {
+  return (7 << 20) | (phase << 19) | static_cast<int>(bucket % (1u << 19));
+}
+
+constexpr int kShapeSlots = 6;  // per parameter: ndim, 4 leading dims, numel
+
+// Throws on every rank when the ranks' parameter lists differ, naming the first mismatch.
+void check_same_shapes(comm::Group& group,
+                       const std::vector<std::pair<std::string, at::Tensor>>& named) {
+  const auto count = static_cast<int64_t>(named.size());
+  auto lo = at::full({1}, count, at::kLong), hi = lo.clone();
+  group.native_all_reduce(lo, comm::ReduceOp::kMin);
+  group.native_all_reduce(hi, comm::ReduceOp::kMax);
+  if (lo.item<int64_t>() != hi.item<int64_t>()) {
+    throw std::invalid_argument(group.describe() + ": the ranks' models differ: this rank has " +
+                                std::to_string(count) + " parameter tensors, others have between " +
+                                std::to_string(lo.item<int64_t>()) + " and " +
+                                std::to_string(hi.item<int64_t>()));
+  }
+  auto mine = at::zeros({count, kShapeSlots}, at::kLong);
+  for (int64_t i = 0; i < count; ++i) {
+    const auto& t = named[static_cast<size_t>(i)].second;
+    mine[i][0] = t.dim();
+    for (int64_t d = 0; d < std::min<int64_t>(4, t.dim()); ++d)
+      mine[i][1 + d] = t.size(d);
+    mine[i][5] = t.numel();
+  }
+  auto reference = mine.clone();
+  group.native_broadcast(reference, 0);
+  int64_t first = count;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!at::equal(mine[i], reference[i])) {
+      first = i;
+      break;
+    }
+  }
+  auto earliest = at::full({1}, first, at::kLong);
+  group.native_all_reduce(earliest, comm::ReduceOp::kMin);
+  const int64_t bad = earliest.item<int64_t>();
+  if (bad < count) {
+    const auto& [name, t] = named[static_cast<size_t>(bad)];
+    std::vector<int64_t> ref;
+    for (int64_t d = 0; d < reference[bad][0].item<int64_t>() && d < 4; ++d)
+      ref.push_back(reference[bad][1 + d].item<int64_t>());
+    std::string mine_shape, ref_shape;
+    for (auto d : t.sizes())
+      mine_shape += (mine_shape.empty() ? "" : "x") + std::to_string(d);
+    for (auto d : ref)
+      ref_shape += (ref_shape.empty() ? "" : "x") + std::to_string(d);
+    throw std::invalid_argument(group.describe() + ": the ranks' models differ at parameter '" +
+                                name + "': " + mine_shape + " here, " + ref_shape +
+                                " on rank 0 (or on another rank)");
+  }
+}
+
+}  // namespace
+
+struct DistributedDataParallel::Bucket {
+  std::vector<size_t> params;
+  at::Tensor flat;  // float32, gradients of params in order
+  size_t pending = 0;
+  bool submitted = false;
+  // Compressed path: residuals of the pieces sent to each owner, and of the owned sum.
+  std::vector<compress::ErrorFeedback> scatter_feedback;
+  compress::ErrorFeedback gather_feedback;
+};
+
+DistributedDataParallel::DistributedDataParallel(comm::Group& group,
+                                                 std::shared_ptr<torch::nn::Module> model,
+                                                 DdpConfig config)
+    : group_(group), model_(std::move(model)), config_(std::move(config)) {
+  if (!(config_.bucket_mb > 0) || !(config_.first_bucket_mb > 0))
+    throw std::invalid_argument("--bucket-mb must be positive");
+  codec_ = compress::make_codec(config_.gradient_codec);
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& p : model_->named_parameters())
+    named.emplace_back(p.key(), p.value());
+  check_same_shapes(group_, named);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, p] : named) {
+      if (p.scalar_type() != at::kFloat)
+        throw std::invalid_argument("DDP supports float32 parameters; '" + name + "' is not");
+      group_.native_broadcast(p, 0);
+    }
+    for (auto b : model_->buffers())
+      if (b.numel() > 0) group_.native_broadcast(b, 0);
+  }
+
+  // Buckets in reverse registration order.
+  for (auto& [name, p] : named)
+    params_.push_back(p);
+  slots_.resize(params_.size());
+  int64_t cap = static_cast<int64_t>(config_.first_bucket_mb * 1024 * 1024);
+  for (size_t k = params_.size(); k-- > 0;) {
+    if (!params_[k].requires_grad()) continue;
+    const int64_t bytes = params_[k].numel() * 4;
+    if (buckets_.empty() || (buckets_.back()->flat.numel() * 4 > 0 &&
+                             buckets_.back()->flat.numel() * 4 + bytes > cap)) {
+      if (!buckets_.empty()) cap = static_cast<int64_t>(config_.bucket_mb * 1024 * 1024);
+      buckets_.push_back(std::make_unique<Bucket>());
+      buckets_.back()->flat = at::zeros({0}, at::kFloat);
+    }
+    Bucket& b = *buckets_.back();
+    slots_[k] = {buckets_.size() - 1, b.flat.numel()};
+    b.params.push_back(k);
+    b.flat = at::zeros({b.flat.numel() + params_[k].numel()}, at::kFloat);
+  }
+  for (auto& b : buckets_) {
+    b->pending = b->params.size();
+    b->scatter_feedback.resize(static_cast<size_t>(group_.size()));
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (!params_[k].requires_grad()) continue;
+    hooks_.emplace_back(
+        k, params_[k].register_hook([this, k](const at::Tensor& grad) { on_gradient(k, grad); }));
+  }
+  worker_ = std::thread([this] { communicate(); });
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+  // Hooks capture `this`: a model that outlives us must not call them.
+  for (const auto& [param, handle] : hooks_)
+    params_[param].remove_hook(handle);
+}
+
+void DistributedDataParallel::on_gradient(size_t k, const at::Tensor& grad) {
+  if (!sync_) return;  // local accumulation: autograd adds into .grad as usual
+  Slot& slot = slots_[k];
+  Bucket& b = *buckets_[slot.bucket];
+  at::Tensor view = b.flat.narrow(0, slot.offset, params_[k].numel());
+  // .grad still holds the earlier accumulation steps; this gradient is added after us.
+  const at::Tensor& prior = params_[k].grad();
+  if (prior.defined())
+    at::add_out(view, prior.reshape({-1}), grad.reshape({-1}));
+  else
+    view.copy_(grad.reshape({-1}));
+  slot.ready = true;
+  if (--b.pending == 0) mark_ready(slot.bucket);
+}
+
+void DistributedDataParallel::mark_ready(size_t bucket) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buckets_[bucket]->submitted = true;
+  }
+  cv_.notify_all();
+}
+
+void DistributedDataParallel::communicate() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] {
+      return stop_ || (next_to_reduce_ < buckets_.size() && buckets_[next_to_reduce_]->submitted);
+    });
+    if (stop_) return;
+    const size_t index = next_to_reduce_;
+    lock.unlock();
+    const auto t0 = Clock::now();
+    std::exception_ptr failure;
+    int64_t sent = 0;
+    try {
+      sent =
+          codec_->spec().id == compress::CodecId::kNone ? reduce(index) : reduce_compressed(index);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    const double took = since(t0);
+    lock.lock();
+    stats_.comm_s += took;
+    stats_.grad_bytes += buckets_[index]->flat.numel() * 4;
+    stats_.wire_bytes += sent;
+    stats_.reductions += 1;
+    if (failure) {
+      error_ = failure;
+      next_to_reduce_ = reduced_ = buckets_.size();  // release finish_backward()
+    } else {
+      ++next_to_reduce_;
+      ++reduced_;
+    }
+    cv_.notify_all();
+  }
+}
+
+int64_t DistributedDataParallel::reduce(size_t index) {
+  Bucket& b = *buckets_[index];
+  comm::AllReduceOptions o;
+  o.op = comm::ReduceOp::kAvg;
+  o.algorithm = config_.algorithm;
+  comm::all_reduce(group_, b.flat, o);
+  const int p = group_.size();
+  // Bandwidth-optimal all-reduce traffic per rank (what ring sends; DESIGN.md).
+  return 2 * b.flat.numel() * 4 * (p - 1) / p;
+}
+
+int64_t DistributedDataParallel::reduce_compressed(size_t index) {
+  Bucket& b = *buckets_[index];
+  const int p = group_.size(), me = group_.rank();
+  const int64_t n = b.flat.numel();
+  auto piece = [&](int i) { return b.flat.narrow(0, i * n / p, (i + 1) * n / p - i * n / p); };
+  int64_t sent = 0;
+  // Reduce-scatter: my piece j goes to its owner j, coded with j's residual.
+  std::vector<compress::Packet> out(static_cast<size_t>(p));
+  std::vector<comm::Request> sends;
+  for (int j = 0; j < p; ++j) {
+    if (j == me) continue;
+    out[static_cast<size_t>(j)] =
+        b.scatter_feedback[static_cast<size_t>(j)].encode(*codec_, piece(j));
+    sent += static_cast<int64_t>(out[static_cast<size_t>(j)].size());
+    sends.push_back(group_.isend_bytes(out[static_cast<size_t>(j)], j, exchange_tag(0, index)));
+  }
+  at::Tensor sum = piece(me).clone();
+  for (int j = 0; j < p; ++j) {
+    if (j == me) continue;
+    const at::Tensor part = compress::decode(group_.recv_bytes(j, exchange_tag(0, index)));
+    if (part.numel() != sum.numel())
+      throw std::runtime_error(group_.describe() + ": gradient piece from rank " +
+                               std::to_string(j) + " has " + std::to_string(part.numel()) +
+                               " values, expected " + std::to_string(sum.numel()) +
+                               " (models differ?)");
+    sum.add_(part.reshape({-1}));
+  }
+  for (auto& r : sends)
+    r.wait();
+  sum.div_(p);
+  // All-gather: the owner's sum, coded once; the owner keeps the decoded value too, so all
+  // ranks end with identical gradients.
+  at::Tensor decoded;
+  const compress::Packet mine = b.gather_feedback.encode(*codec_, sum, decoded);
+  sends.clear();
+  for (int j = 0; j < p; ++j) {
+    if (j == me) continue;
+    sent += static_cast<int64_t>(mine.size());
+    sends.push_back(group_.isend_bytes(mine, j, exchange_tag(1, index)));
+  }
+  piece(me).copy_(decoded.reshape({-1}));
+  for (int j = 0; j < p; ++j) {
+    if (j == me) continue;
+    const at::Tensor part = compress::decode(group_.recv_bytes(j, exchange_tag(1, index)));
+    at::Tensor target = piece(j);
+    if (part.numel() != target.numel())
+      throw std::runtime_error(group_.describe() + ": reduced gradient piece from rank " +
+                               std::to_string(j) + " has the wrong size (models differ?)");
+    target.copy_(part.reshape({-1}));
+  }
+  for (auto& r : sends)
+    r.wait();
+  return sent;
+}
+
+void DistributedDataParallel::before_forward() {
+  if (!config_.broadcast_buffers || group_.size() == 1) return;
+  const auto t0 = Clock::now();
+  torch::NoGradGuard no_grad;
+  // One broadcast per dtype: BatchNorm has float statistics and an int64 counter.
+  for (const auto dtype : {at::kFloat, at::kLong, at::kDouble}) {
+    std::vector<at::Tensor> group;
+    for (auto b : model_->buffers())
+      if (b.scalar_type() == dtype && b.numel() > 0) group.push_back(b);
+    if (group.empty()) continue;
+    std::vector<at::Tensor> flat_parts;
+    for (auto& b : group)
+      flat_parts.push_back(b.reshape({-1}));
+    at::Tensor flat = at::cat(flat_parts);
+    group_.native_broadcast(flat, 0);
+    int64_t offset = 0;
+    for (auto& b : group) {
+      b.copy_(flat.narrow(0, offset, b.numel()).view_as(b));
+      offset += b.numel();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.broadcast_s += since(t0);
+}
+
+void DistributedDataParallel::finish_backward() {
+  if (!sync_) return;
+  // Parameters that took no part in this backward: reduce what .grad holds (or zero).
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    Bucket& b = *buckets_[bi];
+    if (b.pending == 0) continue;
+    for (size_t k : b.params) {
+      if (slots_[k].ready) continue;
+      at::Tensor view = b.flat.narrow(0, slots_[k].offset, params_[k].numel());
+      const at::Tensor& g = params_[k].grad();
+      if (g.defined())
+        view.copy_(g.reshape({-1}));
+      else
+        view.zero_();
+      slots_[k].ready = true;
+    }
+    b.pending = 0;
+    mark_ready(bi);
+  }
+  const auto t0 = Clock::now();
+  std::exception_ptr failure;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return reduced_ == buckets_.size(); });
+    stats_.exposed_s += since(t0);
+    failure = error_;
+    error_ = nullptr;
+    next_to_reduce_ = reduced_ = 0;
+    for (auto& b : buckets_) {
+      b->submitted = false;
+      b->pending = b->params.size();
+    }
+  }
+  for (auto& s : slots_)
+    s.ready = false;
+  if (failure) std::rethrow_exception(failure);
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (!params_[k].requires_grad()) continue;
+    const at::Tensor reduced =
+        buckets_[slots_[k].bucket]->flat.narrow(0, slots_[k].offset, params_[k].numel());
+    at::Tensor& g = params_[k].mutable_grad();
+    if (g.defined())
+      g.copy_(reduced.view_as(g));
+    else
+      g = reduced.view_as(params_[k]).clone();
+  }
+}
+
+DdpStats DistributedDataParallel::take_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const DdpStats out = stats_;
+  stats_ = DdpStats{};
+  return out;
+}
+
+std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
+  std::vector<int64_t> out;
+  for (const auto& b : buckets_)
+    out.push_back(b->flat.numel());
+  return out;
+}
+
+}  // namespace dtrain::parallel

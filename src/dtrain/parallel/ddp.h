@@ -1,0 +1,122 @@
+// Data parallelism: every rank holds the whole model and a shard of each mini-batch; the
+// gradients are averaged across ranks during backward.
+//
+// Contract
+// - Construction is collective: ranks compare parameter shapes (a mismatch throws on every
+//   rank, naming the first differing parameter) and copy parameters and buffers from
+//   rank 0.
+// - Parameters are grouped into buckets in reverse registration order (roughly the order
+//   backward produces their gradients); the first bucket is small so communication starts
+//   early. A gradient hook copies each gradient into its bucket's flat buffer; a full
+//   bucket is handed to a communication thread that all-reduces it (in bucket order, the
+//   same on every rank) while backward goes on. finish_backward() waits for the rest and
+//   writes the averaged gradients into .grad.
+// - set_sync(false) turns the next backward into local accumulation (no communication),
+//   like PyTorch's no_sync(); the next synchronized backward reduces the accumulated sum.
+// - With a gradient codec other than "none", each bucket is reduced as a reduce-scatter of
+//   codec packets (each rank owns 1/p of the bucket, decodes and sums the p pieces) and an
+//   all-gather of the owners' re-encoded sums, with error feedback (a residual per bucket
+//   and per owned piece) so what the codec drops is added back at the next step.
+// - broadcast_buffers: before every forward, rank 0's buffers (BatchNorm running
+//   statistics) are copied to all ranks (PyTorch's default). Models whose BatchNorms are
+//   SyncBatchNorm keep identical statistics by construction and can turn this off.
+// - Every rank must run the same number of synchronized backwards.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dtrain/comm/allreduce.h"
+
+namespace dtrain::comm {
+class Group;
+}
+namespace dtrain::compress {
+class Codec;
+class ErrorFeedback;
+}  // namespace dtrain::compress
+
+namespace dtrain::parallel {
+
+struct DdpConfig {
+  double bucket_mb = 25;
+  double first_bucket_mb = 1;
+  comm::Algorithm algorithm = comm::Algorithm::kAuto;
+  std::string gradient_codec = "none";
+  bool broadcast_buffers = true;
+};
+
+// Communication done since the last take_stats().
+struct DdpStats {
+  double comm_s = 0;       // time the communication thread spent reducing buckets
+  double exposed_s = 0;    // time finish_backward() waited for it (not hidden by backward)
+  double broadcast_s = 0;  // buffer broadcasts
+  int64_t grad_bytes = 0;  // float32 bytes of gradients reduced
+  int64_t wire_bytes = 0;  // bytes this rank sent for them (exact path: ring/.. traffic)
+  int64_t reductions = 0;  // buckets reduced
+  double hidden_fraction() const {
+    return comm_s > 0 ? 1.0 - std::min(1.0, exposed_s / comm_s) : 0;
+  }
+};
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(comm::Group& group, std::shared_ptr<torch::nn::Module> model,
+                          DdpConfig config);
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  void before_forward();
+  void set_sync(bool sync) { sync_ = sync; }
+  // After backward of a synchronized step: waits for every bucket, averaged gradients in
+  // .grad. Rethrows a communication error.
+  void finish_backward();
+
+  DdpStats take_stats();
+  // Elements per bucket, in reduction order.
+  std::vector<int64_t> bucket_sizes() const;
+
+ private:
+  struct Bucket;
+  void on_gradient(size_t param, const at::Tensor& grad);
+  void mark_ready(size_t bucket);
+  void communicate();
+  // Both return the bytes this rank sent.
+  int64_t reduce(size_t bucket);
+  int64_t reduce_compressed(size_t bucket);
+
+  comm::Group& group_;
+  std::shared_ptr<torch::nn::Module> model_;
+  DdpConfig config_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle)
+  struct Slot {
+    size_t bucket;
+    int64_t offset;
+    bool ready = false;
+  };
+  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::unique_ptr<compress::Codec> codec_;
+  bool sync_ = true;
+  bool backward_started_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t next_to_reduce_ = 0;  // communication thread's position this step
+  size_t reduced_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  DdpStats stats_;
+  std::thread worker_;
+};
+
+}  // namespace dtrain::parallel

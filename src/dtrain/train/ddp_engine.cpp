@@ -1,0 +1,100 @@
+// Data-parallel mode: the whole model on every rank, gradients averaged by
+// parallel::DistributedDataParallel, optional SyncBatchNorm.
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "dtrain/comm/group.h"
+#include "dtrain/parallel/ddp.h"
+#include "dtrain/parallel/syncbn.h"
+#include "dtrain/train/engine.h"
+
+namespace dtrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+class DdpEngine final : public Engine {
+ public:
+  DdpEngine(comm::Group& group, torch::nn::Sequential model, const TrainConfig& c)
+      : group_(group), model_(std::move(model)) {
+    const auto& o = c.parallel.ddp;
+    parallel::DdpConfig dc;
+    dc.bucket_mb = o.bucket_mb;
+    dc.algorithm = comm::parse_algorithm(o.algo);
+    dc.gradient_codec = o.compress_grad;
+    if (o.sync_bn) {
+      if (parallel::convert_sync_batchnorm(*model_, group) == 0)
+        throw std::invalid_argument("--sync-bn: model '" + c.model.name + "' has no BatchNorm");
+      dc.broadcast_buffers = false;  // statistics are global, hence identical on every rank
+    }
+    ddp_ = std::make_unique<parallel::DistributedDataParallel>(group, model_.ptr(), dc);
+  }
+
+  int rank() const override { return group_.rank(); }
+  int world() const override { return group_.size(); }
+
+  void sum_over_ranks(std::vector<double>& values) override {
+    auto t = at::tensor(values, at::kDouble);
+    group_.native_all_reduce(t, comm::ReduceOp::kSum);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = t[static_cast<int64_t>(i)].item<double>();
+  }
+
+  std::vector<at::Tensor> parameters() override { return model_->parameters(); }
+
+  BatchResult train_batch(const data::Batch& batch, double, const StepPlan& plan,
+                          EpochStats& s) override {
+    model_->train();
+    auto t = Clock::now();
+    ddp_->before_forward();
+    const at::Tensor logits = model_->forward(batch.inputs);
+    const at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels);
+    s.time_forward_s += since(t);
+    t = Clock::now();
+    ddp_->set_sync(plan.sync);
+    (plan.loss_scale == 1.0 ? loss : loss * plan.loss_scale).backward();
+    s.time_backward_s += since(t);
+    t = Clock::now();
+    ddp_->finish_backward();
+    s.time_comm_s += since(t);
+    return score(logits, batch.labels, loss);
+  }
+
+  BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    const at::Tensor logits = model_->forward(inputs);
+    return score(logits, labels, torch::nn::functional::cross_entropy(logits, labels));
+  }
+
+  void end_epoch(EpochStats& s) override {
+    const parallel::DdpStats d = ddp_->take_stats();
+    s.time_comm_s += d.broadcast_s;
+    s.extra["comm_total_s"] = d.comm_s;
+    s.extra["comm_exposed_s"] = d.exposed_s;
+    s.extra["comm_hidden_fraction"] = d.hidden_fraction();
+    s.extra["grad_bytes"] = d.grad_bytes;
+    s.extra["grad_wire_bytes"] = d.wire_bytes;
+    s.extra["buckets"] = static_cast<int64_t>(ddp_->bucket_sizes().size());
+  }
+
+  torch::nn::Sequential& checkpoint_module() override { return model_; }
+
+ private:
+  comm::Group& group_;
+  torch::nn::Sequential model_;
+  std::unique_ptr<parallel::DistributedDataParallel> ddp_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_ddp_engine(comm::Group& group, torch::nn::Sequential model,
+                                        const TrainConfig& config) {
+  return std::make_unique<DdpEngine>(group, std::move(model), config);
+}
+
+}  // namespace dtrain::train

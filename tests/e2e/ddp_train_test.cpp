@@ -1,0 +1,128 @@
+// Data-parallel training through the binary: real processes, real Fashion-MNIST.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "../support/process.h"
+
+namespace dtrain {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<nlohmann::json> read_rows(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);)
+    rows.push_back(nlohmann::json::parse(line));
+  std::remove(path.c_str());
+  return rows;
+}
+
+TEST(DdpE2eTest, TwoRanksWithAccumulationAndCompressedGradientsLearn) {
+  const std::string metrics = "/tmp/dtrain-e2e-ddp-" + std::to_string(getpid()) + ".jsonl";
+  testing::Process p({DTRAIN_BINARY,
+                      "train",
+                      "--parallel",
+                      "ddp",
+                      "-n",
+                      "2",
+                      "--model",
+                      "cnn",
+                      "--limit-train",
+                      "3000",
+                      "--limit-test",
+                      "1000",
+                      "--epochs",
+                      "2",
+                      "--batch-size",
+                      "32",
+                      "--grad-accum-steps",
+                      "2",
+                      "--compress-grad",
+                      "sortquant:8",
+                      "--algo",
+                      "ring",
+                      "--metrics",
+                      metrics,
+                      "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  const auto rows = read_rows(metrics);
+  ASSERT_EQ(rows.size(), 3u);
+  const auto& last = rows[1];
+  EXPECT_GT(last["test_acc"].get<double>(), 0.6);
+  EXPECT_LT(last["train_loss"].get<double>(), rows[0]["train_loss"].get<double>());
+  // 3000 samples, 1500 per rank, batches of 32, two per step: 24 steps.
+  EXPECT_EQ(last["steps"].get<int64_t>(), 24);
+  const double saved = last["grad_wire_bytes"].get<double>() / last["grad_bytes"].get<double>();
+  EXPECT_LT(saved, 0.3);  // sortquant:8 both ways vs the exact path's 2(p-1)/p = 1
+  EXPECT_GE(last["comm_hidden_fraction"].get<double>(), 0.0);
+  EXPECT_EQ(rows[2]["ranks"].get<int>(), 2);
+  // Only rank 0 prints the table.
+  EXPECT_NE(p.out().find("[rank 0] epoch"), std::string::npos);
+  EXPECT_EQ(p.out().find("[rank 1] epoch"), std::string::npos);
+}
+
+TEST(DdpE2eTest, SyncBatchNormRunsOnAModelWithBatchNorm) {
+  const std::string metrics = "/tmp/dtrain-e2e-syncbn-" + std::to_string(getpid()) + ".jsonl";
+  testing::Process p(
+      {DTRAIN_BINARY, "train",        "--parallel", "ddp",          "-n",        "2",
+       "--model",     "mobilenetv2",  "--width",    "0.25",         "--sync-bn", "--limit-train",
+       "256",         "--limit-test", "128",        "--epochs",     "1",         "--batch-size",
+       "32",          "--metrics",    metrics,      "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  const auto rows = read_rows(metrics);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_TRUE(std::isfinite(rows[0]["train_loss"].get<double>()));
+  testing::Process bad({DTRAIN_BINARY, "train", "--parallel", "ddp", "-n", "2", "--model", "mlp",
+                        "--sync-bn", "--limit-train", "64", "--timeout", "20"});
+  EXPECT_NE(bad.wait_for(120s), 0);
+  EXPECT_NE(bad.err().find("has no BatchNorm"), std::string::npos) << bad.err();
+}
+
+TEST(DdpE2eTest, RanksWithDifferentModelsFailClearly) {
+  const int port = 32000 + static_cast<int>(getpid() % 1000);
+  std::vector<std::unique_ptr<testing::Process>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(std::make_unique<testing::Process>(
+        std::vector<std::string>{DTRAIN_BINARY, "train", "--parallel", "ddp", "--model", "mlp",
+                                 "--depth", r == 0 ? "2" : "3", "--limit-train", "64", "--timeout",
+                                 "20"},
+        std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(r)},
+                                                         {"WORLD_SIZE", "2"},
+                                                         {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", std::to_string(port)}}));
+  }
+  for (auto& r : ranks) {
+    EXPECT_EQ(r->wait_for(120s), 1) << r->err();
+    EXPECT_NE(r->err().find("models differ"), std::string::npos) << r->err();
+  }
+}
+
+TEST(ScaleE2eTest, StudyTableForOneAndTwoRanks) {
+  testing::Process p({DTRAIN_BINARY, "scale", "--model", "mlp", "-n", "1,2", "--batch-size",
+                      "32,64", "--epochs", "2", "--limit-train", "1024", "--limit-test", "256",
+                      "--format", "jsonl"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  std::vector<nlohmann::json> rows;
+  std::istringstream in(p.out());
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["status"], "ok") << r.dump();
+    EXPECT_GT(r["epoch_s"].get<double>(), 0) << r.dump();
+    EXPECT_TRUE(r.contains("speedup_weak")) << r.dump();
+  }
+  // Two ranks at 32 per rank = global 64: the strong-scaling pair of one rank at 64.
+  EXPECT_TRUE(rows[2].contains("speedup_strong")) << rows[2].dump();
+  EXPECT_GT(rows[2]["bandwidth_gbps"].get<double>(), 0) << rows[2].dump();
+  EXPECT_DOUBLE_EQ(rows[2]["speedup_weak"].get<double>(),
+                   2 * rows[0]["epoch_s"].get<double>() / rows[2]["epoch_s"].get<double>());
+}
+
+}  // namespace
+}  // namespace dtrain
