@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   dtrain::cli::register_bench_collective(*bench, exit_code);
   dtrain::cli::register_bench_p2p(*bench, exit_code);
   dtrain::cli::register_bench_codec(*bench, exit_code);
+  dtrain::cli::register_bench_syncbn(*bench, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -36,32 +36,43 @@ void sum_over_ranks(comm::Group& group, at::Tensor& t) {
 }
 
 // y = (x - mean) * invstd * weight + bias with mean and variance over all ranks' samples.
+// Memory: forward allocates only y (statistics by Welford, no squared copy); backward saves
+// x itself and allocates one product for its reduction and dx, computed as
+// A * dy + B * x + C per channel instead of through a materialized x_hat.
 struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, comm::Group* group, double eps,
                             at::Tensor* batch_mean, at::Tensor* batch_var, int64_t* batch_count) {
     const auto dims = reduce_dims(x);
     const int64_t c = x.size(1);
-    auto stats = at::empty({2 * c + 1}, at::kDouble);
-    stats.narrow(0, 0, c).copy_(x.sum(dims, false, at::kDouble));
-    stats.narrow(0, c, c).copy_((x * x).sum(dims, false, at::kDouble));
-    stats[2 * c] = static_cast<double>(x.numel() / std::max<int64_t>(1, c));
+    const double local_count = static_cast<double>(x.numel() / std::max<int64_t>(1, c));
+    auto stats = at::zeros({2 * c + 1}, at::kDouble);
+    if (local_count > 0) {
+      const auto [var, mean] = at::var_mean(x, dims, /*unbiased=*/false);
+      const at::Tensor mean_d = mean.to(at::kDouble);
+      stats.narrow(0, 0, c).copy_(mean_d * local_count);
+      stats.narrow(0, c, c).copy_((var.to(at::kDouble) + mean_d * mean_d) * local_count);
+    }
+    stats[2 * c] = local_count;
     sum_over_ranks(*group, stats);
     const double count = stats[2 * c].item<double>();
     if (count < 1) throw std::invalid_argument("SyncBatchNorm: no samples on any rank");
     const at::Tensor mean = stats.narrow(0, 0, c) / count;
     const at::Tensor var = (stats.narrow(0, c, c) / count - mean * mean).clamp_min(0);
-    const at::Tensor invstd = (var + eps).rsqrt().to(at::kFloat);
-    const at::Tensor mean_f = mean.to(at::kFloat);
-    const auto shape = channel_shape(x);
-    const at::Tensor x_hat = (x - mean_f.view(shape)) * invstd.view(shape);
+    const at::Tensor invstd = (var + eps).rsqrt();
     // Non-affine normalization passes empty weight and bias (autograd needs defined inputs).
     const bool affine = weight.numel() > 0;
-    at::Tensor y = affine ? x_hat * weight.view(shape) + bias.view(shape) : x_hat;
-    *batch_mean = mean_f;
+    const at::Tensor scale = affine ? invstd * weight.to(at::kDouble) : invstd;
+    const at::Tensor shift = (affine ? bias.to(at::kDouble) : at::zeros_like(mean)) - mean * scale;
+    const auto shape = channel_shape(x);
+    at::Tensor y =
+        at::addcmul(shift.to(at::kFloat).view(shape), x, scale.to(at::kFloat).view(shape));
+    *batch_mean = mean.to(at::kFloat);
     *batch_var = var.to(at::kFloat);
     *batch_count = static_cast<int64_t>(count);
-    ctx->save_for_backward({x_hat, invstd, weight});
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["mean"] = mean;
+    ctx->saved_data["invstd"] = invstd;
     ctx->saved_data["group"] = reinterpret_cast<int64_t>(group);
     ctx->saved_data["count"] = count;
     return y;
@@ -69,28 +80,35 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor& x_hat = saved[0];
-    const at::Tensor& invstd = saved[1];
-    const at::Tensor& weight = saved[2];
+    const at::Tensor& x = saved[0];
+    const at::Tensor& weight = saved[1];
+    const at::Tensor mean = ctx->saved_data["mean"].toTensor();
+    const at::Tensor invstd = ctx->saved_data["invstd"].toTensor();
     auto* group = reinterpret_cast<comm::Group*>(ctx->saved_data["group"].toInt());
     const double count = ctx->saved_data["count"].toDouble();
     const at::Tensor dy = grad_outputs[0].contiguous();
     const auto dims = reduce_dims(dy);
     const int64_t c = dy.size(1);
     const auto shape = channel_shape(dy);
-    const at::Tensor local_dy = dy.sum(dims);
-    const at::Tensor local_dy_xhat = (dy * x_hat).sum(dims);
-    auto sums = at::cat({local_dy, local_dy_xhat});
+    // Local sums of dy and dy * x_hat = invstd * (dy * x - mean * dy).
+    auto sums = at::empty({2 * c}, at::kDouble);
+    const at::Tensor sum_dy_local = dy.sum(dims, false, at::kDouble);
+    sums.narrow(0, 0, c).copy_(sum_dy_local);
+    sums.narrow(0, c, c).copy_(((dy * x).sum(dims, false, at::kDouble) - mean * sum_dy_local) *
+                               invstd);
+    const at::Tensor local = sums.clone();  // parameter gradients are this rank's share
     sum_over_ranks(*group, sums);
     const at::Tensor sum_dy = sums.narrow(0, 0, c), sum_dy_xhat = sums.narrow(0, c, c);
     const bool affine = weight.numel() > 0;
-    const at::Tensor scale = affine ? invstd * weight : invstd;
-    const at::Tensor dx = scale.view(shape) / count *
-                          (count * dy - sum_dy.view(shape) - x_hat * sum_dy_xhat.view(shape));
+    const at::Tensor a = affine ? invstd * weight.to(at::kDouble) : invstd;
+    const at::Tensor b = -a * invstd * sum_dy_xhat / count;
+    const at::Tensor c0 = -a * sum_dy / count - b * mean;
+    at::Tensor dx = x * b.to(at::kFloat).view(shape);
+    dx.addcmul_(dy, a.to(at::kFloat).view(shape)).add_(c0.to(at::kFloat).view(shape));
     at::Tensor dweight, dbias;
     if (affine) {
-      dweight = local_dy_xhat;
-      dbias = local_dy;
+      dweight = local.narrow(0, c, c).to(at::kFloat);
+      dbias = local.narrow(0, 0, c).to(at::kFloat);
     }
     return {dx,           dweight,      dbias,        at::Tensor(),
             at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};

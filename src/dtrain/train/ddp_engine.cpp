@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/metrics/memory.h"
 #include "dtrain/parallel/ddp.h"
 #include "dtrain/parallel/syncbn.h"
 #include "dtrain/train/engine.h"
@@ -80,6 +81,9 @@ class DdpEngine final : public Engine {
     s.extra["grad_bytes"] = d.grad_bytes;
     s.extra["grad_wire_bytes"] = d.wire_bytes;
     s.extra["buckets"] = static_cast<int64_t>(ddp_->bucket_sizes().size());
+    auto rss = at::tensor({static_cast<double>(metrics::peak_rss_bytes())}, at::kDouble);
+    group_.native_all_reduce(rss, comm::ReduceOp::kMax);
+    s.extra["peak_rss_max_bytes"] = static_cast<int64_t>(rss.item<double>());
   }
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }

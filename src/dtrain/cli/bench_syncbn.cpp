@@ -1,0 +1,125 @@
+// `dtrain bench syncbn`: seed 004's SyncBatchNorm grid: median forward+backward time and
+// peak bytes allocated for batch x hidden on N ranks, our SyncBatchNorm next to a local
+// (unsynchronized) torch BatchNorm1d in the same run.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/metrics/allocations.h"
+#include "dtrain/metrics/report.h"
+#include "dtrain/parallel/syncbn.h"
+
+namespace dtrain::cli {
+namespace {
+
+struct Options {
+  RankFlags rank;
+  std::string batches = "32,64";
+  std::string hidden = "128,256,512,1024";
+  int iters = 2000;
+  int warmup = 50;
+  std::string format = "table";
+  std::string out;
+};
+
+template <typename Module>
+std::pair<double, int64_t> measure(Module& bn, comm::Group& g, int64_t batch, int64_t hidden,
+                                   int iters, int warmup) {
+  const at::Tensor x = at::randn({batch, hidden}).requires_grad_(true);
+  const at::Tensor dy = at::randn({batch, hidden});
+  std::vector<double> times;
+  int64_t peak = 0;
+  for (int i = 0; i < warmup + iters; ++i) {
+    x.mutable_grad() = at::Tensor();
+    for (auto& p : bn->parameters())
+      p.mutable_grad() = at::Tensor();
+    g.barrier();  // every rank starts together: the time includes waiting for the slowest
+    const int64_t before = metrics::allocated_bytes();
+    metrics::reset_peak_allocated();
+    const auto t0 = std::chrono::steady_clock::now();
+    bn->forward(x).backward(dy);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) times.push_back(dt);
+    peak = std::max(peak, metrics::peak_allocated_bytes() - before);
+  }
+  std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+  auto t = at::tensor({times[times.size() / 2], static_cast<double>(peak)}, at::kDouble);
+  g.native_all_reduce(t, comm::ReduceOp::kMax);
+  return {t[0].item<double>(), static_cast<int64_t>(t[1].item<double>())};
+}
+
+std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
+  metrics::track_allocations();
+  at::manual_seed(g.rank());
+  std::vector<metrics::Row> rows;
+  for (const int b : parse_int_list(o.batches, "--batch-size")) {
+    for (const int h : parse_int_list(o.hidden, "--hidden")) {
+      parallel::SyncBatchNormOptions so;
+      so.num_features = h;
+      parallel::SyncBatchNorm sync(g, so);
+      torch::nn::BatchNorm1d local(h);
+      const auto [sync_s, sync_bytes] = measure(sync, g, b, h, o.iters, o.warmup);
+      const auto [local_s, local_bytes] = measure(local, g, b, h, o.iters, o.warmup);
+      for (const auto& [impl, s, bytes, comm] :
+           {std::tuple<std::string, double, int64_t, int64_t>{"dtrain-syncbn", sync_s, sync_bytes,
+                                                              (2 * h + 1) * 8 + 2 * h * 4},
+            {"torch-bn-local", local_s, local_bytes, 0}}) {
+        metrics::Row r;
+        r["impl"] = impl;
+        r["batch_size"] = b;
+        r["hidden"] = h;
+        r["ranks"] = g.size();
+        r["median_s"] = s;
+        r["peak_alloc_bytes"] = bytes;
+        r["allreduce_bytes"] = comm;
+        rows.push_back(r);
+      }
+    }
+  }
+  return rows;
+}
+
+std::vector<metrics::Column> columns() {
+  return {{"impl", "impl"},
+          {"batch_size", "batch"},
+          {"hidden", "hidden"},
+          {"ranks", "ranks"},
+          {"median_s", "median fwd+bwd (s)", 6},
+          {"peak_alloc_bytes", "peak alloc (B)"},
+          {"allreduce_bytes", "all-reduced (B)"}};
+}
+
+}  // namespace
+
+void register_bench_syncbn(CLI::App& bench, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = bench.add_subcommand(
+      "syncbn",
+      "SyncBatchNorm forward+backward on [batch, hidden] inputs: median time (max over ranks) "
+      "and peak bytes allocated, next to a local BatchNorm1d (seed 004's grid)");
+  add_rank_flags(sub, o->rank, /*allow_list=*/false);
+  sub->add_option("--batch-size", o->batches, "per-rank batch sizes")->capture_default_str();
+  sub->add_option("--hidden", o->hidden, "feature counts")->capture_default_str();
+  sub->add_option("--iters", o->iters, "timed iterations per point")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "untimed iterations")->capture_default_str();
+  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
+  sub->add_option("--out", o->out, "write results to this file instead of stdout");
+  sub->callback([o, &exit_code] {
+    parse_int_list(o->batches, "--batch-size");
+    parse_int_list(o->hidden, "--hidden");
+    const auto worlds = world_sizes(o->rank);
+    if (worlds.size() > 1) throw std::invalid_argument("bench syncbn takes a single -n");
+    const Output output{o->out, metrics::parse_format(o->format), columns()};
+    exit_code =
+        run_ranked(o->rank, worlds, output, [&](comm::Group& g) { return run_rank(*o, g); });
+  });
+}
+
+}  // namespace dtrain::cli
