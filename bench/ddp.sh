@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the DDP, SyncBatchNorm and scaling numbers in docs/results.md
 # (docs/data/ddp-*.jsonl, syncbn.jsonl, scale-*.jsonl).
-#   bash bench/ddp.sh [ddp|syncbn|scale]...   (default: all)
+#   bash bench/ddp.sh [ddp|syncbn|compress|scale]...   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
@@ -9,7 +9,7 @@ py=/usr/bin/python3   # Debian's python3, which has python3-torch
 mkdir -p docs/data
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-for section in ${*:-ddp syncbn scale}; do
+for section in ${*:-ddp syncbn compress scale}; do
   case $section in
   ddp)
     # Seed 004's table: ours vs torch DDP, same cnn, 10000 Fashion-MNIST samples, 64 per
@@ -29,14 +29,24 @@ for section in ${*:-ddp syncbn scale}; do
     "$bin" bench syncbn -n 2 --format jsonl >"$out"
     "$bin" launch -n 2 -- "$py" bench/pytorch_syncbn.py | sed -n 's/^\[rank 0\] //p' >>"$out"
     ;;
+  compress)
+    # Compressed gradients with error feedback: accuracy and bytes, cnn, 2 ranks, 2 epochs.
+    out=docs/data/ddp-compress.jsonl
+    : >"$out"
+    for codec in none fp16 uniform:8 sortquant:8 uniform:4; do
+      "$bin" train --parallel ddp -n 2 --model cnn --epochs 2 --batch-size 64 --algo ring \
+        --compress-grad "$codec" --quiet --metrics "$tmp"
+      sed "s/^{/{\"run\":\"$codec\",/" "$tmp" >>"$out"
+    done
+    ;;
   scale)
-    # Seed 002's study with resnet18 (2048 Fashion-MNIST samples: a full epoch takes ~30 min
+    # Seed 002's study with resnet18 (1024 Fashion-MNIST samples: a full epoch takes ~30 min
     # per configuration here); 4 ranks oversubscribe the 2 cores.
     "$bin" scale --model resnet18 -n 1,2,4 --batch-size 32,128,512 --epochs 2 \
-      --limit-train 2048 --limit-test 500 --format jsonl --output docs/data/scale-resnet18.jsonl
+      --limit-train 1024 --limit-test 500 --format jsonl --output docs/data/scale-resnet18.jsonl
     ;;
   *)
-    echo "unknown section $section (ddp, syncbn, scale)" >&2
+    echo "unknown section $section (ddp, syncbn, compress, scale)" >&2
     exit 2
     ;;
   esac

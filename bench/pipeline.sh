@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces the pipeline numbers in docs/results.md (writes docs/data/pipeline-*.jsonl).
-#   bash bench/pipeline.sh [bubble|schedules|ablation]...   (default: all three)
+#   bash bench/pipeline.sh [bubble|schedules|vsddp|ablation]...   (default: all)
 # Each run's --metrics lines are tagged with the configuration ("run") and appended.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,20 +14,20 @@ run() {  # run OUT TAG ARGS...
   "$bin" train --no-progress --metrics "$tmp" "$@" >/dev/null
   sed "s/^{/{\"run\":\"$tag\",/" "$tmp" >>"$out"
 }
-sections=${*:-bubble schedules ablation}
+sections=${*:-bubble schedules vsddp ablation}
 for section in $sections; do
   case $section in
   bubble)
-    # A balanced synthetic model: 8 blocks of 512x512 (input 1x16x32 = 512), 2 stages of 4,
-    # 2 ranks on 2 cores (4 ranks would share cores and measure the scheduler, not the
-    # pipeline). Measured bubble vs (S-1)/(M+S-1).
+    # A balanced synthetic model: 8 blocks of 512x512 (input 1x16x32 = 512) and a small head,
+    # 2 stages of 4 (+ head), 2 ranks on 2 cores (4 ranks would share cores and measure the
+    # scheduler, not the pipeline). Measured bubble vs (S-1)/(M+S-1).
     out=docs/data/pipeline-bubble.jsonl
     : >"$out"
     for m in 2 4 8 16; do
       for s in gpipe 1f1b; do
-        run "$out" "$s-M$m" --parallel pipeline -n 2 --model mlp --depth 7 --dataset synthetic \
+        run "$out" "$s-M$m" --parallel pipeline -n 2 --model mlp --depth 8 --dataset synthetic \
           --input-shape 1,16,32 --synthetic-size 8192 --batch-size 256 --epochs 1 --chunks $m \
-          --schedule $s --balance 4,4
+          --schedule $s --balance 4,5
       done
     done
     ;;
@@ -40,10 +40,22 @@ for section in $sections; do
     for n in 2 4; do
       for s in gpipe 1f1b; do
         run "$out" "$s-S$n" --parallel pipeline -n $n --model mlp --depth 7 --width 4 \
-          --dataset synthetic --input-shape 1,32,32 --synthetic-size 8192 --batch-size 2048 \
-          --epochs 1 --chunks 16 --schedule $s --limit-test 2048
+          --dataset synthetic --input-shape 1,32,32 --synthetic-size 4096 --batch-size 2048 \
+          --epochs 1 --chunks 16 --schedule $s --limit-test 512
       done
     done
+    ;;
+  vsddp)
+    # Seed 001's first table: pipeline vs data parallel at 2 ranks, cnn, one Fashion-MNIST
+    # epoch, global batch 64 in both (DDP: 32 per rank), no compression; single process too.
+    out=docs/data/pipeline-vs-ddp.jsonl
+    : >"$out"
+    run "$out" "single process (2 threads)" --model cnn --epochs 1 --batch-size 64 --threads 2
+    run "$out" "pipeline ushape f1l1, gpipe M=4" --parallel pipeline -n 2 --placement ushape \
+      --model cnn --epochs 1 --batch-size 64 --chunks 4
+    run "$out" "pipeline linear, 1f1b M=4" --parallel pipeline -n 2 --model cnn --epochs 1 \
+      --batch-size 64 --chunks 4 --schedule 1f1b
+    run "$out" "ddp (32 per rank)" --parallel ddp -n 2 --model cnn --epochs 1 --batch-size 32
     ;;
   ablation)
     # Seed 001's ablation with the cnn (both U-shape boundaries large: 32x14x14 and 64x7x7
@@ -57,7 +69,7 @@ for section in $sections; do
     done
     ;;
   *)
-    echo "unknown section $section (bubble, schedules, ablation)" >&2
+    echo "unknown section $section (bubble, schedules, vsddp, ablation)" >&2
     exit 2
     ;;
   esac

@@ -4,23 +4,12 @@
 
 #include <unistd.h>
 
-#include <fstream>
-
-#include "../support/process.h"
+#include "../support/e2e.h"
 
 namespace dtrain {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::vector<nlohmann::json> read_rows(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> rows;
-  for (std::string line; std::getline(in, line);)
-    rows.push_back(nlohmann::json::parse(line));
-  std::remove(path.c_str());
-  return rows;
-}
 
 TEST(DdpE2eTest, TwoRanksWithAccumulationAndCompressedGradientsLearn) {
   const std::string metrics = "/tmp/dtrain-e2e-ddp-" + std::to_string(getpid()) + ".jsonl";
@@ -50,7 +39,7 @@ TEST(DdpE2eTest, TwoRanksWithAccumulationAndCompressedGradientsLearn) {
                       metrics,
                       "--no-progress"});
   ASSERT_EQ(p.wait_for(300s), 0) << p.err();
-  const auto rows = read_rows(metrics);
+  const auto rows = testing::take_json_lines_file(metrics);
   ASSERT_EQ(rows.size(), 3u);
   const auto& last = rows[1];
   EXPECT_GT(last["test_acc"].get<double>(), 0.6);
@@ -74,7 +63,7 @@ TEST(DdpE2eTest, SyncBatchNormRunsOnAModelWithBatchNorm) {
        "256",         "--limit-test", "128",        "--epochs",     "1",         "--batch-size",
        "32",          "--metrics",    metrics,      "--no-progress"});
   ASSERT_EQ(p.wait_for(300s), 0) << p.err();
-  const auto rows = read_rows(metrics);
+  const auto rows = testing::take_json_lines_file(metrics);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_TRUE(std::isfinite(rows[0]["train_loss"].get<double>()));
   testing::Process bad({DTRAIN_BINARY, "train", "--parallel", "ddp", "-n", "2", "--model", "mlp",
@@ -85,17 +74,14 @@ TEST(DdpE2eTest, SyncBatchNormRunsOnAModelWithBatchNorm) {
 
 TEST(DdpE2eTest, RanksWithDifferentModelsFailClearly) {
   const int port = 32000 + static_cast<int>(getpid() % 1000);
-  std::vector<std::unique_ptr<testing::Process>> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.push_back(std::make_unique<testing::Process>(
-        std::vector<std::string>{DTRAIN_BINARY, "train", "--parallel", "ddp", "--model", "mlp",
-                                 "--depth", r == 0 ? "2" : "3", "--limit-train", "64", "--timeout",
-                                 "20"},
-        std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(r)},
-                                                         {"WORLD_SIZE", "2"},
-                                                         {"MASTER_ADDR", "127.0.0.1"},
-                                                         {"MASTER_PORT", std::to_string(port)}}));
-  }
+  auto ranks = testing::start_ranks(
+      [](int rank) {
+        return std::vector<std::string>{
+            DTRAIN_BINARY,   "train", "--parallel", "ddp",
+            "--model",       "mlp",   "--depth",    rank == 0 ? "2" : "3",
+            "--limit-train", "64",    "--timeout",  "20"};
+      },
+      2, port);
   for (auto& r : ranks) {
     EXPECT_EQ(r->wait_for(120s), 1) << r->err();
     EXPECT_NE(r->err().find("models differ"), std::string::npos) << r->err();
@@ -107,10 +93,7 @@ TEST(ScaleE2eTest, StudyTableForOneAndTwoRanks) {
                       "32,64", "--epochs", "2", "--limit-train", "1024", "--limit-test", "256",
                       "--format", "jsonl"});
   ASSERT_EQ(p.wait_for(300s), 0) << p.err();
-  std::vector<nlohmann::json> rows;
-  std::istringstream in(p.out());
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  const auto rows = testing::json_lines(p.out());
   ASSERT_EQ(rows.size(), 4u);
   for (const auto& r : rows) {
     EXPECT_EQ(r["status"], "ok") << r.dump();

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "../support/e2e.h"
 #include "../support/process.h"
 
 namespace dtrain {
@@ -42,20 +43,13 @@ TEST(LaunchTest, MissingCommandIsAUsageError) {
   EXPECT_EQ(q.wait_for(30s), 127) << q.err();
 }
 
-std::vector<nlohmann::json> parse_lines(const std::string& text) {
-  std::vector<nlohmann::json> rows;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
-  }
-  return rows;
-}
+using testing::json_lines;
 
 TEST(BenchCollectiveTest, SweepsWorldSizesWithExactResults) {
   Process p({DTRAIN_BINARY, "bench", "collective", "-n", "2,3", "--sizes", "1K,300K", "--warmup",
              "1", "--iters", "2", "--format", "jsonl", "--timeout", "60"});
   ASSERT_EQ(p.wait_for(120s), 0) << p.err();
-  const auto rows = parse_lines(p.out());
+  const auto rows = json_lines(p.out());
   ASSERT_EQ(rows.size(), 2u * 2u * 4u) << p.out();  // worlds x sizes x algos
   for (const auto& row : rows) {
     for (const char* key :
@@ -76,7 +70,7 @@ TEST(BenchCollectiveTest, OtherOpsAndDtypesAreChecked) {
     Process p({DTRAIN_BINARY, "bench", "collective", "-n", "3", "--op", op, "--sizes", "3K,1M",
                "--dtype", "bfloat16", "--iters", "2", "--format", "jsonl"});
     ASSERT_EQ(p.wait_for(120s), 0) << op << ": " << p.err();
-    const auto rows = parse_lines(p.out());
+    const auto rows = json_lines(p.out());
     ASSERT_FALSE(rows.empty()) << op;
     for (const auto& row : rows)
       EXPECT_EQ(row["wrong"], 0) << row.dump();
@@ -100,7 +94,7 @@ TEST(BenchP2pTest, ReportsLatencyAndBandwidth) {
   Process p({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--sizes", "1,64K", "--iters", "3",
              "--format", "jsonl"});
   ASSERT_EQ(p.wait_for(60s), 0) << p.err();
-  const auto rows = parse_lines(p.out());
+  const auto rows = json_lines(p.out());
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& row : rows) {
     EXPECT_GT(row["latency_us"].get<double>(), 0);
@@ -113,30 +107,10 @@ TEST(BenchP2pTest, ReportsLatencyAndBandwidth) {
 // timeout.
 TEST(DeadPeerTest, KilledRankMakesEveryOtherRankFailWithoutHanging) {
   const int port = 29000 + static_cast<int>(getpid() % 1000);
-  std::vector<std::unique_ptr<Process>> ranks;
-  for (int r = 0; r < 3; ++r) {
-    ranks.push_back(std::make_unique<Process>(
-        std::vector<std::string>{DTRAIN_BINARY, "bench", "collective", "--sizes", "4M", "--algo",
-                                 "ring", "--iters", "1000000", "--timeout", "20"},
-        std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(r)},
-                                                         {"WORLD_SIZE", "3"},
-                                                         {"MASTER_ADDR", "127.0.0.1"},
-                                                         {"MASTER_PORT", std::to_string(port)}}));
-  }
-  std::this_thread::sleep_for(4s);
-  for (auto& r : ranks)
-    ASSERT_EQ(r->wait_for(0s), -1) << "a rank ended early: " << r->err();
-  kill(ranks[1]->pid(), SIGKILL);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r : {0, 2}) {
-    const int code = ranks[static_cast<size_t>(r)]->wait_for(60s);
-    EXPECT_NE(code, -1) << "rank " << r << " hangs";
-    EXPECT_NE(code, 0) << "rank " << r;
-    const std::string err = ranks[static_cast<size_t>(r)]->err();
-    EXPECT_NE(err.find("dtrain: error:"), std::string::npos) << err;
-    EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 25s);
+  auto ranks = testing::start_ranks({DTRAIN_BINARY, "bench", "collective", "--sizes", "4M",
+                                     "--algo", "ring", "--iters", "1000000", "--timeout", "20"},
+                                    3, port);
+  testing::kill_and_expect_clear_failures(ranks, 1, 4s, 25s);
 }
 
 TEST(DeadPeerTest, WorldSizeMismatchIsReportedNotHung) {

@@ -3,26 +3,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <thread>
-
-#include "../support/process.h"
+#include "../support/e2e.h"
 
 namespace dtrain {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::vector<nlohmann::json> read_rows(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> rows;
-  for (std::string line; std::getline(in, line);)
-    rows.push_back(nlohmann::json::parse(line));
-  return rows;
-}
 
 TEST(PipelineE2eTest, ThreeStagesThroughTheLauncherLearnAndReport) {
   const std::string metrics = "/tmp/dtrain-e2e-pipe-" + std::to_string(getpid()) + ".jsonl";
@@ -33,8 +21,7 @@ TEST(PipelineE2eTest, ThreeStagesThroughTheLauncherLearnAndReport) {
        "--chunks",        "4",      "--schedule",   "1f1b",     "--compress",   "sortquant:8",
        "--compress-grad", "fp16",   "--metrics",    metrics,    "--no-progress"});
   ASSERT_EQ(p.wait_for(300s), 0) << p.err();
-  const auto rows = read_rows(metrics);
-  std::remove(metrics.c_str());
+  const auto rows = testing::take_json_lines_file(metrics);
   ASSERT_EQ(rows.size(), 3u);  // two epochs and the summary
   const auto& last = rows[1];
   EXPECT_GT(last["test_acc"].get<double>(), 0.6);  // chance is 0.1
@@ -64,31 +51,11 @@ TEST(PipelineE2eTest, ThreeStagesThroughTheLauncherLearnAndReport) {
 
 TEST(PipelineE2eTest, KilledStageMakesTheOthersFailClearly) {
   const int port = 31000 + static_cast<int>(getpid() % 1000);
-  std::vector<std::unique_ptr<testing::Process>> ranks;
-  for (int r = 0; r < 3; ++r) {
-    ranks.push_back(std::make_unique<testing::Process>(
-        std::vector<std::string>{DTRAIN_BINARY, "train", "--parallel", "pipeline", "--model", "mlp",
-                                 "--depth", "3", "--epochs", "50", "--chunks", "4", "--timeout",
-                                 "20", "--no-progress", "--threads", "1"},
-        std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(r)},
-                                                         {"WORLD_SIZE", "3"},
-                                                         {"MASTER_ADDR", "127.0.0.1"},
-                                                         {"MASTER_PORT", std::to_string(port)}}));
-  }
-  std::this_thread::sleep_for(6s);
-  for (auto& r : ranks)
-    ASSERT_EQ(r->wait_for(0s), -1) << "a rank ended early: " << r->err();
-  kill(ranks[1]->pid(), SIGKILL);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r : {0, 2}) {
-    const int code = ranks[static_cast<size_t>(r)]->wait_for(60s);
-    EXPECT_NE(code, -1) << "rank " << r << " hangs";
-    EXPECT_NE(code, 0) << "rank " << r;
-    const std::string err = ranks[static_cast<size_t>(r)]->err();
-    EXPECT_NE(err.find("dtrain: error:"), std::string::npos) << err;
-    EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  auto ranks = testing::start_ranks(
+      {DTRAIN_BINARY, "train", "--parallel", "pipeline", "--model", "mlp", "--depth", "3",
+       "--epochs", "50", "--chunks", "4", "--timeout", "20", "--no-progress", "--threads", "1"},
+      3, port);
+  testing::kill_and_expect_clear_failures(ranks, 1, 6s, 30s);
 }
 
 TEST(PipelineE2eTest, BadPipelineFlagsAreClearErrors) {

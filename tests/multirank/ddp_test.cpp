@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "../support/models.h"
 #include "../support/ranks.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/models/registry.h"
@@ -19,15 +20,7 @@ constexpr int kSteps = 3;
 constexpr int64_t kPerRank = 8;
 
 torch::nn::Sequential make_mlp(uint64_t seed, int64_t depth = 3) {
-  torch::manual_seed(seed);
-  models::ModelConfig mc;
-  mc.name = "mlp";
-  mc.depth = depth;
-  mc.width = 32.0 / 512;
-  mc.input_shape = {1, 6, 6};
-  mc.in_channels = 1;
-  mc.num_classes = 5;
-  return models::make_model(mc);
+  return testing::tiny_mlp(seed, depth);
 }
 
 // Global batches for every step: [world * per_rank * micro, ...].
@@ -134,6 +127,18 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndAlgorithms, DdpEquivalence,
                                   std::get<1>(info.param);
                          });
 
+TEST(Ddp, BucketsCloseOnceTheyReachTheirCap) {
+  // Reverse order: head (5+160 floats), fc3 (32+1024), fc2 (32+1024), fc1 (32+1152).
+  testing::run_ranks(1, [&](comm::Group& g) {
+    auto model = make_mlp(1);
+    DdpConfig c;
+    c.first_bucket_mb = 500.0 / (1024 * 1024);  // 500 bytes: the head crosses it
+    c.bucket_mb = 4096.0 / (1024 * 1024);       // each fc layer crosses 4 KiB with its weight
+    DistributedDataParallel ddp(g, model.ptr(), c);
+    EXPECT_EQ(ddp.bucket_sizes(), (std::vector<int64_t>{165, 1056, 1056, 1184}));
+  });
+}
+
 TEST(Ddp, AccumulationEqualsOneLargerBatchAndSkipsCommunication) {
   DdpConfig c;
   c.bucket_mb = 0.002;
@@ -191,17 +196,7 @@ TEST(Ddp, CompressedGradientsWithErrorFeedbackConvergeAndStayIdentical) {
 TEST(Ddp, MismatchedModelsFailOnEveryRank) {
   for (int64_t other_depth : {4, 3}) {
     std::vector<torch::nn::Sequential> models{make_mlp(1, 3), make_mlp(1, other_depth)};
-    if (other_depth == 3) {  // same count, different shape
-      torch::manual_seed(1);
-      models::ModelConfig mc;
-      mc.name = "mlp";
-      mc.depth = 3;
-      mc.width = 40.0 / 512;
-      mc.input_shape = {1, 6, 6};
-      mc.in_channels = 1;
-      mc.num_classes = 5;
-      models[1] = models::make_model(mc);
-    }
+    if (other_depth == 3) models[1] = testing::tiny_mlp(1, 3, 40);  // same count, other shapes
     std::atomic<int> failures{0};
     testing::run_ranks(2, [&](comm::Group& g) {
       try {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "../support/models.h"
 #include "../support/ranks.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/compress/codec.h"
@@ -24,15 +25,7 @@ using ParamMap = std::map<std::string, at::Tensor>;
 using ModelFactory = std::function<torch::nn::Sequential()>;
 
 torch::nn::Sequential make_mlp(int64_t depth) {
-  torch::manual_seed(7);
-  models::ModelConfig mc;
-  mc.name = "mlp";
-  mc.depth = depth;
-  mc.width = 32.0 / 512;
-  mc.input_shape = {1, 6, 6};
-  mc.in_channels = 1;
-  mc.num_classes = 5;
-  return models::make_model(mc);
+  return testing::tiny_mlp(7, depth);
 }
 
 // Linear -> BatchNorm -> ReLU blocks: the micro-batch statistics semantics.

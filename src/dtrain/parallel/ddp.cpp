@@ -106,24 +106,37 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
       if (b.numel() > 0) group_.native_broadcast(b, 0);
   }
 
-  // Buckets in reverse registration order.
+  // Buckets in reverse registration order. A bucket closes once it reaches its cap (the
+  // parameter that crosses it stays in), as PyTorch's assignment does: a large layer near
+  // the output then starts its reduction before the layers below it run backward.
   for (auto& [name, p] : named)
     params_.push_back(p);
   slots_.resize(params_.size());
-  int64_t cap = static_cast<int64_t>(config_.first_bucket_mb * 1024 * 1024);
+  std::vector<std::vector<size_t>> groups;
+  int64_t open_bytes = 0;
+  bool open = false;
   for (size_t k = params_.size(); k-- > 0;) {
     if (!params_[k].requires_grad()) continue;
-    const int64_t bytes = params_[k].numel() * 4;
-    if (buckets_.empty() || (buckets_.back()->flat.numel() * 4 > 0 &&
-                             buckets_.back()->flat.numel() * 4 + bytes > cap)) {
-      if (!buckets_.empty()) cap = static_cast<int64_t>(config_.bucket_mb * 1024 * 1024);
-      buckets_.push_back(std::make_unique<Bucket>());
-      buckets_.back()->flat = at::zeros({0}, at::kFloat);
+    if (!open) {
+      groups.emplace_back();
+      open = true;
+      open_bytes = 0;
     }
-    Bucket& b = *buckets_.back();
-    slots_[k] = {buckets_.size() - 1, b.flat.numel()};
-    b.params.push_back(k);
-    b.flat = at::zeros({b.flat.numel() + params_[k].numel()}, at::kFloat);
+    groups.back().push_back(k);
+    open_bytes += params_[k].numel() * 4;
+    const double cap_mb = groups.size() == 1 ? config_.first_bucket_mb : config_.bucket_mb;
+    if (static_cast<double>(open_bytes) >= cap_mb * 1024 * 1024) open = false;
+  }
+  for (const auto& group : groups) {
+    auto b = std::make_unique<Bucket>();
+    int64_t elements = 0;
+    for (const size_t k : group) {
+      slots_[k] = {buckets_.size(), elements};
+      b->params.push_back(k);
+      elements += params_[k].numel();
+    }
+    b->flat = at::zeros({elements}, at::kFloat);
+    buckets_.push_back(std::move(b));
   }
   for (auto& b : buckets_) {
     b->pending = b->params.size();

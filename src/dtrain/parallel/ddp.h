@@ -6,7 +6,8 @@
 //   rank, naming the first differing parameter) and copy parameters and buffers from
 //   rank 0.
 // - Parameters are grouped into buckets in reverse registration order (roughly the order
-//   backward produces their gradients); the first bucket is small so communication starts
+//   backward produces their gradients); a bucket closes once it reaches its cap (so it may
+//   exceed it by one parameter); the first bucket's cap is small so communication starts
 //   early. A gradient hook copies each gradient into its bucket's flat buffer; a full
 //   bucket is handed to a communication thread that all-reduces it (in bucket order, the
 //   same on every rank) while backward goes on. finish_backward() waits for the rest and

@@ -66,10 +66,7 @@ class DdpEngine final : public Engine {
   }
 
   BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
-    torch::NoGradGuard no_grad;
-    model_->eval();
-    const at::Tensor logits = model_->forward(inputs);
-    return score(logits, labels, torch::nn::functional::cross_entropy(logits, labels));
+    return evaluate_batch(model_, inputs, labels);
   }
 
   void end_epoch(EpochStats& s) override {

@@ -58,6 +58,9 @@ class Engine {
 
 // Loss sum and correct predictions of one batch from its logits and mean loss.
 BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& loss);
+// The whole model on one batch in eval mode, without gradients.
+BatchResult evaluate_batch(torch::nn::Sequential& model, const at::Tensor& inputs,
+                           const at::Tensor& labels);
 
 std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model);
 std::unique_ptr<Engine> make_pipeline_engine(parallel::pipeline::Pipeline& pipeline);

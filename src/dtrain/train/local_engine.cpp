@@ -23,6 +23,14 @@ BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::
   return r;
 }
 
+BatchResult evaluate_batch(torch::nn::Sequential& model, const at::Tensor& inputs,
+                           const at::Tensor& labels) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const at::Tensor logits = model->forward(inputs);
+  return score(logits, labels, torch::nn::functional::cross_entropy(logits, labels));
+}
+
 namespace {
 
 class LocalEngine final : public Engine {
@@ -45,10 +53,7 @@ class LocalEngine final : public Engine {
   }
 
   BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
-    torch::NoGradGuard no_grad;
-    model_->eval();
-    const at::Tensor logits = model_->forward(inputs);
-    return score(logits, labels, torch::nn::functional::cross_entropy(logits, labels));
+    return evaluate_batch(model_, inputs, labels);
   }
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }

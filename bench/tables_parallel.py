@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Markdown tables for docs/results.md from the pipeline and DDP benchmark data
+(docs/data/pipeline-*.jsonl, ddp-*.jsonl, syncbn.jsonl, scale-*.jsonl).
+Usage: python3 bench/tables_parallel.py SECTION   (bubble|schedules|ablation|ddp|compress|syncbn|scale|vsddp)"""
+import json, statistics, sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent.parent / "docs" / "data"
+
+
+def rows(name):
+    path = DATA / name
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+
+
+def table(header, body):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in body]
+    return "\n".join(out)
+
+
+def epochs(name):
+    return [r for r in rows(name) if not r.get("summary")]
+
+
+def bubble():
+    body = []
+    for r in epochs("pipeline-bubble.jsonl"):
+        st = r["stages"]
+        body.append([r["run"], f'{r["samples_per_s"]:.0f}', f'{r["bubble_ideal"]:.3f}',
+                     f'{r["bubble_measured"]:.3f}', f'{r["bubble_measured"] - r["bubble_ideal"]:+.3f}',
+                     " / ".join(f'{s["forward_s"] + s["backward_s"]:.2f}' for s in st),
+                     " / ".join(f'{s["recv_wait_s"]:.2f}' for s in st),
+                     " / ".join(f'{s["idle_s"]:.2f}' for s in st)])
+    print(table(["schedule-M", "samples/s", "ideal bubble", "measured", "gap", "compute s (rank 0 / 1)",
+                 "recv wait s", "idle s"], body))
+
+
+def schedules():
+    body = []
+    for r in epochs("pipeline-schedules.jsonl"):
+        st = r["stages"]
+        body.append([r["run"], f'{r["samples_per_s"]:.0f}', f'{r["bubble_measured"]:.3f}',
+                     " / ".join(f'{s["peak_rss_bytes"] / 2**20:.0f}' for s in st)])
+    print(table(["schedule-S", "samples/s", "bubble", "peak RSS MiB per rank"], body))
+
+
+def ablation():
+    by = {}
+    for r in rows("pipeline-ablation.jsonl"):
+        by.setdefault(r["run"], []).append(r)
+    base = None
+    body = []
+    for run, rs in by.items():
+        ep = [r for r in rs if not r.get("summary")]
+        last = ep[-1]
+        fwd = [l for l in last["links"] if l["direction"] == "forward"]
+        bw = statistics.mean(l["bandwidth_gbps"] for l in fwd) if fwd else 0
+        acc = 100 * last["test_acc"]
+        if run == "none":
+            base = acc
+        body.append([run, f'{acc:.2f}', f'{acc - base:+.2f}' if base is not None else "",
+                     f'{last["compression_ratio"]:.4f}',
+                     f'{statistics.mean(e["samples_per_s"] for e in ep):.0f}', f'{bw:.3f}'])
+    print(table(["codec", "test acc %", "vs none", "wire/fp32", "samples/s", "fwd link GB/s (recv def.)"], body))
+
+
+def ddp():
+    body = []
+    for r in rows("ddp-vs-pytorch.jsonl"):
+        if r.get("impl") == "dtrain-ddp":
+            step = r["epoch_s"] / r["steps"]
+            body.append([r["round"], "dtrain", f'{r["epoch_s"]:.2f}', f'{1000 * step:.1f}',
+                         f'{r["peak_rss_max_bytes"] / 2**20:.0f}', f'{r["train_loss"]:.4f}', f'{r["test_acc"]:.4f}'])
+        else:
+            body.append([r["round"], "pytorch", f'{r["epoch_s"]:.2f}', f'{1000 * r["step_s"]:.1f}',
+                         f'{r["peak_rss_max_bytes"] / 2**20:.0f}', f'{r["train_loss"]:.4f}', f'{r["test_acc"]:.4f}'])
+    print(table(["round", "impl", "epoch s", "step ms", "peak RSS MiB (max over ranks)", "train loss", "test acc"], body))
+
+
+def compress():
+    body = []
+    for r in rows("ddp-compress.jsonl"):
+        if r.get("summary"):
+            continue
+        body.append([r["run"], f'{100 * r["test_acc"]:.2f}', f'{r["grad_wire_bytes"] / r["grad_bytes"]:.4f}',
+                     f'{r["samples_per_s"]:.0f}', f'{r["comm_total_s"]:.2f}', f'{r["comm_hidden_fraction"]:.2f}'])
+    print(table(["grad codec", "test acc %", "sent / fp32 grad bytes", "samples/s", "comm total s", "hidden"], body))
+
+
+def syncbn():
+    by = {}
+    for r in rows("syncbn.jsonl"):
+        by.setdefault((r["batch_size"], r["hidden"]), {})[r["impl"]] = r
+    body = []
+    for (b, h), d in sorted(by.items()):
+        ours = d.get("dtrain-syncbn", {})
+        torch_alg = d.get("pytorch-syncbn-algorithm", {})
+        body.append([b, h, f'{1000 * ours.get("median_s", 0):.3f}', f'{1000 * torch_alg.get("median_s", 0):.3f}',
+                     f'{ours.get("median_s", 0) / torch_alg.get("median_s", 1):.2f}',
+                     f'{1000 * d.get("torch-bn-local", {}).get("median_s", 0):.3f}',
+                     f'{1000 * d.get("pytorch-bn-local", {}).get("median_s", 0):.3f}',
+                     ours.get("peak_alloc_bytes", ""), d.get("torch-bn-local", {}).get("peak_alloc_bytes", "")])
+    print(table(["batch", "hidden", "dtrain SyncBN ms", "PyTorch SyncBN algorithm ms", "ratio",
+                 "LibTorch BN (local) ms", "PyTorch BN (local) ms", "dtrain SyncBN peak alloc B",
+                 "LibTorch BN peak alloc B"], body))
+
+
+def scale():
+    body = []
+    for r in rows("scale-resnet18.jsonl"):
+        f = lambda k, d=3: (f"{r[k]:.{d}f}" if k in r else "-")
+        body.append([r["ranks"], r["batch_per_rank"], r["global_batch"], f("epoch_s", 1), f("speedup_epoch"),
+                     f("speedup_weak"), f("speedup_strong"), f("compute_s", 1), f("comm_exposed_s", 1),
+                     f("comm_total_s", 1), f("comm_inferred_s", 1), f("bandwidth_gbps"), r["status"]])
+    print(table(["N", "batch/rank", "global", "epoch s", "T1/TN", "N*T1/TN (weak)", "strong", "compute s",
+                 "comm waited s", "comm total s", "TN-T1/N s", "bw util GB/s", "status"], body))
+
+
+def vsddp():
+    body = []
+    for r in rows("pipeline-vs-ddp.jsonl"):
+        if r.get("summary"):
+            continue
+        body.append([r["run"], f'{r["samples_per_s"]:.0f}', f'{r["epoch_s"]:.1f}', f'{100 * r["test_acc"]:.2f}'])
+    print(table(["mode", "samples/s", "epoch s", "test acc %"], body))
+
+
+globals()[sys.argv[1]]()
