@@ -56,13 +56,16 @@ def ablation():
         last = ep[-1]
         fwd = [l for l in last["links"] if l["direction"] == "forward"]
         bw = statistics.mean(l["bandwidth_gbps"] for l in fwd) if fwd else 0
+        step = {s["rank"]: s["step_s"] for s in last["stages"]}
+        eff = statistics.mean(l["bytes"] / step[l["dst"]] / 1e9 for l in fwd) if fwd else 0
         acc = 100 * last["test_acc"]
         if run == "none":
             base = acc
         body.append([run, f'{acc:.2f}', f'{acc - base:+.2f}' if base is not None else "",
                      f'{last["compression_ratio"]:.4f}',
-                     f'{statistics.mean(e["samples_per_s"] for e in ep):.0f}', f'{bw:.3f}'])
-    print(table(["codec", "test acc %", "vs none", "wire/fp32", "samples/s", "fwd link GB/s (recv def.)"], body))
+                     f'{statistics.mean(e["samples_per_s"] for e in ep):.0f}', f'{bw:.3f}', f'{eff:.3f}'])
+    print(table(["codec", "test acc %", "vs none", "wire/fp32", "samples/s",
+                 "fwd link GB/s (bytes/recv time)", "fwd link GB/s (bytes/step time)"], body))
 
 
 def ddp():
@@ -80,9 +83,11 @@ def ddp():
 
 def compress():
     body = []
+    last = {}
     for r in rows("ddp-compress.jsonl"):
-        if r.get("summary"):
-            continue
+        if not r.get("summary"):
+            last[r["run"]] = r
+    for r in last.values():
         body.append([r["run"], f'{100 * r["test_acc"]:.2f}', f'{r["grad_wire_bytes"] / r["grad_bytes"]:.4f}',
                      f'{r["samples_per_s"]:.0f}', f'{r["comm_total_s"]:.2f}', f'{r["comm_hidden_fraction"]:.2f}'])
     print(table(["grad codec", "test acc %", "sent / fp32 grad bytes", "samples/s", "comm total s", "hidden"], body))

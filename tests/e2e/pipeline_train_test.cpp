@@ -58,6 +58,17 @@ TEST(PipelineE2eTest, KilledStageMakesTheOthersFailClearly) {
   testing::kill_and_expect_clear_failures(ranks, 1, 6s, 30s);
 }
 
+TEST(PipelineE2eTest, BalanceAutoMeasuresAndCutsEveryRankTheSameWay) {
+  testing::Process p({DTRAIN_BINARY, "train", "--parallel", "pipeline", "-n", "2", "--model", "mlp",
+                      "--depth", "5", "--balance", "auto", "--limit-train", "512", "--limit-test",
+                      "128", "--epochs", "1", "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  // Both ranks got blocks, and together all six of them.
+  const std::string out = p.out();
+  for (const char* block : {"fc1", "fc2", "fc3", "fc4", "fc5", "head"})
+    EXPECT_NE(out.find(block), std::string::npos) << out;
+}
+
 TEST(PipelineE2eTest, BadPipelineFlagsAreClearErrors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
       {{"--parallel", "pipeline", "-n", "2", "--schedule", "zigzag"}, "unknown schedule"},
