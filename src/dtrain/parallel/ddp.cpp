@@ -7,14 +7,13 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/compress/error_feedback.h"
+#include "dtrain/metrics/timer.h"
 
 namespace dtrain::parallel {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using metrics::Clock;
+using metrics::since;
 
 // Tags for the compressed exchange: below the collectives' reserved range.
 int exchange_tag(int phase, size_t bucket) {

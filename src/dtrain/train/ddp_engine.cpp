@@ -6,6 +6,7 @@
 
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/memory.h"
+#include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/ddp.h"
 #include "dtrain/parallel/syncbn.h"
 #include "dtrain/train/engine.h"
@@ -13,10 +14,8 @@
 namespace dtrain::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using metrics::Clock;
+using metrics::since;
 
 class DdpEngine final : public Engine {
  public:

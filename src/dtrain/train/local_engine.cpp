@@ -3,15 +3,14 @@
 
 #include <chrono>
 
+#include "dtrain/metrics/timer.h"
 #include "dtrain/train/engine.h"
 
 namespace dtrain::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using metrics::Clock;
+using metrics::since;
 
 }  // namespace
 

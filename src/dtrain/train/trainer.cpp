@@ -17,6 +17,7 @@
 #include "dtrain/data/loader.h"
 #include "dtrain/data/sampler.h"
 #include "dtrain/metrics/memory.h"
+#include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
 #include "dtrain/train/checkpoint.h"
 #include "dtrain/train/engine.h"
@@ -26,10 +27,8 @@ namespace {
 
 namespace pp = parallel::pipeline;
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using metrics::Clock;
+using metrics::since;
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& o,
                                                         const std::vector<torch::Tensor>& params) {

@@ -9,14 +9,13 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/metrics/memory.h"
+#include "dtrain/metrics/timer.h"
 
 namespace dtrain::parallel::pipeline {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using metrics::Clock;
+using metrics::since;
 
 // Tag layout: kind << 20 | stage << 10 | micro-batch (M <= 1024, stages <= 1024).
 enum TagKind {
