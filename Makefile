@@ -1,6 +1,8 @@
 # Entry points: `make run` (the main job, no arguments needed) and `make test`.
-# Both install missing Debian packages first, then configure and build.
+# Both install what is missing first (Debian packages, and LibTorch as the pinned torch
+# wheel in the project's virtual environment VENV), then configure and build.
 BUILD_DIR ?= build
+VENV ?= .venv
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
@@ -11,10 +13,11 @@ CMAKE_FLAGS ?=
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@VENV="$(abspath $(VENV))" bash scripts/install-deps.sh
 
 $(BUILD_DIR)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DDTRAIN_PYTHON="$(abspath $(VENV))/bin/python" $(CMAKE_FLAGS)
 
 configure: deps $(BUILD_DIR)/CMakeCache.txt
 

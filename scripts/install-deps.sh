@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Installs the Debian packages dtrain builds and runs with (see DESIGN.md, "Dependencies").
+# Installs what dtrain builds and runs with (see DESIGN.md, "Dependencies"):
+#   1. Debian packages: compilers, CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST;
+#   2. LibTorch: the `torch` wheel of the Python package index, at the one version pinned in
+#      scripts/torch-version, into the project-local virtual environment (VENV, default .venv),
+#      by scripts/install-torch.sh.
 # Idempotent: does nothing when everything is present. Uses sudo when not root.
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libtorch-dev libgloo-dev
+  python3 python3-venv
+  libgloo-dev
   libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  python3-torch
 )
 
 missing=()
@@ -18,14 +23,19 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-echo "install-deps: installing ${missing[*]}" >&2
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
-  sudo_cmd=(sudo)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || {
+      echo "install-deps: need root or sudo to install ${missing[*]}" >&2
+      exit 1
+    }
+    sudo_cmd=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+bash "$here/install-torch.sh"

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <torch/version.h>
+
 #include <fstream>
 
 #include "../support/process.h"
@@ -41,6 +43,17 @@ TEST(TrainE2eTest, MissingDataAndBadFlagsAreClearErrors) {
   testing::Process b({DTRAIN_BINARY, "train", "--model", "vgg"});
   EXPECT_EQ(b.wait_for(60s), 1);
   EXPECT_NE(b.err().find("unknown model 'vgg'"), std::string::npos) << b.err();
+}
+
+TEST(VersionE2eTest, NamesDtrainLibTorchCudaAndNccl) {
+  testing::Process p({DTRAIN_BINARY, "--version"});
+  ASSERT_EQ(p.wait_for(60s), 0) << p.err();
+  const std::string out = p.out();
+  EXPECT_EQ(out.rfind("dtrain ", 0), 0u) << out;
+  EXPECT_NE(out.find(std::string("LibTorch ") + TORCH_VERSION), std::string::npos) << out;
+  EXPECT_NE(out.find("CUDA in LibTorch:"), std::string::npos) << out;
+  EXPECT_NE(out.find("NCCL in LibTorch:"), std::string::npos) << out;
+  EXPECT_NE(out.find("CUDA devices now:"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
+#include "dtrain/metrics/build_info.h"
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
@@ -22,6 +23,9 @@ int main(int argc, char** argv) {
 
   CLI::App app{"dtrain: distributed training and measurement over real networks"};
   app.require_subcommand(1);
+  app.set_version_flag(
+      "--version", [] { return dtrain::metrics::describe(dtrain::metrics::build_info()); },
+      "print dtrain's and LibTorch's versions, whether CUDA and NCCL are compiled in, and exit");
   int exit_code = 0;
   dtrain::cli::register_train(app, exit_code);
   dtrain::cli::register_models(app, exit_code);

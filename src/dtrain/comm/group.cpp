@@ -191,7 +191,8 @@ void Group::native_all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (size_ == 1 || tensor.numel() == 0) {
     return;
   }
-  // Gloo in LibTorch 1.13 has no bfloat16 reduction: reduce in float32, round once.
+  // bfloat16 is reduced in float32 and rounded once: summing p values in bfloat16 would round
+  // at every step (and Gloo in older LibTorch had no bfloat16 reduction at all).
   const bool upcast = tensor.scalar_type() == at::kBFloat16;
   std::vector<at::Tensor> bufs{upcast ? tensor.to(at::kFloat) : tensor};
   c10d::AllreduceOptions opts;

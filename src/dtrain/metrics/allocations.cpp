@@ -25,7 +25,7 @@ void release(void* context) {
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     c10::DataPtr original = base_->allocate(n);
     void* data = original.get();
     const c10::Device device = original.device();
@@ -37,6 +37,9 @@ class CountingAllocator final : public c10::Allocator {
     return {data, held, &release, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 
  private:
   c10::Allocator* base_;
