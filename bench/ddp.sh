@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Reproduces the DDP, SyncBatchNorm and scaling numbers in docs/results.md
 # (docs/data/ddp-*.jsonl, syncbn.jsonl, scale-*.jsonl).
-#   bash bench/ddp.sh [ddp|syncbn|compress|scale]...   (default: all)
+#   bash bench/ddp.sh [ddp|resnet|hooks|syncbn|compress|scale]...   (default: all)
+# The PyTorch side runs on the project's pinned torch (PYTHON, default .venv/bin/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
-py=/usr/bin/python3   # Debian's python3, which has python3-torch
+py=${PYTHON:-.venv/bin/python}
 mkdir -p docs/data
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-for section in ${*:-ddp syncbn compress scale}; do
+pytorch_ddp() {  # pytorch_ddp ARGS...: rank 0's JSON line
+  "$bin" launch -n 2 -- "$py" bench/pytorch_ddp.py "$@" | sed -n 's/^\[rank 0\] //p'
+}
+for section in ${*:-ddp resnet hooks syncbn compress scale}; do
   case $section in
   ddp)
     # Seed 004's table: ours vs torch DDP, same cnn, 10000 Fashion-MNIST samples, 64 per
@@ -20,8 +24,42 @@ for section in ${*:-ddp syncbn compress scale}; do
       "$bin" train --parallel ddp -n 2 --model cnn --limit-train 10000 --limit-test 1000 \
         --epochs 1 --batch-size 64 --lr-schedule constant --quiet --metrics "$tmp"
       head -1 "$tmp" | sed "s/^{/{\"impl\":\"dtrain-ddp\",\"round\":$round,/" >>"$out"
-      "$bin" launch -n 2 -- "$py" bench/pytorch_ddp.py --limit-train 10000 --limit-test 1000 \
-        | sed -n 's/^\[rank 0\] //p' | sed "s/^{/{\"round\":$round,/" >>"$out"
+      pytorch_ddp --limit-train 10000 --limit-test 1000 | sed "s/^{/{\"round\":$round,/" >>"$out"
+    done
+    ;;
+  resnet)
+    # The CIFAR ResNet-18 (11.2 M parameters), 2 ranks x 32 samples, synthetic 3x32x32
+    # data (1280 samples: 20 steps), SGD 0.05 constant, no augmentation (the PyTorch
+    # script has none; dtrain crops and flips 32x32 colour data by default); alternated twice.
+    out=docs/data/ddp-resnet18-vs-pytorch.jsonl
+    : >"$out"
+    for round in 1 2; do
+      "$bin" train --parallel ddp -n 2 --model resnet18 --dataset synthetic --input-shape 3,32,32 \
+        --num-classes 10 --synthetic-size 1280 --epochs 1 --batch-size 32 --lr-schedule constant \
+        --crop-padding 0 --flip 0 --quiet --metrics "$tmp"
+      head -1 "$tmp" | sed "s/^{/{\"impl\":\"dtrain-ddp\",\"model\":\"resnet18\",\"round\":$round,/" >>"$out"
+      pytorch_ddp --model resnet18 --dataset synthetic --synthetic-size 1280 --batch-size 32 \
+        --limit-test 256 | sed "s/^{/{\"round\":$round,/" >>"$out"
+    done
+    ;;
+  hooks)
+    # Compressed gradients: dtrain's codecs (error feedback) next to PyTorch's fp16 and
+    # PowerSGD communication hooks; cnn, 2 ranks x 64, 20000 Fashion-MNIST samples (157
+    # steps), the full test set, SGD 0.05 constant. Bytes relative to fp32 gradients.
+    out=docs/data/ddp-hooks.jsonl
+    : >"$out"
+    for codec in none fp16 sortquant:8; do
+      "$bin" train --parallel ddp -n 2 --model cnn --limit-train 20000 --epochs 1 --batch-size 64 \
+        --lr-schedule constant --compress-grad "$codec" --quiet --metrics "$tmp"
+      head -1 "$tmp" | sed "s/^{/{\"impl\":\"dtrain-ddp\",\"compress_grad\":\"$codec\",/" >>"$out"
+    done
+    for hook in none fp16; do
+      pytorch_ddp --limit-train 20000 --limit-test 10000 --comm-hook "$hook" >>"$out"
+    done
+    # PowerSGD over gloo aborts (gloo::EnforceNotMet) once the model has two buckets: its
+    # chained asynchronous all-reduces reach the ranks in different orders. One bucket.
+    for hook in powersgd:1 powersgd:4; do
+      pytorch_ddp --limit-train 20000 --limit-test 10000 --comm-hook "$hook" --bucket-mb 1000 >>"$out"
     done
     ;;
   syncbn)
@@ -46,7 +84,7 @@ for section in ${*:-ddp syncbn compress scale}; do
       --limit-train 1024 --limit-test 500 --format jsonl --output docs/data/scale-resnet18.jsonl
     ;;
   *)
-    echo "unknown section $section (ddp, syncbn, compress, scale)" >&2
+    echo "unknown section $section (ddp, resnet, hooks, syncbn, compress, scale)" >&2
     exit 2
     ;;
   esac

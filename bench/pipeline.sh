@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Reproduces the pipeline numbers in docs/results.md (writes docs/data/pipeline-*.jsonl).
-#   bash bench/pipeline.sh [bubble|schedules|vsddp|ablation]...   (default: all)
+#   bash bench/pipeline.sh [bubble|schedules|vsddp|ablation|vspytorch]...   (default: all)
+# The PyTorch side runs on the project's pinned torch (PYTHON, default .venv/bin/python).
 # Each run's --metrics lines are tagged with the configuration ("run") and appended.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
+py=${PYTHON:-.venv/bin/python}
 mkdir -p docs/data
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
@@ -14,7 +16,7 @@ run() {  # run OUT TAG ARGS...
   "$bin" train --no-progress --metrics "$tmp" "$@" >/dev/null
   sed "s/^{/{\"run\":\"$tag\",/" "$tmp" >>"$out"
 }
-sections=${*:-bubble schedules vsddp ablation}
+sections=${*:-bubble schedules vsddp ablation vspytorch}
 for section in $sections; do
   case $section in
   bubble)
@@ -68,8 +70,30 @@ for section in $sections; do
         --compress "$codec"
     done
     ;;
+  vspytorch)
+    # dtrain's pipeline next to torch.distributed.pipelining on the bubble benchmark's model
+    # and split (mlp 8 x 512 + head, 2 ranks, 4 blocks on rank 0, batch 256), 16384 samples
+    # (64 steps), M = 4 and 8; PyTorch also with the schedules dtrain lacks (2 stages per
+    # rank: Interleaved 1F1B, Interleaved Zero Bubble; ZBV fails on 2 gloo ranks, see
+    # docs/results.md). Alternated twice.
+    out=docs/data/pipeline-vs-pytorch.jsonl
+    : >"$out"
+    for round in 1 2; do
+      for m in 4 8; do
+        for s in gpipe 1f1b; do
+          run "$out" "dtrain-$s-M$m-r$round" --parallel pipeline -n 2 --model mlp --depth 8 \
+            --dataset synthetic --input-shape 1,16,32 --synthetic-size 16384 --batch-size 256 \
+            --epochs 1 --chunks $m --schedule $s --balance 4,5 --limit-test 256
+        done
+        for s in gpipe 1f1b interleaved-1f1b interleaved-zb; do
+          "$bin" launch -n 2 -- "$py" bench/pytorch_pipeline.py --schedule $s --chunks $m \
+            --steps 64 | sed -n 's/^\[rank 0\] //p' | sed "s/^{/{\"round\":$round,/" >>"$out"
+        done
+      done
+    done
+    ;;
   *)
-    echo "unknown section $section (bubble, schedules, vsddp, ablation)" >&2
+    echo "unknown section $section (bubble, schedules, vsddp, ablation, vspytorch)" >&2
     exit 2
     ;;
   esac

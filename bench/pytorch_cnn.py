@@ -1,28 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch side of `bench/train.sh`: the same cnn, data, batch, optimizer and threads as
 `dtrain train --model cnn`, timed the same way (epoch wall time, samples/s).
-Run with Debian's python3 (/usr/bin/python3), which has python3-torch."""
-import argparse, gzip, json, struct, time
-import numpy as np
+Run with the project's torch: .venv/bin/python bench/pytorch_cnn.py"""
+import argparse, json, time
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
-def cnn():
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25),
-        nn.Linear(128, 10))
+from pytorch_models import cnn, fashion_mnist
 
 
 def main():
@@ -36,10 +20,7 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    x = torch.from_numpy(read_idx(f"{a.data_dir}/train-images-idx3-ubyte.gz")[: a.limit_train].copy())
-    y = torch.from_numpy(read_idx(f"{a.data_dir}/train-labels-idx1-ubyte.gz")[: a.limit_train].astype(np.int64))
-    x = x.float().div_(255).unsqueeze(1)
-    x = (x - x.mean()) / x.std()
+    x, y, _, _ = fashion_mnist(a.data_dir, a.limit_train, 1)
     model = cnn()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=5e-4)
     for epoch in range(a.epochs):

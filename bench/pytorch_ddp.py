@@ -1,43 +1,89 @@
 #!/usr/bin/env python3
 """PyTorch side of bench/ddp.sh: torch.nn.parallel.DistributedDataParallel (gloo) on the
-same cnn, Fashion-MNIST samples, per-rank batch, optimizer, ranks and threads as
-`dtrain train --parallel ddp --model cnn`. Launch with the dtrain launcher:
-  dtrain launch -n 2 -- /usr/bin/python3 bench/pytorch_ddp.py
-Prints one JSON line (rank 0): epoch time, step time, max peak RSS over ranks, loss, acc."""
+same model, data, per-rank batch, optimizer, ranks and threads as
+`dtrain train --parallel ddp`, optionally with one of PyTorch's communication hooks
+(fp16 compression, PowerSGD). Launch with the dtrain launcher:
+  dtrain launch -n 2 -- .venv/bin/python bench/pytorch_ddp.py [--model resnet18 --dataset synthetic]
+Prints one JSON line (rank 0): epoch and step time (max over ranks), samples/s, max peak RSS
+over ranks, loss, test accuracy, and the bytes the hook handed to all_reduce relative to
+the fp32 gradient bytes (1 without a hook), comparable with dtrain's grad_wire_bytes /
+grad_bytes (both relative to an exact all-reduce of fp32 gradients)."""
 import argparse, json, resource, time
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
-from pytorch_cnn import cnn, read_idx
+
+import pytorch_models
+
+reduced_bytes = 0  # bytes handed to dist.all_reduce by a Python comm hook
+
+
+def count_all_reduce():
+    """Wraps dist.all_reduce (the hooks call it through the module) to count payload bytes."""
+    original = dist.all_reduce
+
+    def counting(tensor, *args, **kwargs):
+        global reduced_bytes
+        reduced_bytes += tensor.numel() * tensor.element_size()
+        return original(tensor, *args, **kwargs)
+
+    dist.all_reduce = counting
+
+
+def register_hook(model, spec):
+    if spec == "none":
+        return
+    count_all_reduce()
+    if spec == "fp16":
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif spec.startswith("powersgd"):
+        rank = int(spec.split(":")[1]) if ":" in spec else 1
+        # start_powerSGD_iter=2: compress from the second step on (PyTorch's minimum with
+        # error feedback); the default 1000 would leave a short run uncompressed.
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=rank,
+                                            start_powerSGD_iter=2, use_error_feedback=True,
+                                            warm_start=True)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    else:
+        raise SystemExit(f"unknown --comm-hook {spec} (none, fp16, powersgd[:RANK])")
 
 
 def main():
     p = argparse.ArgumentParser()
+    p.add_argument("--model", default="cnn", choices=["cnn", "resnet18"])
+    p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "synthetic"])
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--input-shape", default="3,32,32", help="synthetic data: C,H,W")
+    p.add_argument("--synthetic-size", type=int, default=2048)
     p.add_argument("--limit-train", type=int, default=10000)
     p.add_argument("--limit-test", type=int, default=1000)
     p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--comm-hook", default="none", help="none, fp16, powersgd[:RANK]")
+    p.add_argument("--bucket-mb", type=float, default=25.0)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    d = a.data_dir
-    x = torch.from_numpy(read_idx(f"{d}/train-images-idx3-ubyte.gz")[: a.limit_train].copy()).float().div_(255).unsqueeze(1)
-    y = torch.from_numpy(read_idx(f"{d}/train-labels-idx1-ubyte.gz")[: a.limit_train].astype(np.int64))
-    tx = torch.from_numpy(read_idx(f"{d}/t10k-images-idx3-ubyte.gz")[: a.limit_test].copy()).float().div_(255).unsqueeze(1)
-    ty = torch.from_numpy(read_idx(f"{d}/t10k-labels-idx1-ubyte.gz")[: a.limit_test].astype(np.int64))
-    mean, std = x.mean(), x.std()
-    x, tx = (x - mean) / std, (tx - mean) / std
-    model = DDP(cnn())
+    if a.dataset == "fashion-mnist":
+        x, y, tx, ty = pytorch_models.fashion_mnist(a.data_dir, a.limit_train, a.limit_test)
+    else:
+        shape = tuple(int(v) for v in a.input_shape.split(","))
+        x, y, tx, ty = pytorch_models.synthetic(shape, 10, a.synthetic_size)
+        tx, ty = tx[: a.limit_test], ty[: a.limit_test]
+    net = pytorch_models.cnn() if a.model == "cnn" else pytorch_models.resnet18(x.shape[1])
+    model = DDP(net, bucket_cap_mb=a.bucket_mb)
+    register_hook(model, a.comm_hook)
+    grad_bytes_per_step = sum(q.numel() * q.element_size() for q in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=5e-4)
     total, steps, loss_sum, seen = 0.0, 0, 0.0, 0
     for epoch in range(a.epochs):
+        model.train()
         g = torch.Generator().manual_seed(epoch)
         perm = torch.randperm(len(y), generator=g)[rank::world]
         start = time.perf_counter()
@@ -54,16 +100,22 @@ def main():
         total += time.perf_counter() - start
     model.eval()
     with torch.no_grad():
-        correct = (model(tx).argmax(1) == ty).sum().item()
+        correct = sum((model(tx[i : i + 500]).argmax(1) == ty[i : i + 500]).sum().item()
+                      for i in range(0, len(ty), 500))
     stats = torch.tensor([total, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0], dtype=torch.float64)
     dist.all_reduce(stats, op=dist.ReduceOp.MAX)
     sums = torch.tensor([loss_sum, seen], dtype=torch.float64)
     dist.all_reduce(sums)
+    wire_ratio = 1.0 if a.comm_hook == "none" else reduced_bytes / (grad_bytes_per_step * steps)
     if rank == 0:
-        print(json.dumps({"impl": "pytorch-ddp", "ranks": world, "epoch_s": stats[0].item() / a.epochs,
-                          "step_s": stats[0].item() / steps, "peak_rss_max_bytes": int(stats[1].item()),
+        print(json.dumps({"impl": "pytorch-ddp", "model": a.model, "comm_hook": a.comm_hook,
+                          "ranks": world, "batch_per_rank": a.batch_size, "steps": steps,
+                          "epoch_s": stats[0].item() / a.epochs, "step_s": stats[0].item() / steps,
+                          "samples_per_s": sums[1].item() / stats[0].item(),
+                          "peak_rss_max_bytes": int(stats[1].item()),
                           "train_loss": (sums[0] / sums[1]).item(), "test_acc": correct / len(ty),
-                          "threads": a.threads, "torch": torch.__version__}), flush=True)
+                          "wire_ratio": wire_ratio, "threads": a.threads,
+                          "torch": torch.__version__}), flush=True)
 
 
 if __name__ == "__main__":

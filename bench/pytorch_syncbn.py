@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""PyTorch side of bench/syncbn.sh. torch.nn.SyncBatchNorm runs on CUDA only, so this runs
-its algorithm (torch/nn/modules/_functions.py, PyTorch 1.13) with PyTorch CPU ops and the
-gloo backend: local mean and invstd, an all_gather of (mean, invstd, count) from every
-rank, combined statistics; backward: one all_reduce of (sum dy, sum dy*(x-mean)).
-Also the local nn.BatchNorm1d. Median forward+backward time, max over ranks, like
-`dtrain bench syncbn`. Launch: dtrain launch -n 2 -- /usr/bin/python3 bench/pytorch_syncbn.py"""
+"""PyTorch side of `bash bench/ddp.sh syncbn`. torch.nn.SyncBatchNorm runs on GPUs only
+(still in 2.11: it refuses CPU input, and torch.batch_norm_stats has no CPU kernel), so
+this runs its algorithm (torch/nn/modules/_functions.py, whose gloo path is the same in
+1.13 and 2.11) with PyTorch CPU ops and the gloo backend: local mean and invstd, an
+all_gather of (mean, invstd, count) from every rank, combined statistics; backward: one
+all_reduce of (sum dy, sum dy*(x-mean)). Also the local nn.BatchNorm1d. Median
+forward+backward time, max over ranks, like `dtrain bench syncbn`. Launch:
+  dtrain launch -n 2 -- .venv/bin/python bench/pytorch_syncbn.py"""
 import argparse, json, statistics, time
 import torch
 import torch.distributed as dist

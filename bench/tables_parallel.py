@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Markdown tables for docs/results.md from the pipeline and DDP benchmark data
 (docs/data/pipeline-*.jsonl, ddp-*.jsonl, syncbn.jsonl, scale-*.jsonl).
-Usage: python3 bench/tables_parallel.py SECTION   (bubble|schedules|ablation|ddp|compress|syncbn|scale|vsddp)"""
+Usage: python3 bench/tables_parallel.py SECTION
+  (bubble|schedules|ablation|ddp|resnet|hooks|compress|syncbn|scale|vsddp|vspytorch)"""
 import json, statistics, sys
 from pathlib import Path
 
@@ -68,17 +69,71 @@ def ablation():
                  "fwd link GB/s (bytes/recv time)", "fwd link GB/s (bytes/step time)"], body))
 
 
+def ddp_vs_pytorch(name):
+    """Per round: dtrain DDP and PyTorch DDP side by side; then the mean ratios."""
+    body, ours, theirs = [], [], []
+    for r in rows(name):
+        mine = r.get("impl") == "dtrain-ddp"
+        step = r["epoch_s"] / r["steps"] if mine else r["step_s"]
+        sps = r["samples_per_s"]
+        (ours if mine else theirs).append((step, sps, r["peak_rss_max_bytes"]))
+        body.append([r["round"], "dtrain" if mine else f'PyTorch {r["torch"]}', f'{r["epoch_s"]:.2f}',
+                     f'{1000 * step:.1f}', f'{sps:.1f}', f'{r["peak_rss_max_bytes"] / 2**20:.0f}',
+                     f'{r["train_loss"]:.4f}', f'{r["test_acc"]:.4f}'])
+    print(table(["round", "impl", "epoch s", "step ms", "samples/s", "peak RSS MiB (max over ranks)",
+                 "train loss", "test acc"], body))
+    if ours and theirs:
+        mean = lambda xs, i: statistics.mean(x[i] for x in xs)
+        print(f"\nmean step time ratio dtrain/PyTorch: {mean(ours, 0) / mean(theirs, 0):.3f}; "
+              f"samples/s ratio: {mean(ours, 1) / mean(theirs, 1):.3f}; "
+              f"peak RSS ratio: {mean(ours, 2) / mean(theirs, 2):.3f}")
+
+
 def ddp():
+    ddp_vs_pytorch("ddp-vs-pytorch.jsonl")
+
+
+def resnet():
+    ddp_vs_pytorch("ddp-resnet18-vs-pytorch.jsonl")
+
+
+def hooks():
     body = []
-    for r in rows("ddp-vs-pytorch.jsonl"):
+    for r in rows("ddp-hooks.jsonl"):
         if r.get("impl") == "dtrain-ddp":
-            step = r["epoch_s"] / r["steps"]
-            body.append([r["round"], "dtrain", f'{r["epoch_s"]:.2f}', f'{1000 * step:.1f}',
-                         f'{r["peak_rss_max_bytes"] / 2**20:.0f}', f'{r["train_loss"]:.4f}', f'{r["test_acc"]:.4f}'])
+            body.append(["dtrain", f'--compress-grad {r["compress_grad"]}', f'{100 * r["test_acc"]:.2f}',
+                         f'{r["train_loss"]:.4f}', f'{r["grad_wire_bytes"] / r["grad_bytes"]:.4f}',
+                         f'{r["samples_per_s"]:.0f}'])
         else:
-            body.append([r["round"], "pytorch", f'{r["epoch_s"]:.2f}', f'{1000 * r["step_s"]:.1f}',
-                         f'{r["peak_rss_max_bytes"] / 2**20:.0f}', f'{r["train_loss"]:.4f}', f'{r["test_acc"]:.4f}'])
-    print(table(["round", "impl", "epoch s", "step ms", "peak RSS MiB (max over ranks)", "train loss", "test acc"], body))
+            body.append([f'PyTorch {r["torch"]}', f'comm hook {r["comm_hook"]}', f'{100 * r["test_acc"]:.2f}',
+                         f'{r["train_loss"]:.4f}', f'{r["wire_ratio"]:.4f}', f'{r["samples_per_s"]:.0f}'])
+    print(table(["impl", "gradients", "test acc %", "train loss", "bytes / fp32 all-reduce", "samples/s"], body))
+
+
+def vspytorch():
+    """Means over rounds per (impl, schedule, M)."""
+    by = {}
+    for r in rows("pipeline-vs-pytorch.jsonl"):
+        if r.get("summary"):
+            continue
+        if "run" in r:  # dtrain-SCHEDULE-MM-rR
+            _, sched, m, _ = r["run"].split("-")
+            key = ("dtrain", sched, int(m[1:]))
+            rss = [s["peak_rss_bytes"] for s in r["stages"]]
+            ideal = r["bubble_ideal"]
+        else:
+            key = (f'PyTorch {r["torch"]}', r["schedule"], r["chunks"])
+            rss = r["peak_rss_bytes_per_rank"]
+            ideal = r["bubble_ideal"]
+        by.setdefault(key, []).append((r["samples_per_s"], r["bubble_measured"], ideal, rss))
+    body = []
+    for (impl, sched, m), rs in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
+        ideal = rs[0][2]
+        body.append([m, sched, impl, f'{statistics.mean(x[0] for x in rs):.0f}',
+                     f'{statistics.mean(x[1] for x in rs):.3f}', "-" if ideal is None else f"{ideal:.3f}",
+                     " / ".join(f"{statistics.mean(x[3][i] for x in rs) / 2**20:.0f}" for i in range(len(rs[0][3])))])
+    print(table(["M", "schedule", "impl", "samples/s", "bubble measured", "bubble ideal",
+                 "peak RSS MiB (rank 0 / 1)"], body))
 
 
 def compress():

@@ -15,8 +15,8 @@ TEST(BuildInfoTest, ParsesBuildSettingsByKey) {
   EXPECT_EQ(torch_build_setting(config, "CUDA_VERSION"), "13.0");
   EXPECT_EQ(torch_build_setting(config, "TORCH_VERSION"), "2.11.0");
   EXPECT_EQ(torch_build_setting(config, "USE_NCCL"), "1");
-  EXPECT_EQ(torch_build_setting(config, "USE"), "");       // a prefix is not a key
-  EXPECT_EQ(torch_build_setting(config, "USE_XPU"), "");   // absent
+  EXPECT_EQ(torch_build_setting(config, "USE"), "");      // a prefix is not a key
+  EXPECT_EQ(torch_build_setting(config, "USE_XPU"), "");  // absent
   EXPECT_EQ(torch_build_setting("no settings here", "USE_CUDA"), "");
 }
 

@@ -59,8 +59,7 @@ bool is_loopback(const std::string& addr) {
 
 c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                             int size, std::chrono::milliseconds timeout,
-                                            const std::string& hostname,
-                                            const std::string& iface) {
+                                            const std::string& hostname, const std::string& iface) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
   if (!iface.empty()) {
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));

@@ -1,0 +1,86 @@
+"""The PyTorch twins of dtrain's zoo models and data used by the side-by-side benchmarks
+(same layers, shapes and parameter counts as src/dtrain/models and src/dtrain/data)."""
+import gzip
+import struct
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def fashion_mnist(data_dir, limit_train, limit_test):
+    """Normalized by the training split's mean and std, like dtrain's loader."""
+    def images(name, limit):
+        return torch.from_numpy(read_idx(f"{data_dir}/{name}")[:limit].copy()).float().div_(255).unsqueeze(1)
+
+    def labels(name, limit):
+        return torch.from_numpy(read_idx(f"{data_dir}/{name}")[:limit].astype(np.int64))
+
+    x, tx = images("train-images-idx3-ubyte.gz", limit_train), images("t10k-images-idx3-ubyte.gz", limit_test)
+    y, ty = labels("train-labels-idx1-ubyte.gz", limit_train), labels("t10k-labels-idx1-ubyte.gz", limit_test)
+    mean, std = x.mean(), x.std()
+    return (x - mean) / std, y, (tx - mean) / std, ty
+
+
+def synthetic(shape, classes, n, seed=0):
+    """Class prototypes plus Gaussian noise, as `--dataset synthetic` (not the same draws)."""
+    g = torch.Generator().manual_seed(seed)
+    protos = torch.randn((classes, *shape), generator=g)
+    def make(count):
+        y = torch.randint(0, classes, (count,), generator=g)
+        return protos[y] + 1.5 * torch.randn((count, *shape), generator=g), y
+    x, y = make(n)
+    tx, ty = make(max(1, n // 5))
+    return x, y, tx, ty
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25),
+        nn.Linear(128, 10))
+
+
+def conv_bn(cin, cout, kernel, stride, activation=True):
+    layers = [nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, bias=False), nn.BatchNorm2d(cout)]
+    return nn.Sequential(*layers, nn.ReLU(inplace=True)) if activation else nn.Sequential(*layers)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.body = nn.Sequential(conv_bn(cin, cout, 3, stride), conv_bn(cout, cout, 3, 1, activation=False))
+        self.shortcut = (conv_bn(cin, cout, 1, stride, activation=False)
+                         if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
+def resnet18(in_channels=3, classes=10):
+    """The CIFAR ResNet-18 of dtrain's zoo: 3x3 stem, no max-pool, 11,173,962 parameters."""
+    blocks = [conv_bn(in_channels, 64, 3, 1)]
+    cin = 64
+    for stage, width in enumerate((64, 128, 256, 512)):
+        for b in range(2):
+            blocks.append(BasicBlock(cin, width, 2 if stage > 0 and b == 0 else 1))
+            cin = width
+    blocks.append(nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, classes)))
+    return nn.Sequential(*blocks)
+
+
+def mlp_blocks(inputs, depth, hidden=512, classes=10):
+    """dtrain's mlp as its blocks: fc1 (flatten, linear, relu), fc2..fcN, head."""
+    blocks = [nn.Sequential(nn.Flatten(), nn.Linear(inputs, hidden), nn.ReLU())]
+    blocks += [nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU()) for _ in range(depth - 1)]
+    blocks.append(nn.Linear(hidden, classes))
+    return blocks
