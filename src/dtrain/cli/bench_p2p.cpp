@@ -8,6 +8,7 @@
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/tags.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/report.h"
 
@@ -25,8 +26,8 @@ struct Options {
   std::string out;
 };
 
-constexpr int kDataTag = 11;
-constexpr int kAckTag = 12;
+const int kDataTag = comm::TagLayout(comm::TagSpace::kBenchmark, {{"p2p", 8}}).make({0});
+const int kAckTag = comm::TagLayout(comm::TagSpace::kBenchmark, {{"p2p", 8}}).make({1});
 constexpr int64_t kMaxBytesPerMeasurement = int64_t{2} << 30;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

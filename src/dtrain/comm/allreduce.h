@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dtrain/comm/reduce_op.h"
+#include "dtrain/comm/tags.h"
 
 namespace dtrain::comm {
 
@@ -38,10 +39,9 @@ Algorithm choose_algorithm(int64_t bytes, int world_size);
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::kSum;
   Algorithm algorithm = Algorithm::kAuto;
-  int tag = kCollectiveTag;
+  int tag = collective_tag(CollectiveChannel::kAllReduce);  // see comm/tags.h
   // Ring: bytes per pipelined segment.
   int64_t segment_bytes = 1024 * 1024;
-  static constexpr int kCollectiveTag = (1 << 24) + 1;
 };
 
 void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& options = {});

@@ -16,9 +16,6 @@ class Group;
 
 enum class BroadcastAlgorithm { kAuto, kBinomialTree, kScatterAllGather };
 
-constexpr int kBroadcastTag = (1 << 24) + 2;
-constexpr int kScatterGatherTag = (1 << 24) + 3;
-
 // In place; `tensor` holds the data on `root` and is overwritten everywhere else.
 // kAuto uses the binomial tree up to 256 KiB, scatter + ring all-gather above.
 void broadcast(Group& group, at::Tensor& tensor, int root,

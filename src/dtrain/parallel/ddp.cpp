@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/tags.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/compress/error_feedback.h"
 #include "dtrain/metrics/timer.h"
@@ -15,9 +16,10 @@ namespace {
 using metrics::Clock;
 using metrics::since;
 
-// Tags for the compressed exchange: below the collectives' reserved range.
+// DDP's tag space (comm/tags.h): phase (0 reduce-scatter, 1 all-gather) and bucket.
 int exchange_tag(int phase, size_t bucket) {
-  return (7 << 20) | (phase << 19) | static_cast<int>(bucket % (1u << 19));
+  static const comm::TagLayout layout(comm::TagSpace::kDdp, {{"phase", 1}, {"bucket", 23}});
+  return layout.make({phase, static_cast<int64_t>(bucket)});
 }
 
 constexpr int kShapeSlots = 6;  // per parameter: ndim, 4 leading dims, numel

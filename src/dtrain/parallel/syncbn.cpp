@@ -31,7 +31,7 @@ std::vector<int64_t> channel_shape(const at::Tensor& x) {
 void sum_over_ranks(comm::Group& group, at::Tensor& t) {
   if (group.size() == 1) return;
   comm::AllReduceOptions o;
-  o.tag = comm::AllReduceOptions::kCollectiveTag + 1;
+  o.tag = comm::collective_tag(comm::CollectiveChannel::kSyncBatchNorm);
   comm::all_reduce(group, t, o);
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/tags.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
@@ -17,19 +18,23 @@ namespace {
 using metrics::Clock;
 using metrics::since;
 
-// Tag layout: kind << 20 | stage << 10 | micro-batch (M <= 1024, stages <= 1024).
+// The pipeline's tag space (comm/tags.h): kind, destination stage, micro-batch.
 enum TagKind {
   kActivationTag = 1,
   kGradientTag = 2,
   kLabelTag = 3,
   kResultTag = 4,
-  kCommandTag = 5,
-  kReportTag = 6
+  kCommandTag = 5
 };
-int tag(TagKind kind, int stage = 0, int micro_batch = 0) {
-  return (kind << 20) | (stage << 10) | micro_batch;
+const comm::TagLayout& tag_layout() {
+  static const comm::TagLayout layout(comm::TagSpace::kPipeline,
+                                      {{"kind", 3}, {"stage", 10}, {"micro-batch", 11}});
+  return layout;
 }
-constexpr int kMaxMicroBatches = 1024;
+int tag(TagKind kind, int stage = 0, int micro_batch = 0) {
+  return tag_layout().make({kind, stage, micro_batch});
+}
+constexpr int kMaxMicroBatches = 1024;  // <= tag_layout().limit(2)
 
 std::vector<int64_t> split_sizes(int64_t batch, int parts) {
   std::vector<int64_t> sizes(static_cast<size_t>(parts), batch / parts);
@@ -73,6 +78,10 @@ Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConf
   const int64_t blocks = static_cast<int64_t>(model->size());
   if (config_.micro_batches < 1 || config_.micro_batches > kMaxMicroBatches)
     throw std::invalid_argument("--chunks must be 1.." + std::to_string(kMaxMicroBatches));
+  const int64_t stage_limit = tag_layout().limit(1);
+  if (static_cast<int64_t>(config_.partition.stages.size()) > stage_limit)
+    throw std::invalid_argument("a pipeline has at most " + std::to_string(stage_limit) +
+                                " stages, got " + std::to_string(config_.partition.stages.size()));
   int64_t covered = 0;
   for (const auto& s : config_.partition.stages) {
     if (s.begin != covered || s.end <= s.begin || s.end > blocks)
@@ -273,7 +282,7 @@ void Pipeline::execute(const Command& c) {
             {l.src, l.dst, l.direction, l.bytes, l.fp32_bytes, l.messages, l.recv_time_s});
       const std::string text = j.dump();
       const std::vector<uint8_t> bytes(text.begin(), text.end());
-      group_.isend_bytes(bytes, 0, tag(kReportTag)).wait();
+      group_.isend_bytes(bytes, 0, comm::report_tag()).wait();
       reset_counters();
       break;
     }
@@ -425,7 +434,7 @@ std::vector<RankReport> Pipeline::collect_reports() {
   std::vector<RankReport> out{local_report()};
   reset_counters();
   for (int r = 1; r < group_.size(); ++r) {
-    const auto bytes = group_.recv_bytes(r, tag(kReportTag), int64_t{1} << 24);
+    const auto bytes = group_.recv_bytes(r, comm::report_tag(), int64_t{1} << 24);
     RankReport rep;
     rep.rank = r;
     try {

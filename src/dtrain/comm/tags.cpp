@@ -1,0 +1,58 @@
+#include "dtrain/comm/tags.h"
+
+#include <stdexcept>
+
+namespace dtrain::comm {
+namespace {
+
+constexpr int kFieldBits = 24;
+
+}  // namespace
+
+TagLayout::TagLayout(TagSpace space, std::initializer_list<TagField> fields)
+    : space_(space), fields_(fields) {
+  int bits = 0;
+  for (const TagField& f : fields_) {
+    if (f.bits < 1) throw std::invalid_argument(std::string("tag field ") + f.name + ": no bits");
+    bits += f.bits;
+  }
+  if (bits > kFieldBits) {
+    throw std::invalid_argument("tag layout needs " + std::to_string(bits) + " bits, more than " +
+                                std::to_string(kFieldBits));
+  }
+}
+
+int64_t TagLayout::limit(size_t index) const {
+  return int64_t{1} << fields_.at(index).bits;
+}
+
+int TagLayout::make(std::initializer_list<int64_t> values) const {
+  if (values.size() != fields_.size()) {
+    throw std::invalid_argument("tag needs " + std::to_string(fields_.size()) + " values, got " +
+                                std::to_string(values.size()));
+  }
+  int64_t packed = 0;
+  size_t i = 0;
+  for (const int64_t v : values) {
+    const TagField& f = fields_[i];
+    if (v < 0 || v >= limit(i)) {
+      throw std::out_of_range(std::string("message tag field '") + f.name + "' = " +
+                              std::to_string(v) + " is outside 0.." + std::to_string(limit(i) - 1));
+    }
+    packed = (packed << f.bits) | v;
+    ++i;
+  }
+  return static_cast<int>((static_cast<int64_t>(space_) << kFieldBits) | packed);
+}
+
+int collective_tag(CollectiveChannel channel) {
+  static const TagLayout layout(TagSpace::kCollective, {{"collective", 8}});
+  return layout.make({static_cast<int64_t>(channel)});
+}
+
+int report_tag() {
+  static const TagLayout layout(TagSpace::kReport, {{"report", 8}});
+  return layout.make({0});
+}
+
+}  // namespace dtrain::comm

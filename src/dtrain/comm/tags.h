@@ -1,0 +1,64 @@
+// One registry of point-to-point message tags. Gloo pairs a receive with a send by (peer,
+// tag), so two users of one Group that could be in flight at the same time must never
+// share a tag. Each user owns a space; inside it, a TagLayout packs named fields into the
+// low 24 bits and throws, naming the field and its limit, when a value does not fit.
+//
+//   tag = space << 24 | fields packed from the most significant (first) to the last
+//
+// Spaces: collectives (all_reduce's algorithms, broadcast, reduce_scatter / all_gather,
+// SyncBatchNorm's reductions), the pipeline (activations, gradients, labels, commands,
+// results), DDP's compressed exchange, reports (a rank's summary to rank 0), and
+// benchmarks. Space values stay below 2^7, so every tag is a positive int.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace dtrain::comm {
+
+enum class TagSpace : int {
+  kCollective = 1,
+  kPipeline = 2,
+  kDdp = 3,
+  kReport = 4,
+  kBenchmark = 5,
+};
+
+struct TagField {
+  const char* name;
+  int bits;
+};
+
+class TagLayout {
+ public:
+  // Throws std::invalid_argument when the fields need more than 24 bits.
+  TagLayout(TagSpace space, std::initializer_list<TagField> fields);
+
+  // The tag for these field values (one per field, in order). Throws std::out_of_range
+  // naming the field when a value is negative or does not fit its bits.
+  int make(std::initializer_list<int64_t> values) const;
+
+  // One more than the largest value field `index` can hold.
+  int64_t limit(size_t index) const;
+
+ private:
+  TagSpace space_;
+  std::vector<TagField> fields_;
+};
+
+// Tags of the collectives in comm (one field: which collective, so two different ones
+// in flight on one Group, e.g. DDP's bucket all-reduce and SyncBatchNorm's, never meet).
+enum class CollectiveChannel : int {
+  kAllReduce = 0,
+  kBroadcast = 1,
+  kScatterGather = 2,
+  kSyncBatchNorm = 3,
+};
+int collective_tag(CollectiveChannel channel);
+
+// The tag of rank reports (a rank's measurements sent to rank 0 at the end of a run).
+int report_tag();
+
+}  // namespace dtrain::comm
