@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "dtrain/compress/codecs.h"
@@ -11,10 +10,7 @@
 namespace dtrain::compress {
 namespace {
 
-constexpr uint8_t kMagic[4] = {'D', 'T', 'C', 'K'};
-constexpr uint8_t kVersion = 1;
-constexpr size_t kFixedHeader = 32;
-constexpr int kMaxDims = 8;
+constexpr int kMaxDims = PacketHeader::kMaxDims;
 constexpr int64_t kMaxNumel = int64_t{1} << 40;
 
 int parse_int(const std::string& text, const std::string& whole) {
@@ -59,17 +55,6 @@ at::ScalarType dtype_from_code(uint8_t c) {
     default:
       throw CorruptPacket("packet: unknown dtype code " + std::to_string(c));
   }
-}
-
-template <class T>
-void put(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
-template <class T>
-T get(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
 }
 
 void check_spec(const CodecSpec& s, const std::string& name) {
@@ -215,22 +200,19 @@ Packet encode(const Codec& codec, const at::Tensor& tensor) {
   const float* x = values.data_ptr<float>();
   const size_t table = codec.table_bytes(n);
   const size_t payload = codec.payload_bytes(n);
-  const size_t header = kFixedHeader + 8 * static_cast<size_t>(tensor.dim());
+  PacketHeader h;
+  h.codec_id = static_cast<uint8_t>(codec.spec().id);
+  h.dtype_code = dtype;
+  h.bits = static_cast<uint8_t>(codec.spec().bits);
+  h.split_bits = static_cast<uint8_t>(codec.spec().split_bits);
+  h.table_bytes = static_cast<uint32_t>(table);
+  h.payload_bytes = payload;
+  h.numel = static_cast<uint64_t>(n);
+  h.shape = tensor.sizes().vec();
+  const size_t header = h.size();
   Packet out(header + table + payload);
   uint8_t* p = out.data();
-  std::memcpy(p, kMagic, 4);
-  p[4] = kVersion;
-  p[5] = static_cast<uint8_t>(codec.spec().id);
-  p[6] = dtype;
-  p[7] = static_cast<uint8_t>(tensor.dim());
-  p[8] = static_cast<uint8_t>(codec.spec().bits);
-  p[9] = static_cast<uint8_t>(codec.spec().split_bits);
-  put<uint16_t>(p + 10, 0);
-  put<uint32_t>(p + 12, static_cast<uint32_t>(table));
-  put<uint64_t>(p + 16, payload);
-  put<uint64_t>(p + 24, static_cast<uint64_t>(n));
-  for (int64_t d = 0; d < tensor.dim(); ++d)
-    put<int64_t>(p + kFixedHeader + 8 * d, tensor.size(d));
+  h.write(p);
   try {
     codec.encode_values(x, n, p + header, p + header + table);  // checks finiteness itself
   } catch (const std::invalid_argument& e) {
@@ -240,36 +222,24 @@ Packet encode(const Codec& codec, const at::Tensor& tensor) {
 }
 
 PacketInfo inspect(const uint8_t* data, size_t size) {
-  if (size < kFixedHeader) {
-    throw CorruptPacket("packet: " + std::to_string(size) + " bytes is shorter than the header");
-  }
-  if (std::memcmp(data, kMagic, 4) != 0) throw CorruptPacket("packet: bad magic");
-  if (data[4] != kVersion) {
-    throw CorruptPacket("packet: version " + std::to_string(data[4]) + " (this build reads " +
-                        std::to_string(kVersion) + ")");
-  }
+  const PacketHeader h = PacketHeader::read(data, size);
   PacketInfo info{};
-  if (data[5] > static_cast<uint8_t>(CodecId::kKMeans)) {
-    throw CorruptPacket("packet: unknown codec id " + std::to_string(data[5]));
+  if (h.codec_id > static_cast<uint8_t>(CodecId::kKMeans)) {
+    throw CorruptPacket("packet: unknown codec id " + std::to_string(h.codec_id));
   }
-  info.spec.id = static_cast<CodecId>(data[5]);
-  info.dtype = dtype_from_code(data[6]);
-  const int ndim = data[7];
-  if (ndim > kMaxDims) throw CorruptPacket("packet: " + std::to_string(ndim) + " dimensions");
-  info.spec.bits = data[8];
-  info.spec.split_bits = data[9];
-  if (get<uint16_t>(data + 10) != 0) throw CorruptPacket("packet: reserved field is not zero");
+  info.spec.id = static_cast<CodecId>(h.codec_id);
+  info.dtype = dtype_from_code(h.dtype_code);
+  info.spec.bits = h.bits;
+  info.spec.split_bits = h.split_bits;
   try {
     check_spec(info.spec, info.spec.name());
   } catch (const std::invalid_argument& e) {
     throw CorruptPacket(std::string("packet: bad codec parameters: ") + e.what());
   }
-  info.header_bytes = kFixedHeader + 8 * static_cast<size_t>(ndim);
-  if (size < info.header_bytes) throw CorruptPacket("packet: truncated shape");
-  const uint64_t numel = get<uint64_t>(data + 24);
+  info.header_bytes = h.size();
+  const uint64_t numel = h.numel;
   int64_t product = 1;
-  for (int d = 0; d < ndim; ++d) {
-    const int64_t dim = get<int64_t>(data + kFixedHeader + 8 * d);
+  for (const int64_t dim : h.shape) {
     if (dim < 0 || dim > kMaxNumel)
       throw CorruptPacket("packet: bad dimension " + std::to_string(dim));
     if (product != 0 && dim > kMaxNumel / product) throw CorruptPacket("packet: shape too large");
@@ -282,8 +252,8 @@ PacketInfo inspect(const uint8_t* data, size_t size) {
   }
   info.numel = product;
   const auto codec = make_codec(info.spec);
-  info.table_bytes = get<uint32_t>(data + 12);
-  info.payload_bytes = get<uint64_t>(data + 16);
+  info.table_bytes = h.table_bytes;
+  info.payload_bytes = h.payload_bytes;
   if (info.table_bytes != codec->table_bytes(product) ||
       info.payload_bytes != codec->payload_bytes(product)) {
     throw CorruptPacket("packet: table/payload lengths do not match " + info.spec.name() + " for " +

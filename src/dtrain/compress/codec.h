@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/compress/packet_header.h"  // CorruptPacket
+
 namespace dtrain::compress {
 
 enum class CodecId : uint8_t {
@@ -43,11 +45,6 @@ struct CodecSpec {
 CodecSpec parse_codec(const std::string& name);
 // One line per codec family, for --help.
 std::string codec_help();
-
-class CorruptPacket : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 using Packet = std::vector<uint8_t>;
 

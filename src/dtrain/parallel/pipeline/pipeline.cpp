@@ -271,16 +271,7 @@ void Pipeline::execute(const Command& c) {
       run(c.kind == CommandKind::kTrain, c.batch, {}, {});
       break;
     case CommandKind::kReport: {
-      const RankReport r = local_report();
-      nlohmann::json j;
-      j["blocks"] = r.blocks;
-      j["times"] = {r.times.forward_s,   r.times.backward_s,  r.times.encode_s, r.times.decode_s,
-                    r.times.recv_wait_s, r.times.send_wait_s, r.times.step_s,   r.times.steps};
-      j["rss"] = r.peak_rss_bytes;
-      for (const auto& l : r.links)
-        j["links"].push_back(
-            {l.src, l.dst, l.direction, l.bytes, l.fp32_bytes, l.messages, l.recv_time_s});
-      const std::string text = j.dump();
+      const std::string text = nlohmann::json(local_report()).dump();
       const std::vector<uint8_t> bytes(text.begin(), text.end());
       group_.isend_bytes(bytes, 0, comm::report_tag()).wait();
       reset_counters();
@@ -436,20 +427,15 @@ std::vector<RankReport> Pipeline::collect_reports() {
   for (int r = 1; r < group_.size(); ++r) {
     const auto bytes = group_.recv_bytes(r, comm::report_tag(), int64_t{1} << 24);
     RankReport rep;
-    rep.rank = r;
     try {
-      const auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
-      rep.blocks = j.at("blocks").get<std::vector<std::string>>();
-      const auto& t = j.at("times");
-      rep.times = {t.at(0), t.at(1), t.at(2), t.at(3), t.at(4), t.at(5), t.at(6), t.at(7)};
-      rep.peak_rss_bytes = j.at("rss");
-      if (j.contains("links")) {
-        for (const auto& l : j.at("links"))
-          rep.links.push_back({l.at(0), l.at(1), l.at(2), l.at(3), l.at(4), l.at(5), l.at(6)});
-      }
+      nlohmann::json::parse(bytes.begin(), bytes.end()).get_to(rep);
     } catch (const nlohmann::json::exception& e) {
       throw std::runtime_error("corrupt pipeline report from rank " + std::to_string(r) + ": " +
                                e.what());
+    }
+    if (rep.rank != r) {
+      throw std::runtime_error("pipeline report from rank " + std::to_string(r) +
+                               " says it is from rank " + std::to_string(rep.rank));
     }
     out.push_back(std::move(rep));
   }

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "dtrain/parallel/pipeline/partition.h"
+#include "dtrain/parallel/pipeline/report.h"
 #include "dtrain/parallel/pipeline/schedule.h"
 
 namespace dtrain::comm {
@@ -58,36 +59,6 @@ struct StepResult {
   double loss_sum = 0;  // sum of per-sample losses
   int64_t correct = 0;
   int64_t samples = 0;
-};
-
-// Time one rank spent in training steps since the last report.
-struct StageTimes {
-  double forward_s = 0, backward_s = 0;  // compute (the loss counts as forward)
-  double encode_s = 0, decode_s = 0;     // codecs
-  double recv_wait_s = 0;                // blocked in receives (includes the transfer)
-  double send_wait_s = 0;                // blocked waiting for sends to complete
-  double step_s = 0;                     // wall time of the schedules
-  int64_t steps = 0;
-  double busy_s() const { return forward_s + backward_s + encode_s + decode_s; }
-  double idle_s() const { return step_s - busy_s(); }
-};
-
-// Traffic into one rank from one peer, as the receiver saw it.
-struct LinkRecord {
-  int src = 0, dst = 0;
-  std::string direction;   // "forward" (activations) or "backward" (gradients)
-  int64_t bytes = 0;       // wire bytes (packets)
-  int64_t fp32_bytes = 0;  // 4 * values carried
-  int64_t messages = 0;
-  double recv_time_s = 0;  // blocked in the receive (seed 000's recv_time)
-};
-
-struct RankReport {
-  int rank = 0;
-  std::vector<std::string> blocks;
-  StageTimes times;
-  std::vector<LinkRecord> links;
-  int64_t peak_rss_bytes = 0;
 };
 
 enum class CommandKind { kTrain = 1, kEval = 2, kReport = 3, kStop = 4 };
