@@ -11,6 +11,7 @@
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/collectives.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/report.h"
 
@@ -34,7 +35,7 @@ struct Options {
   int64_t segment_bytes = 1024 * 1024;
 };
 
-enum class Op { kAllReduce, kBroadcast, kReduceScatter, kAllGather };
+using Op = metrics::CollectiveKind;
 
 Op parse_op(const std::string& s) {
   if (s == "all_reduce") return Op::kAllReduce;
@@ -97,19 +98,6 @@ std::string dtype_name(at::ScalarType t) {
     default:
       return "?";
   }
-}
-
-double bus_factor(Op op, int p) {
-  switch (op) {
-    case Op::kAllReduce:
-      return 2.0 * (p - 1) / p;
-    case Op::kReduceScatter:
-    case Op::kAllGather:
-      return static_cast<double>(p - 1) / p;
-    case Op::kBroadcast:
-      return 1.0;
-  }
-  return 1.0;
 }
 
 // Rank r's value at global index i: small integers so every result is exact.
@@ -326,7 +314,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       g.native_all_reduce(wrong_total, comm::ReduceOp::kSum);
       const double time_us = maxes[0].item<double>();
       const int64_t moved = count * elem;
-      const double algbw = time_us > 0 ? moved / (time_us * 1e-6) / 1e9 : 0;
+      const double algbw = metrics::algbw_gbps(static_cast<double>(moved), time_us * 1e-6);
       metrics::Row row;
       row["bench"] = "collective";
       row["op"] = o.op;
@@ -338,7 +326,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       row["dtype"] = dtype_name(dtype);
       row["time_us"] = time_us;
       row["algbw_gbps"] = algbw;
-      row["busbw_gbps"] = algbw * bus_factor(op, p);
+      row["busbw_gbps"] = algbw * metrics::bus_factor(op, p);
       row["wrong"] = o.check ? wrong_total.item<int64_t>() : -1;
       row["max_abs_diff"] = o.check ? maxes[1].item<double>() : -1.0;
       row["peak_rss_bytes"] = static_cast<int64_t>(maxes[2].item<double>());

@@ -1,5 +1,7 @@
 #include "dtrain/metrics/scaling.h"
 
+#include "dtrain/metrics/bandwidth.h"
+
 namespace dtrain::metrics {
 namespace {
 
@@ -35,8 +37,8 @@ std::vector<Row> scaling_rows(const std::vector<ScalingRun>& runs) {
     row["comm_exposed_s"] = r.comm_exposed_s;
     row["comm_total_s"] = r.comm_total_s;
     if (r.ranks > 1 && r.comm_total_s > 0) {
-      row["bandwidth_gbps"] = 2.0 * static_cast<double>(r.model_bytes) * (r.ranks - 1) / r.ranks *
-                              static_cast<double>(r.steps) / r.comm_total_s / 1e9;
+      const double traffic = static_cast<double>(ring_allreduce_traffic(r.model_bytes, r.ranks));
+      row["bandwidth_gbps"] = algbw_gbps(traffic * static_cast<double>(r.steps), r.comm_total_s);
     }
     row["test_acc"] = r.test_acc;
     row["peak_rss_bytes"] = r.peak_rss_bytes;

@@ -8,6 +8,7 @@
 #include "dtrain/comm/tags.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/compress/error_feedback.h"
+#include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/timer.h"
 
 namespace dtrain::parallel {
@@ -227,9 +228,8 @@ int64_t DistributedDataParallel::reduce(size_t index) {
   o.op = comm::ReduceOp::kAvg;
   o.algorithm = config_.algorithm;
   comm::all_reduce(group_, b.flat, o);
-  const int p = group_.size();
   // Bandwidth-optimal all-reduce traffic per rank (what ring sends; DESIGN.md).
-  return 2 * b.flat.numel() * 4 * (p - 1) / p;
+  return metrics::ring_allreduce_traffic(b.flat.numel() * 4, group_.size());
 }
 
 int64_t DistributedDataParallel::reduce_compressed(size_t index) {
