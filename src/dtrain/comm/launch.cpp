@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -57,7 +58,7 @@ class Fd {
 
 struct Stream {
   Fd fd;
-  FILE* out;
+  FILE* out = nullptr;
   std::string pending;  // partial line
 };
 
@@ -133,6 +134,156 @@ void signal_all(std::vector<Child>& children, int sig) {
   }
 }
 
+// Routes SIGINT, SIGTERM and SIGCHLD into a self-pipe while alive (the poll loop reads
+// it); restores the previous handlers however launch() ends, exceptions included.
+class SignalPipe {
+ public:
+  SignalPipe() {
+    if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw std::runtime_error("launch: pipe failed");
+    }
+    read_ = Fd(g_signal_pipe[0]);
+    write_ = Fd(g_signal_pipe[1]);
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalPipe() {
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      sigaction(kSignals[i], &old_[i], nullptr);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  SignalPipe(const SignalPipe&) = delete;
+  SignalPipe& operator=(const SignalPipe&) = delete;
+  int fd() const { return read_.get(); }
+
+ private:
+  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGCHLD};
+  Fd read_, write_;
+  std::array<struct sigaction, 3> old_{};
+};
+
+// The ranks; whatever is still running when this goes out of scope (an exception in
+// launch()) is killed and reaped, never left behind.
+struct Ranks {
+  std::vector<Child> children;
+  ~Ranks() {
+    signal_all(children, SIGKILL);
+    for (auto& c : children) {
+      if (c.running) waitpid(c.pid, &c.status, 0);
+    }
+  }
+};
+
+void start_ranks(const LaunchOptions& o, int port, std::vector<Child>& children) {
+  for (int r = 0; r < o.nprocs; ++r) {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("launch: pipe failed");
+    Fd out_r(out[0]), out_w(out[1]);
+    if (pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("launch: pipe failed");
+    Fd err_r(err[0]), err_w(err[1]);
+    Child& c = children[static_cast<size_t>(r)];
+    if (o.prefix_output) {
+      c.streams[0] = Stream{std::move(out_r), stdout, {}};
+      c.streams[1] = Stream{std::move(err_r), stderr, {}};
+      c.pid = spawn(o, r, port, out_w.get(), err_w.get());
+    } else {
+      c.pid = spawn(o, r, port, STDOUT_FILENO, STDERR_FILENO);
+    }
+    c.running = true;
+  }
+}
+
+// What the launcher decided so far: the exit code it will return and whether it is
+// stopping the ranks (a rank failed, or it was told to stop), with the SIGKILL deadline.
+struct LaunchState {
+  int result = 0;
+  bool stopping = false;
+  std::chrono::steady_clock::time_point kill_at = std::chrono::steady_clock::time_point::max();
+  void stop(std::vector<Child>& children, int sig, double grace_s) {
+    signal_all(children, sig);
+    if (stopping) return;
+    stopping = true;
+    kill_at = std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  }
+};
+
+void reap_finished(const LaunchOptions& o, std::vector<Child>& children, LaunchState& state) {
+  for (size_t r = 0; r < children.size(); ++r) {
+    Child& c = children[r];
+    int status = 0;
+    if (!c.running || waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+    c.running = false;
+    c.status = status;
+    if (exit_code(status) == 0) continue;
+    if (o.keep_going) {
+      if (state.result == 0) state.result = exit_code(status);  // the first to fail
+      std::fprintf(stderr, "[launch] rank %zu %s\n", r, describe_status(status).c_str());
+    } else if (!state.stopping) {
+      state.result = exit_code(status);
+      std::fprintf(stderr, "[launch] rank %zu %s; stopping the other ranks\n", r,
+                   describe_status(status).c_str());
+      state.stop(children, SIGTERM, o.grace_s);
+    }
+  }
+}
+
+void forward_signals(int signal_fd, const LaunchOptions& o, std::vector<Child>& children,
+                     LaunchState& state) {
+  unsigned char sig = 0;
+  while (read(signal_fd, &sig, 1) == 1) {
+    if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD only wakes the loop
+    std::fprintf(stderr, "[launch] received %s, forwarding to all ranks\n", strsignal(sig));
+    if (!state.stopping && state.result == 0) state.result = 128 + sig;
+    state.stop(children, sig, o.grace_s);
+  }
+}
+
+// Waits up to 200 ms for output or a signal and handles what arrived.
+void pump(int signal_fd, const LaunchOptions& o, std::vector<Child>& children, LaunchState& state) {
+  std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
+  std::vector<std::pair<size_t, int>> owners{{0, -1}};
+  for (size_t r = 0; r < children.size(); ++r) {
+    for (int k = 0; k < 2; ++k) {
+      if (children[r].streams[k].fd.get() < 0) continue;
+      fds.push_back({children[r].streams[k].fd.get(), POLLIN, 0});
+      owners.emplace_back(r, k);
+    }
+  }
+  if (poll(fds.data(), fds.size(), 200) < 0) return;  // EINTR: the next round retries
+  char buf[65536];
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (i == 0) {
+      forward_signals(signal_fd, o, children, state);
+      continue;
+    }
+    auto [r, k] = owners[i];
+    Stream& s = children[r].streams[k];
+    const ssize_t n = read(s.fd.get(), buf, sizeof(buf));
+    const std::string prefix = "[rank " + std::to_string(r) + "] ";
+    if (n > 0) {
+      s.pending.append(buf, static_cast<size_t>(n));
+      forward_lines(s, prefix, false);
+    } else if (n == 0 || errno != EINTR) {
+      forward_lines(s, prefix, true);
+      s.fd.reset();
+    }
+  }
+}
+
+bool anything_left(const std::vector<Child>& children) {
+  for (const auto& c : children) {
+    if (c.running) return true;
+    for (const auto& s : c.streams)
+      if (s.fd.get() >= 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int pick_free_port() {
@@ -157,135 +308,27 @@ int launch(const LaunchOptions& o) {
   if (o.command.empty()) throw std::invalid_argument("launch: no command given (use -- CMD ARGS)");
   const int port = o.master_port > 0 ? o.master_port : pick_free_port();
 
-  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    throw std::runtime_error("launch: pipe failed");
+  const SignalPipe signals;  // declared before the ranks: restored after they are reaped
+  Ranks ranks;
+  ranks.children.resize(static_cast<size_t>(o.nprocs));
+  start_ranks(o, port, ranks.children);
+
+  LaunchState state;
+  while (anything_left(ranks.children)) {
+    reap_finished(o, ranks.children, state);
+    if (!anything_left(ranks.children)) break;
+    if (state.stopping && std::chrono::steady_clock::now() > state.kill_at) {
+      signal_all(ranks.children, SIGKILL);
+      state.kill_at = std::chrono::steady_clock::time_point::max();
+    }
+    pump(signals.fd(), o, ranks.children, state);
   }
-  Fd signal_read(g_signal_pipe[0]);
-  Fd signal_write(g_signal_pipe[1]);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{}, old_chld{};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGCHLD, &sa, &old_chld);
-
-  std::vector<Child> children(static_cast<size_t>(o.nprocs));
-  for (int r = 0; r < o.nprocs; ++r) {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-      throw std::runtime_error("launch: pipe failed");
-    }
-    Child& c = children[static_cast<size_t>(r)];
-    c.streams[0] = Stream{Fd(out[0]), stdout, {}};
-    c.streams[1] = Stream{Fd(err[0]), stderr, {}};
-    Fd out_w(out[1]), err_w(err[1]);
-    if (!o.prefix_output) {
-      c.streams[0].fd.reset();
-      c.streams[1].fd.reset();
-      c.pid = spawn(o, r, port, STDOUT_FILENO, STDERR_FILENO);
-    } else {
-      c.pid = spawn(o, r, port, out_w.get(), err_w.get());
-    }
-    c.running = true;
-  }
-
-  int result = 0;
-  int first_failed = -1;
-  bool stopping = false;
-  auto stop_deadline = std::chrono::steady_clock::time_point::max();
-  char buf[65536];
-  for (;;) {
-    // Reap finished ranks.
-    for (size_t r = 0; r < children.size(); ++r) {
-      Child& c = children[r];
-      if (!c.running) continue;
-      int status = 0;
-      if (waitpid(c.pid, &status, WNOHANG) == c.pid) {
-        c.running = false;
-        c.status = status;
-        if (exit_code(status) != 0 && first_failed < 0 && !stopping) {
-          first_failed = static_cast<int>(r);
-          result = exit_code(status);
-          std::fprintf(stderr, "[launch] rank %zu %s%s\n", r, describe_status(status).c_str(),
-                       o.keep_going ? "" : "; stopping the other ranks");
-          if (!o.keep_going) {
-            stopping = true;
-            signal_all(children, SIGTERM);
-            stop_deadline = std::chrono::steady_clock::now() +
-                            std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
-          }
-        } else if (exit_code(status) != 0 && o.keep_going) {
-          std::fprintf(stderr, "[launch] rank %zu %s\n", r, describe_status(status).c_str());
-        }
-      }
-    }
-    bool any_running = false, any_open = false;
-    for (auto& c : children) {
-      any_running |= c.running;
-      for (auto& s : c.streams)
-        any_open |= s.fd.get() >= 0;
-    }
-    if (!any_running && !any_open) break;
-    if (stopping && std::chrono::steady_clock::now() > stop_deadline) {
-      signal_all(children, SIGKILL);
-      stop_deadline = std::chrono::steady_clock::time_point::max();
-    }
-
-    std::vector<pollfd> fds{{signal_read.get(), POLLIN, 0}};
-    std::vector<std::pair<size_t, int>> owners{{0, -1}};
-    for (size_t r = 0; r < children.size(); ++r) {
-      for (int k = 0; k < 2; ++k) {
-        if (children[r].streams[k].fd.get() < 0) continue;
-        fds.push_back({children[r].streams[k].fd.get(), POLLIN, 0});
-        owners.emplace_back(r, k);
-      }
-    }
-    const int ready = poll(fds.data(), fds.size(), 200);
-    if (ready < 0 && errno != EINTR) break;
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      if (i == 0) {
-        unsigned char sig = 0;
-        while (read(signal_read.get(), &sig, 1) == 1) {
-          if (sig == SIGINT || sig == SIGTERM) {
-            std::fprintf(stderr, "[launch] received %s, forwarding to all ranks\n", strsignal(sig));
-            signal_all(children, sig);
-            if (!stopping) {
-              stopping = true;
-              if (result == 0) result = 128 + sig;
-              stop_deadline = std::chrono::steady_clock::now() +
-                              std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
-            }
-          }
-        }
-        continue;
-      }
-      auto [r, k] = owners[i];
-      Stream& s = children[r].streams[k];
-      const ssize_t n = read(s.fd.get(), buf, sizeof(buf));
-      const std::string prefix = "[rank " + std::to_string(r) + "] ";
-      if (n > 0) {
-        s.pending.append(buf, static_cast<size_t>(n));
-        forward_lines(s, prefix, false);
-      } else if (n == 0 || errno != EINTR) {
-        forward_lines(s, prefix, true);
-        s.fd.reset();
-      }
-    }
-  }
-
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGCHLD, &old_chld, nullptr);
-  g_signal_pipe[0] = g_signal_pipe[1] = -1;
-  if (result == 0) {
-    for (auto& c : children) {
+  if (state.result == 0) {
+    for (auto& c : ranks.children) {
       if (exit_code(c.status) != 0) return exit_code(c.status);
     }
   }
-  return result;
+  return state.result;
 }
 
 }  // namespace dtrain::comm

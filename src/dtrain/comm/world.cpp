@@ -187,7 +187,9 @@ struct InProcessRendezvous::Impl {
   c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
 };
 
-InProcessRendezvous::InProcessRendezvous() : impl_(std::make_unique<Impl>()) {}
+InProcessRendezvous::InProcessRendezvous() : impl_(std::make_unique<Impl>()) {
+  setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);  // read once, at first use
+}
 InProcessRendezvous::~InProcessRendezvous() = default;
 
 std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,

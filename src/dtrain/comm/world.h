@@ -52,7 +52,10 @@ std::unique_ptr<Group> connect(const WorldConfig& config);
 int threads_per_rank(int local_world_size);
 
 // Ranks as threads in one process (tests, benchmarks of the algorithms without process
-// start-up): all ranks join the same in-memory store.
+// start-up): all ranks join the same in-memory store. Construct it before starting the
+// rank threads: it turns off c10d's process-wide flight recorder (TORCH_FR_BUFFER_SIZE=0),
+// which LibTorch 2.11 does not guard against several process groups being created and
+// used at once in one process (a rare crash inside FlightRecorder::recordWithResetEnabled).
 class InProcessRendezvous {
  public:
   InProcessRendezvous();
