@@ -172,7 +172,9 @@ struct Ranks {
   ~Ranks() {
     signal_all(children, SIGKILL);
     for (auto& c : children) {
-      if (c.running) waitpid(c.pid, &c.status, 0);
+      // SIGCHLD is still routed to the self-pipe without SA_RESTART: retry interrupted waits.
+      while (c.running && waitpid(c.pid, &c.status, 0) < 0 && errno == EINTR) {
+      }
     }
   }
 };

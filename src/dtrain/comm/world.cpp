@@ -69,7 +69,12 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
     opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   }
   opts->threads = 2;
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+  auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+  // Gloo 2.x returns from the constructor once this rank's side of every pair is up; a rank
+  // that then exits at once (it had nothing to send) could close a pair a slower peer is
+  // still handshaking. A barrier makes "connected" mean every rank is.
+  backend->barrier()->wait(timeout);
+  return backend;
 }
 
 // Every rank publishes its world size; each checks all ranks agree before Gloo connects
