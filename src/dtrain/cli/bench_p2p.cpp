@@ -26,8 +26,9 @@ struct Options {
   std::string out;
 };
 
-const int kDataTag = comm::TagLayout(comm::TagSpace::kBenchmark, {{"p2p", 8}}).make({0});
-const int kAckTag = comm::TagLayout(comm::TagSpace::kBenchmark, {{"p2p", 8}}).make({1});
+const comm::TagLayout kP2pTags(comm::TagSpace::kBenchmark, {{"p2p", 8}});
+const int kDataTag = kP2pTags.make({0});
+const int kAckTag = kP2pTags.make({1});
 constexpr int64_t kMaxBytesPerMeasurement = int64_t{2} << 30;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

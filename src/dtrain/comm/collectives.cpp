@@ -15,6 +15,8 @@ namespace {
 
 constexpr int64_t kSegmentBytes = 512 * 1024;
 constexpr int64_t kTreeMaxBytes = 256 * 1024;
+const int kBroadcastTag = collective_tag(CollectiveChannel::kBroadcast);
+const int kScatterGatherTag = collective_tag(CollectiveChannel::kScatterGather);
 
 at::Tensor flat_view(Group& group, const at::Tensor& t, const char* what) {
   if (!t.device().is_cpu() || !t.is_contiguous()) {
@@ -39,16 +41,14 @@ void binomial_broadcast(Group& group, at::Tensor& flat, int root) {
   int mask = 1;
   while (mask < p) {
     if (v & mask) {
-      group.recv(flat, wrap(v - mask + root, p), collective_tag(CollectiveChannel::kBroadcast));
+      group.recv(flat, wrap(v - mask + root, p), kBroadcastTag);
       break;
     }
     mask <<= 1;
   }
   std::vector<Request> sends;
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (v + mask < p)
-      sends.push_back(group.isend(flat, wrap(v + mask + root, p),
-                                  collective_tag(CollectiveChannel::kBroadcast)));
+    if (v + mask < p) sends.push_back(group.isend(flat, wrap(v + mask + root, p), kBroadcastTag));
   }
   for (auto& s : sends)
     s.wait();
@@ -64,17 +64,17 @@ void scatter_all_gather_broadcast(Group& group, at::Tensor& flat, int root) {
     std::vector<Request> sends;
     for (int j = 0; j < p; ++j) {
       if (j == r || blocks.size(j) == 0) continue;
-      sends.push_back(group.isend(slice(flat, blocks.begin(j), blocks.size(j)), j,
-                                  collective_tag(CollectiveChannel::kScatterGather)));
+      sends.push_back(
+          group.isend(slice(flat, blocks.begin(j), blocks.size(j)), j, kScatterGatherTag));
     }
     for (auto& s : sends)
       s.wait();
   } else if (blocks.size(r) > 0) {
     at::Tensor own = slice(flat, blocks.begin(r), blocks.size(r));
-    group.recv(own, root, collective_tag(CollectiveChannel::kScatterGather));
+    group.recv(own, root, kScatterGatherTag);
   }
-  detail::ring_steps(group, flat, ReduceOp::kSum, collective_tag(CollectiveChannel::kScatterGather),
-                     kSegmentBytes, p - 1, 2 * p - 2);
+  detail::ring_steps(group, flat, ReduceOp::kSum, kScatterGatherTag, kSegmentBytes, p - 1,
+                     2 * p - 2);
 }
 
 }  // namespace
@@ -108,8 +108,7 @@ void reduce_scatter(Group& group, at::Tensor& input, at::Tensor& out, ReduceOp o
   const int p = group.size();
   const BlockLayout blocks{flat.numel(), p};
   check_count(group, dst, blocks.size(group.rank()), "reduce_scatter output");
-  detail::ring_steps(group, flat, op, collective_tag(CollectiveChannel::kScatterGather),
-                     kSegmentBytes, 0, p - 1);
+  detail::ring_steps(group, flat, op, kScatterGatherTag, kSegmentBytes, 0, p - 1);
   dst.copy_(slice(flat, blocks.begin(group.rank()), blocks.size(group.rank())));
 }
 
@@ -120,8 +119,8 @@ void all_gather(Group& group, const at::Tensor& mine, at::Tensor& out) {
   const BlockLayout blocks{flat.numel(), p};
   check_count(group, src, blocks.size(group.rank()), "all_gather input");
   slice(flat, blocks.begin(group.rank()), blocks.size(group.rank())).copy_(src);
-  detail::ring_steps(group, flat, ReduceOp::kSum, collective_tag(CollectiveChannel::kScatterGather),
-                     kSegmentBytes, p - 1, 2 * p - 2);
+  detail::ring_steps(group, flat, ReduceOp::kSum, kScatterGatherTag, kSegmentBytes, p - 1,
+                     2 * p - 2);
 }
 
 }  // namespace dtrain::comm

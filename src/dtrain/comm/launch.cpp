@@ -316,7 +316,7 @@ int launch(const LaunchOptions& o) {
   start_ranks(o, port, ranks.children);
 
   LaunchState state;
-  while (anything_left(ranks.children)) {
+  for (;;) {
     reap_finished(o, ranks.children, state);
     if (!anything_left(ranks.children)) break;
     if (state.stopping && std::chrono::steady_clock::now() > state.kill_at) {
