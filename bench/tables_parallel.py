@@ -5,6 +5,7 @@ Usage: python3 bench/tables_parallel.py SECTION
   (bubble|schedules|ablation|ddp|resnet|hooks|compress|syncbn|scale|vsddp|vspytorch)"""
 import json, statistics, sys
 from pathlib import Path
+from metrics_keys import K
 
 DATA = Path(__file__).resolve().parent.parent / "docs" / "data"
 
@@ -21,18 +22,18 @@ def table(header, body):
 
 
 def epochs(name):
-    return [r for r in rows(name) if not r.get("summary")]
+    return [r for r in rows(name) if not r.get(K.summary)]
 
 
 def bubble():
     body = []
     for r in epochs("pipeline-bubble.jsonl"):
-        st = r["stages"]
-        body.append([r["run"], f'{r["samples_per_s"]:.0f}', f'{r["bubble_ideal"]:.3f}',
-                     f'{r["bubble_measured"]:.3f}', f'{r["bubble_measured"] - r["bubble_ideal"]:+.3f}',
-                     " / ".join(f'{s["forward_s"] + s["backward_s"]:.2f}' for s in st),
-                     " / ".join(f'{s["recv_wait_s"]:.2f}' for s in st),
-                     " / ".join(f'{s["idle_s"]:.2f}' for s in st)])
+        st = r[K.stages]
+        body.append([r["run"], f'{r[K.samples_per_s]:.0f}', f'{r[K.bubble_ideal]:.3f}',
+                     f'{r[K.bubble_measured]:.3f}', f'{r[K.bubble_measured] - r[K.bubble_ideal]:+.3f}',
+                     " / ".join(f'{s[K.forward_s] + s[K.backward_s]:.2f}' for s in st),
+                     " / ".join(f'{s[K.recv_wait_s]:.2f}' for s in st),
+                     " / ".join(f'{s[K.idle_s]:.2f}' for s in st)])
     print(table(["schedule-M", "samples/s", "ideal bubble", "measured", "gap", "compute s (rank 0 / 1)",
                  "recv wait s", "idle s"], body))
 
@@ -40,9 +41,9 @@ def bubble():
 def schedules():
     body = []
     for r in epochs("pipeline-schedules.jsonl"):
-        st = r["stages"]
-        body.append([r["run"], f'{r["samples_per_s"]:.0f}', f'{r["bubble_measured"]:.3f}',
-                     " / ".join(f'{s["peak_rss_bytes"] / 2**20:.0f}' for s in st)])
+        st = r[K.stages]
+        body.append([r["run"], f'{r[K.samples_per_s]:.0f}', f'{r[K.bubble_measured]:.3f}',
+                     " / ".join(f'{s[K.peak_rss_bytes] / 2**20:.0f}' for s in st)])
     print(table(["schedule-S", "samples/s", "bubble", "peak RSS MiB per rank"], body))
 
 
@@ -53,18 +54,18 @@ def ablation():
     base = None
     body = []
     for run, rs in by.items():
-        ep = [r for r in rs if not r.get("summary")]
+        ep = [r for r in rs if not r.get(K.summary)]
         last = ep[-1]
-        fwd = [l for l in last["links"] if l["direction"] == "forward"]
-        bw = statistics.mean(l["bandwidth_gbps"] for l in fwd) if fwd else 0
-        step = {s["rank"]: s["step_s"] for s in last["stages"]}
-        eff = statistics.mean(l["bytes"] / step[l["dst"]] / 1e9 for l in fwd) if fwd else 0
-        acc = 100 * last["test_acc"]
+        fwd = [l for l in last[K.links] if l[K.direction] == "forward"]
+        bw = statistics.mean(l[K.bandwidth_gbps] for l in fwd) if fwd else 0
+        step = {s[K.rank]: s[K.step_s] for s in last[K.stages]}
+        eff = statistics.mean(l[K.bytes] / step[l[K.dst]] / 1e9 for l in fwd) if fwd else 0
+        acc = 100 * last[K.test_acc]
         if run == "none":
             base = acc
         body.append([run, f'{acc:.2f}', f'{acc - base:+.2f}' if base is not None else "",
-                     f'{last["compression_ratio"]:.4f}',
-                     f'{statistics.mean(e["samples_per_s"] for e in ep):.0f}', f'{bw:.3f}', f'{eff:.3f}'])
+                     f'{last[K.compression_ratio]:.4f}',
+                     f'{statistics.mean(e[K.samples_per_s] for e in ep):.0f}', f'{bw:.3f}', f'{eff:.3f}'])
     print(table(["codec", "test acc %", "vs none", "wire/fp32", "samples/s",
                  "fwd link GB/s (bytes/recv time)", "fwd link GB/s (bytes/step time)"], body))
 
@@ -74,12 +75,12 @@ def ddp_vs_pytorch(name):
     body, ours, theirs = [], [], []
     for r in rows(name):
         mine = r.get("impl") == "dtrain-ddp"
-        step = r["epoch_s"] / r["steps"] if mine else r["step_s"]
-        sps = r["samples_per_s"]
-        (ours if mine else theirs).append((step, sps, r["peak_rss_max_bytes"]))
-        body.append([r["round"], "dtrain" if mine else f'PyTorch {r["torch"]}', f'{r["epoch_s"]:.2f}',
-                     f'{1000 * step:.1f}', f'{sps:.1f}', f'{r["peak_rss_max_bytes"] / 2**20:.0f}',
-                     f'{r["train_loss"]:.4f}', f'{r["test_acc"]:.4f}'])
+        step = r[K.epoch_s] / r[K.steps] if mine else r[K.step_s]
+        sps = r[K.samples_per_s]
+        (ours if mine else theirs).append((step, sps, r[K.peak_rss_max_bytes]))
+        body.append([r["round"], "dtrain" if mine else f'PyTorch {r["torch"]}', f'{r[K.epoch_s]:.2f}',
+                     f'{1000 * step:.1f}', f'{sps:.1f}', f'{r[K.peak_rss_max_bytes] / 2**20:.0f}',
+                     f'{r[K.train_loss]:.4f}', f'{r[K.test_acc]:.4f}'])
     print(table(["round", "impl", "epoch s", "step ms", "samples/s", "peak RSS MiB (max over ranks)",
                  "train loss", "test acc"], body))
     if ours and theirs:
@@ -101,12 +102,12 @@ def hooks():
     body = []
     for r in rows("ddp-hooks.jsonl"):
         if r.get("impl") == "dtrain-ddp":
-            body.append(["dtrain", f'--compress-grad {r["compress_grad"]}', f'{100 * r["test_acc"]:.2f}',
-                         f'{r["train_loss"]:.4f}', f'{r["grad_wire_bytes"] / r["grad_bytes"]:.4f}',
-                         f'{r["samples_per_s"]:.0f}'])
+            body.append(["dtrain", f'--compress-grad {r["compress_grad"]}', f'{100 * r[K.test_acc]:.2f}',
+                         f'{r[K.train_loss]:.4f}', f'{r[K.grad_wire_bytes] / r[K.grad_bytes]:.4f}',
+                         f'{r[K.samples_per_s]:.0f}'])
         else:
-            body.append([f'PyTorch {r["torch"]}', f'comm hook {r["comm_hook"]}', f'{100 * r["test_acc"]:.2f}',
-                         f'{r["train_loss"]:.4f}', f'{r["wire_ratio"]:.4f}', f'{r["samples_per_s"]:.0f}'])
+            body.append([f'PyTorch {r["torch"]}', f'comm hook {r["comm_hook"]}', f'{100 * r[K.test_acc]:.2f}',
+                         f'{r[K.train_loss]:.4f}', f'{r["wire_ratio"]:.4f}', f'{r[K.samples_per_s]:.0f}'])
     print(table(["impl", "gradients", "test acc %", "train loss", "bytes / fp32 all-reduce", "samples/s"], body))
 
 
@@ -114,18 +115,18 @@ def vspytorch():
     """Means over rounds per (impl, schedule, M)."""
     by = {}
     for r in rows("pipeline-vs-pytorch.jsonl"):
-        if r.get("summary"):
+        if r.get(K.summary):
             continue
         if "run" in r:  # dtrain-SCHEDULE-MM-rR
             _, sched, m, _ = r["run"].split("-")
             key = ("dtrain", sched, int(m[1:]))
-            rss = [s["peak_rss_bytes"] for s in r["stages"]]
-            ideal = r["bubble_ideal"]
+            rss = [s[K.peak_rss_bytes] for s in r[K.stages]]
+            ideal = r[K.bubble_ideal]
         else:
             key = (f'PyTorch {r["torch"]}', r["schedule"], r["chunks"])
             rss = r["peak_rss_bytes_per_rank"]
-            ideal = r["bubble_ideal"]
-        by.setdefault(key, []).append((r["samples_per_s"], r["bubble_measured"], ideal, rss))
+            ideal = r[K.bubble_ideal]
+        by.setdefault(key, []).append((r[K.samples_per_s], r[K.bubble_measured], ideal, rss))
     body = []
     for (impl, sched, m), rs in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
         ideal = rs[0][2]
@@ -140,18 +141,18 @@ def compress():
     body = []
     last = {}
     for r in rows("ddp-compress.jsonl"):
-        if not r.get("summary"):
+        if not r.get(K.summary):
             last[r["run"]] = r
     for r in last.values():
-        body.append([r["run"], f'{100 * r["test_acc"]:.2f}', f'{r["grad_wire_bytes"] / r["grad_bytes"]:.4f}',
-                     f'{r["samples_per_s"]:.0f}', f'{r["comm_total_s"]:.2f}', f'{r["comm_hidden_fraction"]:.2f}'])
+        body.append([r["run"], f'{100 * r[K.test_acc]:.2f}', f'{r[K.grad_wire_bytes] / r[K.grad_bytes]:.4f}',
+                     f'{r[K.samples_per_s]:.0f}', f'{r[K.comm_total_s]:.2f}', f'{r[K.comm_hidden_fraction]:.2f}'])
     print(table(["grad codec", "test acc %", "sent / fp32 grad bytes", "samples/s", "comm total s", "hidden"], body))
 
 
 def syncbn():
     by = {}
     for r in rows("syncbn.jsonl"):
-        by.setdefault((r["batch_size"], r["hidden"]), {})[r["impl"]] = r
+        by.setdefault((r[K.batch_size], r["hidden"]), {})[r["impl"]] = r
     body = []
     for (b, h), d in sorted(by.items()):
         ours = d.get("dtrain-syncbn", {})
@@ -170,7 +171,7 @@ def scale():
     body = []
     for r in rows("scale-resnet18.jsonl"):
         f = lambda k, d=3: (f"{r[k]:.{d}f}" if k in r else "-")
-        body.append([r["ranks"], r["batch_per_rank"], r["global_batch"], f("epoch_s", 1), f("speedup_epoch"),
+        body.append([r[K.ranks], r["batch_per_rank"], r["global_batch"], f("epoch_s", 1), f("speedup_epoch"),
                      f("speedup_weak"), f("speedup_strong"), f("compute_s", 1), f("comm_exposed_s", 1),
                      f("comm_total_s", 1), f("comm_inferred_s", 1), f("bandwidth_gbps"), r["status"]])
     print(table(["N", "batch/rank", "global", "epoch s", "T1/TN", "N*T1/TN (weak)", "strong", "compute s",
@@ -180,9 +181,9 @@ def scale():
 def vsddp():
     body = []
     for r in rows("pipeline-vs-ddp.jsonl"):
-        if r.get("summary"):
+        if r.get(K.summary):
             continue
-        body.append([r["run"], f'{r["samples_per_s"]:.0f}', f'{r["epoch_s"]:.1f}', f'{100 * r["test_acc"]:.2f}'])
+        body.append([r["run"], f'{r[K.samples_per_s]:.0f}', f'{r[K.epoch_s]:.1f}', f'{100 * r[K.test_acc]:.2f}'])
     print(table(["mode", "samples/s", "epoch s", "test acc %"], body))
 
 

@@ -7,48 +7,19 @@
 
 #include "../support/ranks.h"
 #include "dtrain/comm/allreduce.h"
+#include "dtrain/comm/exact_oracle.h"
 #include "dtrain/comm/group.h"
 
 namespace dtrain::comm {
 namespace {
 
-// Small integers: sums, products (of +-1, +-2) and averages are exact in every dtype.
 at::Tensor make_input(int rank, int64_t count, ReduceOp op) {
-  auto i = at::arange(count, at::kLong);
-  if (op == ReduceOp::kProduct) {
-    auto k = (i * 3 + rank) % 4;  // 0,1,2,3 -> 1,-1,2,-2
-    return at::where(k == 0, at::ones_like(k),
-                     at::where(k == 1, -at::ones_like(k),
-                               at::where(k == 2, 2 * at::ones_like(k), -2 * at::ones_like(k))));
-  }
-  return (i * 7 + rank * 13) % 9 - 4;
+  return exact_input(rank, 0, count, op);
 }
 
+// The oracle computes in float64, independently of every algorithm under test.
 at::Tensor expected_result(int world, int64_t count, ReduceOp op, at::ScalarType dtype) {
-  at::Tensor acc = make_input(0, count, op).to(at::kDouble);
-  for (int r = 1; r < world; ++r) {
-    at::Tensor x = make_input(r, count, op).to(at::kDouble);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        acc = acc + x;
-        break;
-      case ReduceOp::kProduct:
-        acc = acc * x;
-        break;
-      case ReduceOp::kMin:
-        acc = at::minimum(acc, x);
-        break;
-      case ReduceOp::kMax:
-        acc = at::maximum(acc, x);
-        break;
-    }
-  }
-  if (op == ReduceOp::kAvg) {
-    if (at::isFloatingType(dtype)) return (acc / world).to(dtype);
-    return at::div(acc.to(at::kLong), world, "trunc").to(dtype);
-  }
-  return acc.to(dtype);
+  return exact_reduction(world, 0, count, op, dtype).to(dtype);
 }
 
 std::vector<int64_t> awkward_counts(int world) {

@@ -10,6 +10,7 @@
 #include "../support/models.h"
 #include "../support/ranks.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/compress/codec.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/parallel/ddp.h"
 
@@ -161,7 +162,7 @@ TEST(Ddp, CompressedGradientsWithErrorFeedbackConvergeAndStayIdentical) {
     testing::run_ranks(2, [&](comm::Group& g) {
       auto model = models[static_cast<size_t>(g.rank())];
       DdpConfig c;
-      c.gradient_codec = codec;
+      c.gradient_codec = compress::parse_codec(codec);
       c.bucket_mb = 0.002;
       DistributedDataParallel ddp(g, model.ptr(), c);
       auto opt = make_sgd(model->parameters());

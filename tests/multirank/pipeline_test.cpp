@@ -192,7 +192,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PipelineEquivalence,
                                            Case{Placement::kUShape, ScheduleKind::kGPipe, 5, 3}),
                          [](const auto& info) {
                            const Case& c = info.param;
-                           return placement_name(c.placement) + "_" + schedule_name(c.kind) + "_S" +
+                           return to_string(c.placement) + "_" + to_string(c.kind) + "_S" +
                                   std::to_string(c.ranks) + "_M" + std::to_string(c.chunks);
                          });
 
@@ -214,8 +214,8 @@ TEST(Pipeline, UShapeSendsOnlyCompressedActivationsAndGradients) {
   // packet (fc1's output) and one gradient packet (for the server's output), each preceded
   // by an 8-byte length; nothing else: no inputs, no labels.
   PipelineConfig c = config_for(Placement::kUShape, ScheduleKind::kGPipe, 2, 4, 4);
-  c.activation_codec = "sortquant:8";
-  c.gradient_codec = "uniform:4";
+  c.codecs.activations = compress::parse_codec("sortquant:8");
+  c.codecs.gradients = compress::parse_codec("uniform:4");
   const PipelineRun run = run_pipeline([] { return make_mlp(3); }, c, 2);
   const int64_t micro = kBatch / 4, hidden = 32;
   const int64_t per_step = 3 * 8 + 4 * (8 + packet_bytes("sortquant:8", {micro, hidden})) +
@@ -239,9 +239,9 @@ double link_ratio(const PipelineRun& run, int src, int dst, const std::string& d
 TEST(Pipeline, CompressionOnlyOnTheChosenEdges) {
   for (bool all : {false, true}) {
     PipelineConfig c = config_for(Placement::kLinear, ScheduleKind::k1F1B, 3, 4, 4);
-    c.activation_codec = "uniform:8";
-    c.gradient_codec = "fp16";
-    c.compress_all_edges = all;
+    c.codecs.activations = compress::parse_codec("uniform:8");
+    c.codecs.gradients = compress::parse_codec("fp16");
+    c.codecs.all_edges = all;
     const PipelineRun run = run_pipeline([] { return make_mlp(3); }, c, 3);
     SCOPED_TRACE(all ? "all edges" : "client edges");
     // Every boundary of this mlp carries [16, 32] per micro-batch.

@@ -48,7 +48,7 @@ TEST(CodecNameTest, ParsesEveryFamilyAndTheShorthand) {
   EXPECT_EQ(parse_codec("sortquant:16").split_bits, 4);
   EXPECT_EQ(parse_codec("sortquant:12").split_bits, 3);
   EXPECT_EQ(parse_codec("sortquant:4").split_bits, 1);
-  EXPECT_EQ(parse_codec("sortquant:3:3").name(), "sortquant:3:3");
+  EXPECT_EQ(to_string(parse_codec("sortquant:3:3")), "sortquant:3:3");
   EXPECT_EQ(parse_codec("kmeans:4:20").iters, 20);
   for (const char* bad :
        {"uniform", "uniform:0", "uniform:17", "uniform:x", "sortquant:0:3", "sortquant:10:7",

@@ -58,7 +58,7 @@ TEST(PipelineSchedule, EveryOpOnceInValidOrderForManyShapes) {
           if (ushape && s < 2) continue;
           const auto ranks = ushape ? ushape_ranks(s) : linear_ranks(s);
           const Schedule sched = make_schedule(kind, ranks, s, m);
-          SCOPED_TRACE(schedule_name(kind) + " S=" + std::to_string(s) + " M=" + std::to_string(m) +
+          SCOPED_TRACE(to_string(kind) + " S=" + std::to_string(s) + " M=" + std::to_string(m) +
                        (ushape ? " ushape" : " linear"));
           expect_complete_and_ordered(sched, true);
           EXPECT_NO_THROW(verify(sched));

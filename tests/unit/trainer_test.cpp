@@ -20,7 +20,7 @@ TrainConfig small_run(const std::string& checkpoint_dir) {
   c.epochs = 4;
   c.batch_size = 32;
   c.optim.lr = 0.1;
-  c.optim.schedule = "cosine";
+  c.optim.schedule = LrSchedule::kCosine;
   c.optim.warmup_epochs = 1;
   c.seed = 3;
   c.checkpoint_dir = checkpoint_dir;
@@ -50,19 +50,19 @@ std::string temp_dir() {
 TEST(LearningRateTest, WarmupThenSchedule) {
   OptimConfig o;
   o.lr = 1.0;
-  o.schedule = "cosine";
+  o.schedule = LrSchedule::kCosine;
   o.warmup_epochs = 2;
   EXPECT_NEAR(learning_rate(o, 1.0, 10), 0.5, 1e-6);
   EXPECT_NEAR(learning_rate(o, 2.0, 10), 1.0, 1e-6);
   EXPECT_NEAR(learning_rate(o, 6.0, 10), 0.5, 1e-6);
   EXPECT_NEAR(learning_rate(o, 10.0, 10), 0.0, 1e-6);
-  o.schedule = "step";
+  o.schedule = LrSchedule::kStep;
   o.warmup_epochs = 0;
   o.step_size = 3;
   o.gamma = 0.1;
   EXPECT_NEAR(learning_rate(o, 2.9, 10), 1.0, 1e-9);
   EXPECT_NEAR(learning_rate(o, 3.0, 10), 0.1, 1e-9);
-  o.schedule = "constant";
+  o.schedule = LrSchedule::kConstant;
   EXPECT_EQ(learning_rate(o, 7.0, 10), 1.0);
 }
 
@@ -101,8 +101,10 @@ TEST(TrainConfigTest, BadValuesAreRejected) {
   TrainConfig c = small_run("");
   c.epochs = 0;
   EXPECT_THROW(train(c), std::invalid_argument);
+  EXPECT_THROW(parse_lr_schedule("linear"), std::invalid_argument);
+  EXPECT_EQ(parse_lr_schedule(to_string(LrSchedule::kStep)), LrSchedule::kStep);
   c = small_run("");
-  c.optim.schedule = "linear";
+  c.parallel.mode = ParallelMode::kDdp;  // without a process group
   EXPECT_THROW(train(c), std::invalid_argument);
   c = small_run("");
   c.checkpoint_dir.clear();

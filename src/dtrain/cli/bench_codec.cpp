@@ -15,6 +15,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/data/transforms.h"
 #include "dtrain/metrics/report.h"
+#include "dtrain/metrics/timer.h"
 #include "dtrain/models/registry.h"
 
 namespace dtrain::cli {
@@ -60,8 +61,7 @@ struct Options {
   uint64_t seed = 0;
   std::string model = "mobilenetv2";
   int64_t batch = 64;
-  std::string format = "table";
-  std::string out;
+  Output output;
 };
 
 // Optimal (Lloyd-Max) MSE / variance of a B-bit scalar quantizer for a Gaussian source
@@ -147,12 +147,6 @@ Subject make_subject(const std::string& name) {
   return s;
 }
 
-double seconds(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -183,7 +177,7 @@ int run(const Options& o) {
   for (const auto& d : dists) {  // validate names before the long work
     if (d != "activations") sample(d, 1, 0);
   }
-  const auto format = metrics::parse_format(o.format);
+  const auto format = o.output.format;
   at::set_num_threads(o.threads);
 
   std::vector<metrics::Row> rows;
@@ -212,8 +206,8 @@ int run(const Options& o) {
         double spent = 0;
         for (int r = 0; r < o.reps && spent < kSlowBudget; ++r) {
           std::function<at::Tensor()> decoder;
-          enc.push_back(seconds([&] { decoder = s.prepare(x, wire); }));
-          dec.push_back(seconds([&] { y = decoder(); }));
+          enc.push_back(metrics::seconds([&] { decoder = s.prepare(x, wire); }));
+          dec.push_back(metrics::seconds([&] { y = decoder(); }));
           spent += enc.back() + dec.back();
         }
         const at::Tensor err = (x.to(at::kDouble) - y.to(at::kDouble));
@@ -242,7 +236,7 @@ int run(const Options& o) {
       }
     }
   }
-  emit_rows(o.out, format, columns(), rows);
+  emit_rows(o.output.path, format, columns(), rows);
   return 0;
 }
 
@@ -272,8 +266,7 @@ void register_bench_codec(CLI::App& bench, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed for the input samples")->capture_default_str();
-  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
-  sub->add_option("--out", o->out, "write results to this file instead of stdout");
+  add_output_flags(sub, o->output);
   sub->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

@@ -10,10 +10,12 @@
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/collectives.h"
+#include "dtrain/comm/exact_oracle.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/report.h"
+#include "dtrain/metrics/timer.h"
 
 namespace dtrain::cli {
 namespace {
@@ -29,8 +31,7 @@ struct Options {
   int rounds = 1;
   std::string dtype = "float32";
   std::string reduce = "sum";
-  std::string format = "table";
-  std::string out;
+  Output output;
   bool check = true;
   int64_t segment_bytes = 1024 * 1024;
 };
@@ -100,14 +101,8 @@ std::string dtype_name(at::ScalarType t) {
   }
 }
 
-// Rank r's value at global index i: small integers so every result is exact.
 at::Tensor pattern(int rank, int64_t begin, int64_t count, comm::ReduceOp op) {
-  auto i = at::arange(begin, begin + count, at::kLong);
-  if (op == comm::ReduceOp::kProduct) {
-    auto k = (i * 3 + rank) % 4;  // 1, -1, 2, -2
-    return (1 + (k >= 2).to(at::kLong)) * (1 - 2 * (k % 2));
-  }
-  return (i * 7 + rank * 13) % 9 - 4;
+  return comm::exact_input(rank, begin, count, op);
 }
 
 // The exact expected result for elements [begin, begin+count), in float64.
@@ -126,29 +121,7 @@ at::Tensor expected(Op op, comm::ReduceOp rop, int p, int64_t total, int64_t beg
     }
     return out;
   }
-  at::Tensor acc = pattern(0, begin, count, rop).to(at::kDouble);
-  for (int r = 1; r < p; ++r) {
-    at::Tensor x = pattern(r, begin, count, rop).to(at::kDouble);
-    switch (rop) {
-      case comm::ReduceOp::kSum:
-      case comm::ReduceOp::kAvg:
-        acc += x;
-        break;
-      case comm::ReduceOp::kProduct:
-        acc *= x;
-        break;
-      case comm::ReduceOp::kMin:
-        acc = at::minimum(acc, x);
-        break;
-      case comm::ReduceOp::kMax:
-        acc = at::maximum(acc, x);
-        break;
-    }
-  }
-  if (rop == comm::ReduceOp::kAvg) {
-    acc = at::isFloatingType(dtype) ? acc / p : at::div(acc, p, "trunc");
-  }
-  return acc.to(dtype).to(at::kDouble);  // the exact result, rounded once to the dtype
+  return comm::exact_reduction(p, begin, count, rop, dtype);
 }
 
 struct Buffers {
@@ -294,10 +267,8 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       for (size_t a = 0; a < algos.size(); ++a) {
         for (int i = 0; i < o.iters; ++i) {
           restore(op, b);
-          const auto t0 = std::chrono::steady_clock::now();
-          run_once(op, algos[a], g, b, rop, o.segment_bytes);
           total_s[a] +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              metrics::seconds([&] { run_once(op, algos[a], g, b, rop, o.segment_bytes); });
         }
         if (o.check && round + 1 == o.rounds) checks[a] = check(op, rop, p, count, b, dtype);
       }
@@ -358,7 +329,8 @@ int run(const Options& o) {
   parse_dtype(o.dtype);
   comm::parse_reduce_op(o.reduce);
   parse_sizes(o.sizes, o.factor);
-  const Output output{o.out, metrics::parse_format(o.format), columns()};
+  Output output = o.output;
+  output.columns = columns();
   return run_ranked(o.rank, world_sizes(o.rank), output,
                     [&](comm::Group& g) { return run_rank(o, g); });
 }
@@ -399,8 +371,7 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_flag("--no-check{false}", o->check, "skip the exact result check");
-  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
-  sub->add_option("--out", o->out, "write results to this file instead of stdout");
+  add_output_flags(sub, o->output);
   sub->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

@@ -11,6 +11,7 @@
 #include "dtrain/comm/tags.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/report.h"
+#include "dtrain/metrics/timer.h"
 
 namespace dtrain::cli {
 namespace {
@@ -22,8 +23,7 @@ struct Options {
   int iters = 20;
   int warmup = 2;
   int window = 16;
-  std::string format = "table";
-  std::string out;
+  Output output;
 };
 
 const comm::TagLayout kP2pTags(comm::TagSpace::kBenchmark, {{"p2p", 8}});
@@ -31,16 +31,12 @@ const int kDataTag = kP2pTags.make({0});
 const int kAckTag = kP2pTags.make({1});
 constexpr int64_t kMaxBytesPerMeasurement = int64_t{2} << 30;
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // One-way latency: half of a ping-pong round trip, averaged.
 double latency_us(comm::Group& g, at::Tensor& buf, int iters, int warmup) {
   const int peer = 1 - g.rank();
   double total = 0;
   for (int i = 0; i < warmup + iters; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = metrics::Clock::now();
     if (g.rank() == 0) {
       g.send(buf, peer, kDataTag);
       g.recv(buf, peer, kDataTag);
@@ -48,7 +44,7 @@ double latency_us(comm::Group& g, at::Tensor& buf, int iters, int warmup) {
       g.recv(buf, peer, kDataTag);
       g.send(buf, peer, kDataTag);
     }
-    if (i >= warmup) total += seconds_since(t0);
+    if (i >= warmup) total += metrics::since(t0);
   }
   return total / iters / 2 * 1e6;
 }
@@ -59,7 +55,7 @@ double bandwidth_gbps(comm::Group& g, at::Tensor& buf, int window, int iters, in
   auto ack = at::zeros({1}, at::kInt);
   double total = 0;
   for (int i = 0; i < warmup + iters; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = metrics::Clock::now();
     std::vector<comm::Request> reqs;
     for (int w = 0; w < window; ++w) {
       reqs.push_back(g.rank() == 0 ? g.isend(buf, peer, kDataTag) : g.irecv(buf, peer, kDataTag));
@@ -71,7 +67,7 @@ double bandwidth_gbps(comm::Group& g, at::Tensor& buf, int window, int iters, in
     } else {
       g.send(ack, peer, kAckTag);
     }
-    if (i >= warmup) total += seconds_since(t0);
+    if (i >= warmup) total += metrics::since(t0);
   }
   return static_cast<double>(buf.numel()) * window * iters / total / 1e9;
 }
@@ -140,13 +136,13 @@ void register_bench_p2p(CLI::App& bench, int& exit_code) {
   sub->add_option("--window", o->window, "messages in flight for bandwidth")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
-  sub->add_option("--out", o->out, "write results to this file instead of stdout");
+  add_output_flags(sub, o->output);
   sub->callback([o, &exit_code] {
     parse_sizes(o->sizes, o->factor);
     const auto worlds = world_sizes(o->rank);
     if (worlds.size() > 1) throw std::invalid_argument("bench p2p takes a single -n");
-    const Output output{o->out, metrics::parse_format(o->format), columns()};
+    Output output = o->output;
+    output.columns = columns();
     exit_code =
         run_ranked(o->rank, worlds, output, [&](comm::Group& g) { return run_rank(*o, g); });
   });

@@ -12,6 +12,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/allocations.h"
 #include "dtrain/metrics/report.h"
+#include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/syncbn.h"
 
 namespace dtrain::cli {
@@ -23,8 +24,7 @@ struct Options {
   std::string hidden = "128,256,512,1024";
   int iters = 2000;
   int warmup = 50;
-  std::string format = "table";
-  std::string out;
+  Output output;
 };
 
 template <typename Module>
@@ -41,9 +41,7 @@ std::pair<double, int64_t> measure(Module& bn, comm::Group& g, int64_t batch, in
     g.barrier();  // every rank starts together: the time includes waiting for the slowest
     const int64_t before = metrics::allocated_bytes();
     metrics::reset_peak_allocated();
-    const auto t0 = std::chrono::steady_clock::now();
-    bn->forward(x).backward(dy);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double dt = metrics::seconds([&] { bn->forward(x).backward(dy); });
     if (i >= warmup) times.push_back(dt);
     peak = std::max(peak, metrics::peak_allocated_bytes() - before);
   }
@@ -109,14 +107,14 @@ void register_bench_syncbn(CLI::App& bench, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--warmup", o->warmup, "untimed iterations")->capture_default_str();
-  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
-  sub->add_option("--out", o->out, "write results to this file instead of stdout");
+  add_output_flags(sub, o->output);
   sub->callback([o, &exit_code] {
     parse_int_list(o->batches, "--batch-size");
     parse_int_list(o->hidden, "--hidden");
     const auto worlds = world_sizes(o->rank);
     if (worlds.size() > 1) throw std::invalid_argument("bench syncbn takes a single -n");
-    const Output output{o->out, metrics::parse_format(o->format), columns()};
+    Output output = o->output;
+    output.columns = columns();
     exit_code =
         run_ranked(o->rank, worlds, output, [&](comm::Group& g) { return run_rank(*o, g); });
   });

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <stdexcept>
 
+#include "dtrain/base/parse.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/launch.h"
 
@@ -76,20 +78,18 @@ std::vector<std::string> split_list(const std::string& text) {
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<int> out;
   for (const auto& item : split_list(text)) {
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || v < 1) {
-      throw std::invalid_argument(flag + ": '" + item + "' is not a positive integer");
-    }
-    out.push_back(v);
+    const auto v = parse_integer(item, 1, std::numeric_limits<int>::max());
+    if (!v) throw std::invalid_argument(flag + ": '" + item + "' is not a positive integer");
+    out.push_back(static_cast<int>(*v));
   }
   if (out.empty() && !text.empty()) throw std::invalid_argument(flag + ": empty list");
   return out;
+}
+
+void add_output_flags(CLI::App* app, Output& output, const std::string& out_names) {
+  add_typed_option(app, "--format", output.format, metrics::parse_format, "table, csv or jsonl");
+  if (!out_names.empty())
+    app->add_option(out_names, output.path, "write results to this file instead of stdout");
 }
 
 std::vector<int> world_sizes(const RankFlags& flags) {

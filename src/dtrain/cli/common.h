@@ -34,6 +34,32 @@ struct RankFlags {
   std::string results_file;  // internal: where rank 0 appends its rows for the launcher
 };
 
+// A flag parsed once, at the boundary, into a typed value (an enum, a codec spec) by
+// `parse`; a bad value is an error naming the flag. --help shows `shown` as the default.
+template <typename T, typename Parse>
+CLI::Option* add_typed_option(CLI::App* app, const std::string& name, T& target, Parse parse,
+                              const std::string& help, const std::string& shown) {
+  const std::string flag = name.substr(0, name.find(','));
+  auto* option = app->add_option_function<std::string>(
+      name,
+      [&target, parse, flag](const std::string& text) {
+        try {
+          target = parse(text);
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(flag + ": " + e.what());
+        }
+      },
+      help);
+  if (!shown.empty()) option->default_str(shown);
+  return option;
+}
+// The same, showing the current value (printed by its to_string) as the default.
+template <typename T, typename Parse>
+CLI::Option* add_typed_option(CLI::App* app, const std::string& name, T& target, Parse parse,
+                              const std::string& help) {
+  return add_typed_option(app, name, target, parse, help, to_string(target));
+}
+
 // -n, --master-addr, --master-port, --gloo-host, --gloo-iface, --timeout.
 void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list);
 
@@ -65,6 +91,8 @@ struct Output {
   metrics::Format format = metrics::Format::kTable;
   std::vector<metrics::Column> columns;
 };
+// --format (table, csv, jsonl) and, unless `out_names` is empty, the output file flag.
+void add_output_flags(CLI::App* app, Output& output, const std::string& out_names = "--out");
 int run_ranked(const RankFlags& flags, const std::vector<int>& worlds, const Output& output,
                const std::function<std::vector<metrics::Row>(comm::Group&)>& body);
 

@@ -15,7 +15,7 @@ void register_models(CLI::App& parent, int& exit_code) {
     int64_t num_classes = 10;
     double width = 1.0;
     int64_t depth = 2;
-    std::string format = "table";
+    Output output;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = parent.add_subcommand(
@@ -26,13 +26,13 @@ void register_models(CLI::App& parent, int& exit_code) {
   sub->add_option("--num-classes", o->num_classes, "classes")->capture_default_str();
   sub->add_option("--width", o->width, "width multiplier")->capture_default_str();
   sub->add_option("--depth", o->depth, "mlp: hidden layers")->capture_default_str();
-  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
+  add_output_flags(sub, o->output, "");
   sub->callback([o, &exit_code] {
     std::vector<int64_t> shape;
     for (int v : parse_int_list(o->input_shape, "--input-shape"))
       shape.push_back(v);
     if (shape.size() != 3) throw std::invalid_argument("--input-shape takes C,H,W");
-    const auto format = metrics::parse_format(o->format);
+    const auto format = o->output.format;
     std::vector<metrics::Row> rows;
     for (const auto& [name, what] : models::model_catalog()) {
       if (!o->model.empty() && name != o->model) continue;

@@ -9,6 +9,7 @@
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/launch.h"
+#include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/scaling.h"
 
 namespace dtrain::cli {
@@ -27,8 +28,7 @@ struct Options {
   std::string algo = "auto";
   double bucket_mb = 25;
   uint64_t seed = 0;
-  std::string format = "table";
-  std::string output;
+  Output output;
   double timeout_s = 300;
 };
 
@@ -85,20 +85,21 @@ metrics::ScalingRun run_one(const Options& o, int ranks, int64_t batch) {
   const metrics::Row* last = nullptr;
   const metrics::Row* summary = nullptr;
   for (const auto& r : rows)
-    (r.contains("summary") ? summary : last) = &r;
+    (r.contains(metrics::key::kSummary) ? summary : last) = &r;
   if (last == nullptr || summary == nullptr) {
     run.status = "no metrics";
     return run;
   }
   const auto num = [&](const char* key) { return last->value(key, 0.0); };
-  run.epoch_s = num("epoch_s") - num("time_data_s");
-  run.compute_s = num("time_forward_s") + num("time_backward_s") + num("time_optimizer_s");
-  run.comm_exposed_s = num("time_comm_s");
-  run.comm_total_s = num("comm_total_s");
-  run.steps = last->value("steps", int64_t{0});
-  run.model_bytes = 4 * summary->value("parameters", int64_t{0});
-  run.test_acc = num("test_acc");
-  run.peak_rss_bytes = last->value("peak_rss_bytes", int64_t{0});
+  run.epoch_s = num(metrics::key::kEpochS) - num(metrics::key::kTimeDataS);
+  run.compute_s = num(metrics::key::kTimeForwardS) + num(metrics::key::kTimeBackwardS) +
+                  num(metrics::key::kTimeOptimizerS);
+  run.comm_exposed_s = num(metrics::key::kTimeCommS);
+  run.comm_total_s = num(metrics::key::kCommTotalS);
+  run.steps = last->value(metrics::key::kSteps, int64_t{0});
+  run.model_bytes = 4 * summary->value(metrics::key::kParameters, int64_t{0});
+  run.test_acc = num(metrics::key::kTestAcc);
+  run.peak_rss_bytes = last->value(metrics::key::kPeakRssBytes, int64_t{0});
   return run;
 }
 
@@ -127,10 +128,9 @@ void register_scale(CLI::App& parent, int& exit_code) {
   sub->add_option("--seed", o->seed, "seed")->capture_default_str();
   sub->add_option("--timeout", o->timeout_s, "per-operation timeout of the runs (s)")
       ->capture_default_str();
-  sub->add_option("--format", o->format, "table, csv or jsonl")->capture_default_str();
-  sub->add_option("--output", o->output, "write results here instead of stdout");
+  add_output_flags(sub, o->output, "--out,--output");
   sub->callback([o, &exit_code] {
-    const auto format = metrics::parse_format(o->format);
+    const auto format = o->output.format;
     if (o->epochs < 1) throw std::invalid_argument("--epochs must be at least 1");
     const auto ranks = parse_int_list(o->ranks, "-n");
     const auto batches = parse_int_list(o->batches, "--batch-size");
@@ -149,7 +149,7 @@ void register_scale(CLI::App& parent, int& exit_code) {
                   << std::endl;
       }
     }
-    emit_rows(o->output, format, metrics::scaling_columns(), metrics::scaling_rows(runs));
+    emit_rows(o->output.path, format, metrics::scaling_columns(), metrics::scaling_rows(runs));
     exit_code = 0;  // a failed run (e.g. out of memory) is a result of the study, not an error
   });
 }

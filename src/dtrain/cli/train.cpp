@@ -3,9 +3,11 @@
 #include <memory>
 #include <thread>
 
+#include "dtrain/base/names.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/parallel/pipeline/report.h"
 #include "dtrain/train/trainer.h"
 
 namespace dtrain::cli {
@@ -14,14 +16,18 @@ namespace {
 struct Options {
   train::TrainConfig config;
   std::string input_shape = "1,28,28";
-  std::string format = "table";
+  Output output;
   bool no_progress = false;
   bool quiet = false;
   int threads = 0;
   RankFlags ranks;
   std::string balance;
   std::string client_blocks = "1,1";
+  std::string compress_edges = "client";
+  std::optional<compress::CodecSpec> compress_grad;  // pipeline gradients or DDP's codec
 };
+
+const EnumNames<bool> kEdgeNames("--compress-edges value", {{false, "client"}, {true, "all"}});
 
 std::vector<int64_t> parse_shape(const std::string& text) {
   std::vector<int64_t> out;
@@ -63,14 +69,13 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_option("--batch-size", c.batch_size, "mini-batch size")->capture_default_str();
   sub->add_option("--test-batch-size", c.test_batch_size, "evaluation batch size")
       ->capture_default_str();
-  sub->add_option("--optimizer", c.optim.name, "sgd or adam")->capture_default_str();
+  add_typed_option(sub, "--optimizer", c.optim.kind, train::parse_optimizer, "sgd or adam");
   sub->add_option("--lr", c.optim.lr, "peak learning rate")->capture_default_str();
   sub->add_option("--momentum", c.optim.momentum, "SGD momentum")->capture_default_str();
   sub->add_option("--weight-decay", c.optim.weight_decay, "L2 weight decay")->capture_default_str();
   sub->add_flag("--nesterov", c.optim.nesterov, "Nesterov momentum");
-  sub->add_option("--lr-schedule", c.optim.schedule,
-                  "learning-rate schedule: constant, step or cosine")
-      ->capture_default_str();
+  add_typed_option(sub, "--lr-schedule", c.optim.schedule, train::parse_lr_schedule,
+                   "learning-rate schedule: constant, step or cosine");
   sub->add_option("--warmup-epochs", c.optim.warmup_epochs, "linear warm-up, in epochs")
       ->capture_default_str();
   sub->add_option("--step-size", c.optim.step_size, "step schedule: epochs per decay")
@@ -92,45 +97,42 @@ void register_train(CLI::App& parent, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--threads", o->threads, "intra-op threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--format", o->format, "final table: table, csv or jsonl")->capture_default_str();
+  add_output_flags(sub, o->output, "");
   sub->add_flag("--no-progress", o->no_progress, "no progress line");
   sub->add_flag("--quiet", o->quiet, "no progress line and no table (results via --metrics)");
   auto& p = c.parallel.pipeline;
-  sub->add_option("--parallel", c.parallel.mode,
-                  "none, pipeline (one stage per rank, -n S) or ddp (data parallel, -n N)")
-      ->capture_default_str();
+  add_typed_option(sub, "--parallel", c.parallel.mode, train::parse_parallel_mode,
+                   "none, pipeline (one stage per rank, -n S) or ddp (data parallel, -n N)");
   auto& d = c.parallel.ddp;
-  sub->add_option("--algo", d.algo,
-                  "ddp: all-reduce algorithm (ring, butterfly, direct, native, auto)")
-      ->capture_default_str();
+  add_typed_option(sub, "--algo", d.algorithm, comm::parse_algorithm,
+                   "ddp: all-reduce algorithm (ring, butterfly, direct, native, auto)");
   sub->add_option("--bucket-mb", d.bucket_mb, "ddp: gradient bucket size in MiB (first bucket: 1)")
       ->capture_default_str();
   sub->add_flag("--sync-bn", d.sync_bn, "ddp: BatchNorm statistics over the global batch");
   sub->add_option("--grad-accum-steps", c.grad_accum_steps,
                   "batches per optimizer step (ddp: gradients cross the network on the last)")
       ->capture_default_str();
-  sub->add_option("--placement", p.placement,
-                  "pipeline: linear (a chain) or ushape (rank 0 keeps the first and last blocks "
-                  "and the loss)")
-      ->capture_default_str();
+  add_typed_option(sub, "--placement", p.placement, parallel::pipeline::parse_placement,
+                   "pipeline: linear (a chain) or ushape (rank 0 keeps the first and last blocks "
+                   "and the loss)");
   sub->add_option("--client-blocks", o->client_blocks,
                   "ushape: F,L = blocks the client (rank 0) keeps at the start and the end")
       ->capture_default_str();
   sub->add_option("--balance", o->balance,
                   "pipeline: blocks per stage (ushape: per server), e.g. 3,5,4; 'auto' balances "
                   "measured forward+backward time; default balances parameter counts");
-  sub->add_option("--schedule", p.schedule, "pipeline schedule: gpipe or 1f1b")
-      ->capture_default_str();
+  add_typed_option(sub, "--schedule", p.schedule, parallel::pipeline::parse_schedule,
+                   "pipeline schedule: gpipe or 1f1b");
   sub->add_option("--chunks", p.chunks, "pipeline: micro-batches per mini-batch (1..1024)")
       ->capture_default_str();
-  sub->add_option("--compress", p.compress,
-                  "pipeline: codec for activations on compressed edges (none, fp16, bf16, "
-                  "uniform:B, sortquant:B, sortquant:Q:S, kmeans:B)")
-      ->capture_default_str();
-  sub->add_option("--compress-grad", p.compress_grad,
-                  "pipeline: codec for gradients (default: same as --compress); ddp: codec for the "
-                  "gradient all-reduce, with error feedback (default none)");
-  sub->add_option("--compress-edges", p.compress_edges,
+  add_typed_option(sub, "--compress", p.activation_codec, compress::parse_codec,
+                   "pipeline: codec for activations on compressed edges (none, fp16, bf16, "
+                   "uniform:B, sortquant:B, sortquant:Q:S, kmeans:B)");
+  add_typed_option(sub, "--compress-grad", o->compress_grad, compress::parse_codec,
+                   "pipeline: codec for gradients (default: same as --compress); ddp: codec for "
+                   "the gradient all-reduce, with error feedback (default none)",
+                   "");
+  sub->add_option("--compress-edges", o->compress_edges,
                   "pipeline: client (only links touching rank 0) or all")
       ->capture_default_str();
   add_rank_flags(sub, o->ranks, false);
@@ -148,16 +150,19 @@ void register_train(CLI::App& parent, int& exit_code) {
     pc.client_last = client[1];
     const auto worlds = world_sizes(o->ranks);
     const int n = worlds.empty() ? 1 : worlds.front();
-    const bool pipelined = o->config.parallel.mode == "pipeline";
-    const bool data_parallel = o->config.parallel.mode == "ddp";
+    pc.compress_all_edges = kEdgeNames.parse(o->compress_edges);
+    const bool pipelined = o->config.parallel.mode == train::ParallelMode::kPipeline;
+    const bool data_parallel = o->config.parallel.mode == train::ParallelMode::kDdp;
     if (n > 1 && !pipelined && !data_parallel)
       throw std::invalid_argument("-n " + std::to_string(n) + " needs --parallel pipeline or ddp");
     if (data_parallel) {
-      if (pc.compress != "none")
+      if (pc.activation_codec != compress::CodecSpec{})
         throw std::invalid_argument(
             "--compress is for pipeline activations; use --compress-grad "
             "for DDP gradients");
-      o->config.parallel.ddp.compress_grad = pc.compress_grad.empty() ? "none" : pc.compress_grad;
+      o->config.parallel.ddp.gradient_codec = o->compress_grad.value_or(compress::CodecSpec{});
+    } else {
+      pc.gradient_codec = o->compress_grad;
     }
     if (const auto status = relaunch_if_requested(o->ranks, n)) {
       exit_code = *status;
@@ -170,7 +175,7 @@ void register_train(CLI::App& parent, int& exit_code) {
     at::set_num_threads(o->threads > 0
                             ? o->threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    const auto format = metrics::parse_format(o->format);
+    const auto format = o->output.format;
     std::unique_ptr<comm::Group> group;
     if (pipelined || data_parallel) {
       const int threads = at::get_num_threads();
@@ -186,9 +191,11 @@ void register_train(CLI::App& parent, int& exit_code) {
     metrics::write_rows(std::cout, format, train::epoch_columns(pipelined), rows);
     if (pipelined && format == metrics::Format::kTable) {
       std::cout << "\nlast epoch, per rank (time in training steps):\n";
-      metrics::write_table(std::cout, train::stage_columns(), train::stage_rows(history.back()));
+      namespace pp = parallel::pipeline;
+      const metrics::Row last = history.back().to_row();
+      metrics::write_table(std::cout, pp::stage_columns(), pp::stage_rows(last));
       std::cout << "\nlast epoch, per link (seen by the receiver):\n";
-      metrics::write_table(std::cout, train::link_columns(), train::link_rows(history.back()));
+      metrics::write_table(std::cout, pp::link_columns(), pp::link_rows(last));
     }
   });
 }

@@ -4,35 +4,26 @@
 
 #include <stdexcept>
 
+#include "dtrain/base/names.h"
 #include "dtrain/comm/algorithms.h"
 #include "dtrain/comm/group.h"
 
 namespace dtrain::comm {
 
+namespace {
+const EnumNames<Algorithm> kAlgorithmNames("algorithm", {{Algorithm::kRing, "ring"},
+                                                         {Algorithm::kButterfly, "butterfly"},
+                                                         {Algorithm::kDirect, "direct"},
+                                                         {Algorithm::kNative, "native"},
+                                                         {Algorithm::kAuto, "auto"}});
+}
+
 Algorithm parse_algorithm(const std::string& name) {
-  if (name == "ring") return Algorithm::kRing;
-  if (name == "butterfly") return Algorithm::kButterfly;
-  if (name == "direct") return Algorithm::kDirect;
-  if (name == "native") return Algorithm::kNative;
-  if (name == "auto") return Algorithm::kAuto;
-  throw std::invalid_argument("unknown algorithm '" + name +
-                              "' (expected ring, butterfly, direct, native or auto)");
+  return kAlgorithmNames.parse(name);
 }
 
 std::string to_string(Algorithm algo) {
-  switch (algo) {
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kButterfly:
-      return "butterfly";
-    case Algorithm::kDirect:
-      return "direct";
-    case Algorithm::kNative:
-      return "native";
-    case Algorithm::kAuto:
-      return "auto";
-  }
-  return "?";
+  return kAlgorithmNames.to_string(algo);
 }
 
 const std::vector<Algorithm>& concrete_algorithms() {

@@ -4,32 +4,26 @@
 
 #include <stdexcept>
 
+#include "dtrain/base/names.h"
+
 namespace dtrain::comm {
 
+namespace {
+// "prod" is accepted as an alias; printing uses the first name.
+const EnumNames<ReduceOp> kReduceOpNames("reduce op", {{ReduceOp::kSum, "sum"},
+                                                       {ReduceOp::kAvg, "avg"},
+                                                       {ReduceOp::kMin, "min"},
+                                                       {ReduceOp::kMax, "max"},
+                                                       {ReduceOp::kProduct, "product"},
+                                                       {ReduceOp::kProduct, "prod"}});
+}  // namespace
+
 ReduceOp parse_reduce_op(const std::string& name) {
-  if (name == "sum") return ReduceOp::kSum;
-  if (name == "avg") return ReduceOp::kAvg;
-  if (name == "min") return ReduceOp::kMin;
-  if (name == "max") return ReduceOp::kMax;
-  if (name == "product" || name == "prod") return ReduceOp::kProduct;
-  throw std::invalid_argument("unknown reduce op '" + name +
-                              "' (expected sum, avg, min, max or product)");
+  return kReduceOpNames.parse(name);
 }
 
 std::string to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAvg:
-      return "avg";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kProduct:
-      return "product";
-  }
-  return "?";
+  return kReduceOpNames.to_string(op);
 }
 
 void combine_into(at::Tensor& dst, const at::Tensor& src, ReduceOp op) {

@@ -12,87 +12,122 @@
 
 namespace dtrain::comm::detail {
 
-void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes,
-                int first_step, int end_step) {
-  const int p = group.size();
-  const int r = group.rank();
-  if (p == 1) {
-    if (first_step == 0) finalize_reduction(flat, op, 1);
-    return;
+namespace {
+
+// One rank's view of a segmented ring: which block it sends and receives at each step
+// (steps 0..p-2 reduce-scatter, p-1..2p-3 all-gather), and the requests in flight.
+class Ring {
+ public:
+  Ring(Group& group, at::Tensor& flat, int tag, int64_t segment_bytes, bool any_reduce)
+      : group_(group),
+        flat_(flat),
+        tag_(tag),
+        p_(group.size()),
+        r_(group.rank()),
+        blocks_{flat.numel(), p_} {
+    const int64_t elem = flat.element_size();
+    k_segments_ =
+        std::max<int64_t>(1, (blocks_.max_size() * elem + segment_bytes - 1) / segment_bytes);
+    slot_len_ = (blocks_.max_size() + k_segments_ - 1) / k_segments_;
+    if (any_reduce) staging_ = at::empty({k_segments_ * slot_len_}, flat.options());
+    sends_.resize(static_cast<size_t>(p_ * k_segments_));
+    recvs_.resize(static_cast<size_t>(k_segments_));
+    recv_target_.resize(static_cast<size_t>(k_segments_));
   }
-  const int left = wrap(r - 1, p);
-  const int right = wrap(r + 1, p);
-  const BlockLayout blocks{flat.numel(), p};
-  const int64_t elem = flat.element_size();
-  const int64_t k_segments =
-      std::max<int64_t>(1, (blocks.max_size() * elem + segment_bytes - 1) / segment_bytes);
-  const int64_t slot_len = (blocks.max_size() + k_segments - 1) / k_segments;
 
-  auto is_reduce = [&](int s) { return s < p - 1; };
-  auto send_block = [&](int s) {
-    return is_reduce(s) ? wrap(r - s - 1, p) : wrap(r - (s - p + 1), p);
-  };
-  auto recv_block = [&](int s) {
-    return is_reduce(s) ? wrap(r - s - 2, p) : wrap(r - (s - p + 1) - 1, p);
-  };
-  auto segment = [&](int b, int64_t k) {
-    const BlockLayout segs{blocks.size(b), k_segments};
-    return slice(flat, blocks.begin(b) + segs.begin(k), segs.size(k));
-  };
+  int64_t segments() const { return k_segments_; }
+  bool is_reduce(int s) const { return s < p_ - 1; }
+  int send_block(int s) const {
+    return is_reduce(s) ? wrap(r_ - s - 1, p_) : wrap(r_ - (s - p_ + 1), p_);
+  }
+  int recv_block(int s) const {
+    return is_reduce(s) ? wrap(r_ - s - 2, p_) : wrap(r_ - (s - p_ + 1) - 1, p_);
+  }
+  at::Tensor segment(int b, int64_t k) const {
+    const BlockLayout segs{blocks_.size(b), k_segments_};
+    return slice(flat_, blocks_.begin(b) + segs.begin(k), segs.size(k));
+  }
 
-  const bool any_reduce = first_step < p - 1;
-  at::Tensor staging =
-      any_reduce ? at::empty({k_segments * slot_len}, flat.options()) : at::Tensor();
-  std::vector<Request> sends(static_cast<size_t>(p * k_segments));
-  std::vector<Request> recvs(static_cast<size_t>(k_segments));
-  std::vector<at::Tensor> recv_target(static_cast<size_t>(k_segments));
-
-  auto post_send = [&](int s, int64_t k) {
+  void post_send(int s, int64_t k) {
     const int b = send_block(s);
     at::Tensor region = segment(b, k);
     if (region.numel() == 0) return;
-    auto& slot = sends[static_cast<size_t>(b * k_segments + k)];
+    auto& slot = sends_[static_cast<size_t>(b * k_segments_ + k)];
     slot.wait();
-    slot = group.isend(region, right, tag);
-  };
-  auto post_recv = [&](int s, int64_t k) {
+    slot = group_.isend(region, wrap(r_ + 1, p_), tag_);
+  }
+
+  void post_recv(int s, int64_t k) {
     const int b = recv_block(s);
     at::Tensor region = segment(b, k);
-    auto& target = recv_target[static_cast<size_t>(k)];
+    auto& target = recv_target_[static_cast<size_t>(k)];
     if (region.numel() == 0) {
       target = at::Tensor();
       return;
     }
     if (is_reduce(s)) {
-      target = slice(staging, k * slot_len, region.numel());
+      target = slice(staging_, k * slot_len_, region.numel());
     } else {
-      sends[static_cast<size_t>(b * k_segments + k)].wait();  // region may still be going out
+      sends_[static_cast<size_t>(b * k_segments_ + k)].wait();  // region may still be going out
       target = region;
     }
-    recvs[static_cast<size_t>(k)] = group.irecv(target, left, tag);
-  };
+    recvs_[static_cast<size_t>(k)] = group_.irecv(target, wrap(r_ - 1, p_), tag_);
+  }
 
+  // Waits for segment k of step s; returns what arrived into staging (reduce steps) or an
+  // undefined tensor (nothing to combine).
+  at::Tensor receive(int s, int64_t k) {
+    recvs_[static_cast<size_t>(k)].wait();
+    return is_reduce(s) ? recv_target_[static_cast<size_t>(k)] : at::Tensor();
+  }
+
+  void wait_sends() {
+    for (auto& req : sends_)
+      req.wait();
+  }
+
+ private:
+  Group& group_;
+  at::Tensor& flat_;
+  const int tag_, p_, r_;
+  const BlockLayout blocks_;
+  int64_t k_segments_ = 1, slot_len_ = 0;
+  at::Tensor staging_;
+  std::vector<Request> sends_, recvs_;
+  std::vector<at::Tensor> recv_target_;
+};
+
+}  // namespace
+
+void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes,
+                int first_step, int end_step) {
+  const int p = group.size();
+  if (p == 1) {
+    if (first_step == 0) finalize_reduction(flat, op, 1);
+    return;
+  }
+  Ring ring(group, flat, tag, segment_bytes, first_step < p - 1);
+  const int64_t k_segments = ring.segments();
   for (int64_t k = 0; k < k_segments; ++k)
-    post_send(first_step, k);
+    ring.post_send(first_step, k);
   for (int64_t k = 0; k < k_segments; ++k)
-    post_recv(first_step, k);
+    ring.post_recv(first_step, k);
   for (int s = first_step; s < end_step; ++s) {
-    const int b = recv_block(s);
+    const int b = ring.recv_block(s);
     for (int64_t k = 0; k < k_segments; ++k) {
-      recvs[static_cast<size_t>(k)].wait();
-      if (is_reduce(s) && recv_target[static_cast<size_t>(k)].defined()) {
-        at::Tensor region = segment(b, k);
-        combine_into(region, recv_target[static_cast<size_t>(k)], op);
+      const at::Tensor arrived = ring.receive(s, k);
+      if (arrived.defined()) {
+        at::Tensor region = ring.segment(b, k);
+        combine_into(region, arrived, op);
         if (s == p - 2) finalize_reduction(region, op, p);
       }
       if (s + 1 < end_step) {
-        post_send(s + 1, k);
-        post_recv(s + 1, k);
+        ring.post_send(s + 1, k);
+        ring.post_recv(s + 1, k);
       }
     }
   }
-  for (auto& req : sends)
-    req.wait();
+  ring.wait_sends();
 }
 
 void ring_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes) {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "dtrain/base/parse.h"
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
@@ -23,18 +24,12 @@ std::optional<std::string> env(const char* name) {
 }
 
 int env_int(const char* name, const std::string& value, int min_value) {
-  size_t used = 0;
-  long parsed = 0;
-  try {
-    parsed = std::stol(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != value.size() || parsed < min_value || parsed > 1'000'000) {
+  const auto parsed = parse_integer(value, min_value, 1'000'000);
+  if (!parsed) {
     throw std::invalid_argument(std::string("environment variable ") + name + "='" + value +
                                 "' is not an integer >= " + std::to_string(min_value));
   }
-  return static_cast<int>(parsed);
+  return static_cast<int>(*parsed);
 }
 
 struct Scheme {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "dtrain/base/parse.h"
 #include "dtrain/compress/codecs.h"
 
 namespace dtrain::compress {
@@ -14,17 +15,9 @@ constexpr int kMaxDims = PacketHeader::kMaxDims;
 constexpr int64_t kMaxNumel = int64_t{1} << 40;
 
 int parse_int(const std::string& text, const std::string& whole) {
-  size_t used = 0;
-  int v = -1;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size()) {
-    throw std::invalid_argument("codec '" + whole + "': '" + text + "' is not an integer");
-  }
-  return v;
+  const auto v = parse_integer(text, -1'000'000, 1'000'000);
+  if (!v) throw std::invalid_argument("codec '" + whole + "': '" + text + "' is not an integer");
+  return static_cast<int>(*v);
 }
 
 uint8_t dtype_code(at::ScalarType t) {
@@ -86,8 +79,8 @@ void check_spec(const CodecSpec& s, const std::string& name) {
 
 }  // namespace
 
-std::string CodecSpec::name() const {
-  switch (id) {
+std::string to_string(const CodecSpec& spec) {
+  switch (spec.id) {
     case CodecId::kNone:
       return "none";
     case CodecId::kFp16:
@@ -95,13 +88,19 @@ std::string CodecSpec::name() const {
     case CodecId::kBf16:
       return "bf16";
     case CodecId::kUniform:
-      return "uniform:" + std::to_string(bits);
+      return "uniform:" + std::to_string(spec.bits);
     case CodecId::kSortQuant:
-      return "sortquant:" + std::to_string(bits - split_bits) + ":" + std::to_string(split_bits);
+      return "sortquant:" + std::to_string(spec.bits - spec.split_bits) + ":" +
+             std::to_string(spec.split_bits);
     case CodecId::kKMeans:
-      return "kmeans:" + std::to_string(bits) + (iters > 0 ? ":" + std::to_string(iters) : "");
+      return "kmeans:" + std::to_string(spec.bits) +
+             (spec.iters > 0 ? ":" + std::to_string(spec.iters) : "");
   }
   return "?";
+}
+
+bool operator==(const CodecSpec& a, const CodecSpec& b) {
+  return a.id == b.id && a.bits == b.bits && a.split_bits == b.split_bits && a.iters == b.iters;
 }
 
 CodecSpec parse_codec(const std::string& name) {
@@ -173,7 +172,7 @@ std::string codec_help() {
 }
 
 std::unique_ptr<Codec> make_codec(const CodecSpec& spec) {
-  check_spec(spec, spec.name());
+  check_spec(spec, to_string(spec));
   switch (spec.id) {
     case CodecId::kNone:
     case CodecId::kFp16:
@@ -216,7 +215,7 @@ Packet encode(const Codec& codec, const at::Tensor& tensor) {
   try {
     codec.encode_values(x, n, p + header, p + header + table);  // checks finiteness itself
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(codec.spec().name() + " " + e.what());
+    throw std::invalid_argument(to_string(codec.spec()) + " " + e.what());
   }
   return out;
 }
@@ -232,7 +231,7 @@ PacketInfo inspect(const uint8_t* data, size_t size) {
   info.spec.bits = h.bits;
   info.spec.split_bits = h.split_bits;
   try {
-    check_spec(info.spec, info.spec.name());
+    check_spec(info.spec, to_string(info.spec));
   } catch (const std::invalid_argument& e) {
     throw CorruptPacket(std::string("packet: bad codec parameters: ") + e.what());
   }
@@ -256,8 +255,8 @@ PacketInfo inspect(const uint8_t* data, size_t size) {
   info.payload_bytes = h.payload_bytes;
   if (info.table_bytes != codec->table_bytes(product) ||
       info.payload_bytes != codec->payload_bytes(product)) {
-    throw CorruptPacket("packet: table/payload lengths do not match " + info.spec.name() + " for " +
-                        std::to_string(product) + " values");
+    throw CorruptPacket("packet: table/payload lengths do not match " + to_string(info.spec) +
+                        " for " + std::to_string(product) + " values");
   }
   if (size != info.header_bytes + info.table_bytes + info.payload_bytes) {
     throw CorruptPacket("packet: " + std::to_string(size) + " bytes, expected " +

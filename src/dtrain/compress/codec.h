@@ -38,8 +38,14 @@ struct CodecSpec {
   int bits = 32;       // bits per coded value on the wire (Q+S for sortquant)
   int split_bits = 0;  // sortquant: S (2^S groups)
   int iters = 0;       // kmeans: Lloyd iterations (0: until stable)
-  std::string name() const;
 };
+bool operator==(const CodecSpec& a, const CodecSpec& b);
+inline bool operator!=(const CodecSpec& a, const CodecSpec& b) {
+  return !(a == b);
+}
+
+// The canonical name, parsed back by parse_codec ("sortquant:8" -> "sortquant:6:2").
+std::string to_string(const CodecSpec& spec);
 
 // Throws std::invalid_argument naming the problem, e.g. "uniform:0: bits must be 1..16".
 CodecSpec parse_codec(const std::string& name);

@@ -1,7 +1,8 @@
-// Exact order statistics of a float array without sorting it, in expected linear time:
-// one histogram pass over the top 12 bits of an order-preserving integer key, one pass
-// gathering the (few) elements of the buckets that hold the wanted ranks, then a
-// selection (nth_element) inside each gathered bucket.
+// Exact order statistics of a float array without sorting it, in linear time: a radix
+// select over an order-preserving 32-bit key of each value. One pass histograms the top 16
+// key bits (and finds NaN/Inf for free in the outermost buckets); a second pass counts the
+// low 16 bits of the values in the buckets that hold the wanted ranks only, which pins
+// each rank to one full key, i.e. one exact value. No gathering, no sorting.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,7 @@ inline uint32_t order_key(float x) {
 
 // Values at the given 0-based ranks of x[0, n) in ascending order (ranks need not be
 // sorted or distinct; each must be < n). x is not modified. Throws std::invalid_argument
-// if x holds NaN or Inf (found for free in the histogram's outermost buckets). Throws
-// std::invalid_argument if x holds NaN or Inf (found for free in the histogram's outermost
-// buckets).
+// if x holds NaN or Inf.
 std::vector<float> order_statistics(const float* x, int64_t n, const std::vector<int64_t>& ranks);
 
 // With buckets = key >> shift (shift <= 23), the buckets below 0x00800000 >> shift and from

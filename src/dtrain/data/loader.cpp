@@ -1,4 +1,5 @@
 #include "dtrain/data/loader.h"
+#include "dtrain/metrics/timer.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -60,10 +61,10 @@ void EpochLoader::produce() {
 }
 
 std::optional<Batch> EpochLoader::next() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = metrics::Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !ready_.empty() || done_; });
-  wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  wait_s_ += metrics::since(t0);
   if (!ready_.empty()) {
     Batch b = std::move(ready_.front());
     ready_.pop_front();

@@ -1,5 +1,7 @@
 #include "dtrain/metrics/report.h"
 
+#include "dtrain/base/names.h"
+
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -35,11 +37,18 @@ std::string csv_escape(const std::string& s) {
 
 }  // namespace
 
+namespace {
+const EnumNames<Format> kFormatNames("format", {{Format::kTable, "table"},
+                                                {Format::kCsv, "csv"},
+                                                {Format::kJsonl, "jsonl"}});
+}
+
 Format parse_format(const std::string& name) {
-  if (name == "table") return Format::kTable;
-  if (name == "csv") return Format::kCsv;
-  if (name == "jsonl") return Format::kJsonl;
-  throw std::invalid_argument("unknown format '" + name + "' (expected table, csv or jsonl)");
+  return kFormatNames.parse(name);
+}
+
+std::string to_string(Format format) {
+  return kFormatNames.to_string(format);
 }
 
 void write_table(std::ostream& out, const std::vector<Column>& columns,

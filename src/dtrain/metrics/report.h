@@ -15,6 +15,7 @@ using Row = nlohmann::ordered_json;
 
 enum class Format { kTable, kCsv, kJsonl };
 Format parse_format(const std::string& name);  // "table", "csv", "jsonl"
+std::string to_string(Format format);
 
 struct Column {
   std::string key;

@@ -12,4 +12,12 @@ inline double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// Seconds spent running f().
+template <typename F>
+double seconds(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  return since(t0);
+}
+
 }  // namespace dtrain::metrics

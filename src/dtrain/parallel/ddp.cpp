@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "dtrain/comm/agreement.h"
+#include "dtrain/comm/coded_allreduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/tags.h"
 #include "dtrain/compress/codec.h"
@@ -29,14 +31,11 @@ constexpr int kShapeSlots = 6;  // per parameter: ndim, 4 leading dims, numel
 void check_same_shapes(comm::Group& group,
                        const std::vector<std::pair<std::string, at::Tensor>>& named) {
   const auto count = static_cast<int64_t>(named.size());
-  auto lo = at::full({1}, count, at::kLong), hi = lo.clone();
-  group.native_all_reduce(lo, comm::ReduceOp::kMin);
-  group.native_all_reduce(hi, comm::ReduceOp::kMax);
-  if (lo.item<int64_t>() != hi.item<int64_t>()) {
+  const comm::ValueRange counts = comm::range_over_ranks(group, count);
+  if (!counts.agree()) {
     throw std::invalid_argument(group.describe() + ": the ranks' models differ: this rank has " +
                                 std::to_string(count) + " parameter tensors, others have between " +
-                                std::to_string(lo.item<int64_t>()) + " and " +
-                                std::to_string(hi.item<int64_t>()));
+                                std::to_string(counts.lo) + " and " + std::to_string(counts.hi));
   }
   auto mine = at::zeros({count, kShapeSlots}, at::kLong);
   for (int64_t i = 0; i < count; ++i) {
@@ -234,57 +233,17 @@ int64_t DistributedDataParallel::reduce(size_t index) {
 
 int64_t DistributedDataParallel::reduce_compressed(size_t index) {
   Bucket& b = *buckets_[index];
-  const int p = group_.size(), me = group_.rank();
-  const int64_t n = b.flat.numel();
-  auto piece = [&](int i) { return b.flat.narrow(0, i * n / p, (i + 1) * n / p - i * n / p); };
-  int64_t sent = 0;
-  // Reduce-scatter: my piece j goes to its owner j, coded with j's residual.
-  std::vector<compress::Packet> out(static_cast<size_t>(p));
-  std::vector<comm::Request> sends;
-  for (int j = 0; j < p; ++j) {
-    if (j == me) continue;
-    out[static_cast<size_t>(j)] =
-        b.scatter_feedback[static_cast<size_t>(j)].encode(*codec_, piece(j));
-    sent += static_cast<int64_t>(out[static_cast<size_t>(j)].size());
-    sends.push_back(group_.isend_bytes(out[static_cast<size_t>(j)], j, exchange_tag(0, index)));
-  }
-  at::Tensor sum = piece(me).clone();
-  for (int j = 0; j < p; ++j) {
-    if (j == me) continue;
-    const at::Tensor part = compress::decode(group_.recv_bytes(j, exchange_tag(0, index)));
-    if (part.numel() != sum.numel())
-      throw std::runtime_error(group_.describe() + ": gradient piece from rank " +
-                               std::to_string(j) + " has " + std::to_string(part.numel()) +
-                               " values, expected " + std::to_string(sum.numel()) +
-                               " (models differ?)");
-    sum.add_(part.reshape({-1}));
-  }
-  for (auto& r : sends)
-    r.wait();
-  sum.div_(p);
-  // All-gather: the owner's sum, coded once; the owner keeps the decoded value too, so all
-  // ranks end with identical gradients.
-  at::Tensor decoded;
-  const compress::Packet mine = b.gather_feedback.encode(*codec_, sum, decoded);
-  sends.clear();
-  for (int j = 0; j < p; ++j) {
-    if (j == me) continue;
-    sent += static_cast<int64_t>(mine.size());
-    sends.push_back(group_.isend_bytes(mine, j, exchange_tag(1, index)));
-  }
-  piece(me).copy_(decoded.reshape({-1}));
-  for (int j = 0; j < p; ++j) {
-    if (j == me) continue;
-    const at::Tensor part = compress::decode(group_.recv_bytes(j, exchange_tag(1, index)));
-    at::Tensor target = piece(j);
-    if (part.numel() != target.numel())
-      throw std::runtime_error(group_.describe() + ": reduced gradient piece from rank " +
-                               std::to_string(j) + " has the wrong size (models differ?)");
-    target.copy_(part.reshape({-1}));
-  }
-  for (auto& r : sends)
-    r.wait();
-  return sent;
+  comm::PieceCoding coding;
+  // Each destination's piece keeps its own residual; the owner's average keeps one more.
+  coding.encode = [&](comm::CodedPhase phase, int peer, const at::Tensor& piece,
+                      at::Tensor& decoded) {
+    return phase == comm::CodedPhase::kScatter
+               ? b.scatter_feedback[static_cast<size_t>(peer)].encode(*codec_, piece)
+               : b.gather_feedback.encode(*codec_, piece, decoded);
+  };
+  coding.decode = [](const std::vector<uint8_t>& bytes) { return compress::decode(bytes); };
+  return comm::coded_all_reduce_mean(group_, b.flat, coding, exchange_tag(0, index),
+                                     exchange_tag(1, index));
 }
 
 void DistributedDataParallel::before_forward() {

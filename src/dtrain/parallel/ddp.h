@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "dtrain/comm/allreduce.h"
+#include "dtrain/compress/codec.h"
 
 namespace dtrain::comm {
 class Group;
@@ -50,7 +51,7 @@ struct DdpConfig {
   double bucket_mb = 25;
   double first_bucket_mb = 1;
   comm::Algorithm algorithm = comm::Algorithm::kAuto;
-  std::string gradient_codec = "none";
+  compress::CodecSpec gradient_codec;  // default: none (exact)
   bool broadcast_buffers = true;
 };
 

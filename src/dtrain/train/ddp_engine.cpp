@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/ddp.h"
@@ -20,12 +21,12 @@ using metrics::since;
 class DdpEngine final : public Engine {
  public:
   DdpEngine(comm::Group& group, torch::nn::Sequential model, const TrainConfig& c)
-      : group_(group), model_(std::move(model)) {
+      : group_(group), model_(std::move(model)), loss_(models::make_loss(c.loss)) {
     const auto& o = c.parallel.ddp;
     parallel::DdpConfig dc;
     dc.bucket_mb = o.bucket_mb;
-    dc.algorithm = comm::parse_algorithm(o.algo);
-    dc.gradient_codec = o.compress_grad;
+    dc.algorithm = o.algorithm;
+    dc.gradient_codec = o.gradient_codec;
     if (o.sync_bn) {
       if (parallel::convert_sync_batchnorm(*model_, group) == 0)
         throw std::invalid_argument("--sync-bn: model '" + c.model.name + "' has no BatchNorm");
@@ -52,7 +53,7 @@ class DdpEngine final : public Engine {
     auto t = Clock::now();
     ddp_->before_forward();
     const at::Tensor logits = model_->forward(batch.inputs);
-    const at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels);
+    const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
     s.time_forward_s += since(t);
     t = Clock::now();
     ddp_->set_sync(plan.sync);
@@ -65,21 +66,22 @@ class DdpEngine final : public Engine {
   }
 
   BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
-    return evaluate_batch(model_, inputs, labels);
+    return evaluate_batch(model_, loss_, inputs, labels);
   }
 
   void end_epoch(EpochStats& s) override {
     const parallel::DdpStats d = ddp_->take_stats();
     s.time_comm_s += d.broadcast_s;
-    s.extra["comm_total_s"] = d.comm_s;
-    s.extra["comm_exposed_s"] = d.exposed_s;
-    s.extra["comm_hidden_fraction"] = d.hidden_fraction();
-    s.extra["grad_bytes"] = d.grad_bytes;
-    s.extra["grad_wire_bytes"] = d.wire_bytes;
-    s.extra["buckets"] = static_cast<int64_t>(ddp_->bucket_sizes().size());
+    namespace key = metrics::key;
+    s.extra[key::kCommTotalS] = d.comm_s;
+    s.extra[key::kCommExposedS] = d.exposed_s;
+    s.extra[key::kCommHiddenFraction] = d.hidden_fraction();
+    s.extra[key::kGradBytes] = d.grad_bytes;
+    s.extra[key::kGradWireBytes] = d.wire_bytes;
+    s.extra[key::kBuckets] = static_cast<int64_t>(ddp_->bucket_sizes().size());
     auto rss = at::tensor({static_cast<double>(metrics::peak_rss_bytes())}, at::kDouble);
     group_.native_all_reduce(rss, comm::ReduceOp::kMax);
-    s.extra["peak_rss_max_bytes"] = static_cast<int64_t>(rss.item<double>());
+    s.extra[key::kPeakRssMaxBytes] = static_cast<int64_t>(rss.item<double>());
   }
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }
@@ -87,6 +89,7 @@ class DdpEngine final : public Engine {
  private:
   comm::Group& group_;
   torch::nn::Sequential model_;
+  models::LossFn loss_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
 };
 

@@ -9,11 +9,9 @@
 #include <vector>
 
 #include "dtrain/data/loader.h"
-#include "dtrain/train/trainer.h"
-
-namespace dtrain::parallel::pipeline {
-class Pipeline;
-}
+#include "dtrain/models/loss.h"
+#include "dtrain/train/config.h"
+#include "dtrain/train/epoch_stats.h"
 
 namespace dtrain::comm {
 class Group;
@@ -58,14 +56,33 @@ class Engine {
 
 // Loss sum and correct predictions of one batch from its logits and mean loss.
 BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& loss);
+// The mean of `loss` over a batch.
+at::Tensor mean_loss(const models::LossFn& loss, const at::Tensor& logits,
+                     const at::Tensor& labels);
 // The whole model on one batch in eval mode, without gradients.
-BatchResult evaluate_batch(torch::nn::Sequential& model, const at::Tensor& inputs,
-                           const at::Tensor& labels);
+BatchResult evaluate_batch(torch::nn::Sequential& model, const models::LossFn& loss,
+                           const at::Tensor& inputs, const at::Tensor& labels);
 
-std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model);
-std::unique_ptr<Engine> make_pipeline_engine(parallel::pipeline::Pipeline& pipeline);
+std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss);
 // Data parallel: converts BatchNorms to SyncBatchNorm when asked, then wraps the model.
 std::unique_ptr<Engine> make_ddp_engine(comm::Group& group, torch::nn::Sequential model,
                                         const TrainConfig& config);
+
+// What a pipeline-mode trainer needs to know before it builds the pipeline: rank 0 loaded
+// the data (the others did not), and a sample batch for --balance auto.
+struct PipelineSetup {
+  const TrainConfig& config;
+  const data::Dataset* train_set;  // rank 0 only
+  const data::Normalization& norm;
+};
+// Pipeline mode: builds this rank's stages of `model` (which it empties, so only those
+// stay alive). On rank 0 returns the driving engine; on the other ranks runs rank 0's
+// commands, stepping this rank's optimizer, until rank 0 stops, then returns nullptr.
+std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequential& model,
+                                             const PipelineSetup& setup);
+
+// Pipeline mode: rank 0 tells the others, which load no data, the model's input shape and
+// class count (`failed`: rank 0 could not load the data, and every rank throws).
+void share_model_shape(comm::Group& group, models::ModelConfig& model, bool failed);
 
 }  // namespace dtrain::train

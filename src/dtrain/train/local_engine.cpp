@@ -22,19 +22,25 @@ BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::
   return r;
 }
 
-BatchResult evaluate_batch(torch::nn::Sequential& model, const at::Tensor& inputs,
-                           const at::Tensor& labels) {
+at::Tensor mean_loss(const models::LossFn& loss, const at::Tensor& logits,
+                     const at::Tensor& labels) {
+  return loss(logits, labels) / static_cast<double>(std::max<int64_t>(1, labels.size(0)));
+}
+
+BatchResult evaluate_batch(torch::nn::Sequential& model, const models::LossFn& loss,
+                           const at::Tensor& inputs, const at::Tensor& labels) {
   torch::NoGradGuard no_grad;
   model->eval();
   const at::Tensor logits = model->forward(inputs);
-  return score(logits, labels, torch::nn::functional::cross_entropy(logits, labels));
+  return score(logits, labels, mean_loss(loss, logits, labels));
 }
 
 namespace {
 
 class LocalEngine final : public Engine {
  public:
-  explicit LocalEngine(torch::nn::Sequential model) : model_(std::move(model)) {}
+  LocalEngine(torch::nn::Sequential model, models::LossFn loss)
+      : model_(std::move(model)), loss_(std::move(loss)) {}
 
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
 
@@ -43,7 +49,7 @@ class LocalEngine final : public Engine {
     model_->train();
     auto t = Clock::now();
     const at::Tensor logits = model_->forward(batch.inputs);
-    const at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels);
+    const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
     s.time_forward_s += since(t);
     t = Clock::now();
     (plan.loss_scale == 1.0 ? loss : loss * plan.loss_scale).backward();
@@ -52,19 +58,20 @@ class LocalEngine final : public Engine {
   }
 
   BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
-    return evaluate_batch(model_, inputs, labels);
+    return evaluate_batch(model_, loss_, inputs, labels);
   }
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }
 
  private:
   torch::nn::Sequential model_;
+  models::LossFn loss_;
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model) {
-  return std::make_unique<LocalEngine>(std::move(model));
+std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss) {
+  return std::make_unique<LocalEngine>(std::move(model), std::move(loss));
 }
 
 }  // namespace dtrain::train

@@ -1,9 +1,11 @@
-// Pipeline mode on the driver (rank 0): steps go through parallel::pipeline::Pipeline, and
-// each epoch's per-rank reports become EpochStats::extra.
-#include <algorithm>
+// Pipeline mode: rank 0 drives steps through parallel::pipeline::Pipeline and turns each
+// epoch's per-rank reports into EpochStats::extra; the other ranks follow its commands.
+#include <ATen/ATen.h>
 
+#include "dtrain/comm/group.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
 #include "dtrain/train/engine.h"
+#include "dtrain/train/optimizer.h"
 
 namespace dtrain::train {
 namespace {
@@ -14,107 +16,140 @@ BatchResult to_batch_result(const pp::StepResult& r) {
   return {r.loss_sum, r.correct, r.samples};
 }
 
-metrics::Row report_extra(const std::vector<pp::RankReport>& reports, const pp::PipelineConfig& c) {
-  metrics::Row extra;
-  double wire = 0, fp32 = 0, bubble_sum = 0;
-  int counted = 0;
-  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
-  nlohmann::ordered_json links = nlohmann::ordered_json::array();
-  for (const auto& r : reports) {
-    const auto& t = r.times;
-    const double bubble = t.step_s > 0 ? std::max(0.0, t.idle_s()) / t.step_s : 0.0;
-    if (t.step_s > 0) {
-      bubble_sum += bubble;
-      ++counted;
-    }
-    metrics::Row s;
-    s["rank"] = r.rank;
-    std::string blocks;
-    for (const auto& b : r.blocks)
-      blocks += (blocks.empty() ? "" : ",") + b;
-    s["blocks"] = blocks;
-    s["forward_s"] = t.forward_s;
-    s["backward_s"] = t.backward_s;
-    s["encode_s"] = t.encode_s;
-    s["decode_s"] = t.decode_s;
-    s["recv_wait_s"] = t.recv_wait_s;
-    s["send_wait_s"] = t.send_wait_s;
-    s["idle_s"] = std::max(0.0, t.idle_s());
-    s["step_s"] = t.step_s;
-    s["bubble"] = bubble;
-    s["peak_rss_bytes"] = r.peak_rss_bytes;
-    stages.push_back(s);
-    for (const auto& l : r.links) {
-      wire += static_cast<double>(l.bytes);
-      fp32 += static_cast<double>(l.fp32_bytes);
-      metrics::Row row;
-      row["src"] = l.src;
-      row["dst"] = l.dst;
-      row["direction"] = l.direction;
-      row["bytes"] = l.bytes;
-      row["messages"] = l.messages;
-      row["recv_time_s"] = l.recv_time_s;
-      row["bandwidth_gbps"] =
-          l.recv_time_s > 0 ? static_cast<double>(l.bytes) / l.recv_time_s / 1e9 : 0.0;
-      row["ratio"] =
-          l.fp32_bytes > 0 ? static_cast<double>(l.bytes) / static_cast<double>(l.fp32_bytes) : 1.0;
-      links.push_back(row);
-    }
-  }
-  const int ranks = static_cast<int>(reports.size());
-  extra["compression_ratio"] = fp32 > 0 ? wire / fp32 : 1.0;
-  extra["bubble_measured"] = counted > 0 ? bubble_sum / counted : 0.0;
-  extra["bubble_ideal"] = pp::ideal_bubble(ranks, c.micro_batches);
-  extra["stages"] = stages;
-  extra["links"] = links;
-  return extra;
-}
-
 class PipelineEngine final : public Engine {
  public:
-  explicit PipelineEngine(pp::Pipeline& pipeline) : pipeline_(pipeline) {
-    for (const auto& m : pipeline.stage_modules()) {
+  explicit PipelineEngine(std::unique_ptr<pp::Pipeline> pipeline) : pipeline_(std::move(pipeline)) {
+    for (const auto& m : pipeline_->stage_modules()) {
       std::ptrdiff_t i = 0;
       for (const auto& named : m->named_children())
         local_->push_back(named.key(), m->begin()[i++]);
     }
   }
 
-  std::vector<at::Tensor> parameters() override { return pipeline_.parameters(); }
+  std::vector<at::Tensor> parameters() override { return pipeline_->parameters(); }
 
   BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan&,
                           EpochStats&) override {
-    return to_batch_result(pipeline_.train_batch(batch.inputs, batch.labels, lr));
+    return to_batch_result(pipeline_->train_batch(batch.inputs, batch.labels, lr));
   }
 
   BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
-    return to_batch_result(pipeline_.eval_batch(inputs, labels));
+    return to_batch_result(pipeline_->eval_batch(inputs, labels));
   }
 
   void end_epoch(EpochStats& s) override {
-    const auto reports = pipeline_.collect_reports();
+    const auto reports = pipeline_->collect_reports();
     const auto& mine = reports.front().times;
     s.time_forward_s = mine.forward_s;
     s.time_backward_s = mine.backward_s;
     s.time_comm_s = mine.recv_wait_s + mine.send_wait_s + mine.encode_s + mine.decode_s;
-    const metrics::Row extra = report_extra(reports, pipeline_.config());
+    const metrics::Row extra = pp::summarize(reports, pipeline_->config().micro_batches);
     for (const auto& [key, value] : extra.items())
       s.extra[key] = value;
   }
 
-  void finish() override { pipeline_.stop(); }
+  void finish() override { pipeline_->stop(); }
 
   torch::nn::Sequential& checkpoint_module() override { return local_; }
 
  private:
-  pp::Pipeline& pipeline_;
+  std::unique_ptr<pp::Pipeline> pipeline_;
   torch::nn::Sequential local_;
 };
 
+// Block weights for the partition: measured forward+backward time (rank 0 measures, all
+// ranks use its numbers) or parameter counts.
+std::vector<double> block_weights(comm::Group& group, torch::nn::Sequential& model,
+                                  const PipelineSetup& setup) {
+  const TrainConfig& c = setup.config;
+  std::vector<double> w;
+  if (!c.parallel.pipeline.balance_auto) {
+    for (const auto& block : model->children())
+      w.push_back(static_cast<double>(models::parameter_count(*block)));
+    return w;
+  }
+  auto t = at::zeros({static_cast<int64_t>(model->size())}, at::kDouble);
+  if (group.rank() == 0) {
+    const data::Dataset& train_set = *setup.train_set;
+    const int64_t n = std::max<int64_t>(
+        1, std::min(train_set.size(), c.batch_size / std::max(1, c.parallel.pipeline.chunks)));
+    at::Generator gen = at::detail::createCPUGenerator(c.seed);
+    const at::Tensor x = data::make_batch(train_set.images.narrow(0, 0, n), setup.norm, {}, gen);
+    const auto times = pp::measure_block_times(model, x, 3);
+    for (size_t i = 0; i < times.size(); ++i)
+      t[static_cast<int64_t>(i)] = times[i];
+    model->zero_grad();
+  }
+  group.native_broadcast(t, 0);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    w.push_back(t[i].item<double>());
+  return w;
+}
+
+pp::PipelineConfig pipeline_config(const TrainConfig& c, int ranks, int64_t blocks,
+                                   const std::vector<double>& weights) {
+  const auto& o = c.parallel.pipeline;
+  pp::PipelineConfig pc;
+  pc.partition = pp::make_partition(o.placement, ranks, blocks, o.balance, weights, o.client_first,
+                                    o.client_last);
+  pc.schedule = o.schedule;
+  pc.micro_batches = o.chunks;
+  pc.codecs.activations = o.activation_codec;
+  pc.codecs.gradients = o.gradient_codec.value_or(o.activation_codec);
+  pc.codecs.all_edges = o.compress_all_edges;
+  pc.loss = models::make_loss(c.loss);
+  return pc;
+}
+
+// A follower: run rank 0's commands, stepping this rank's optimizer after each training
+// step, until rank 0 says stop.
+void follow(pp::Pipeline& pipeline, torch::optim::Optimizer& optimizer) {
+  for (;;) {
+    const pp::Command cmd = pipeline.next_command();
+    if (cmd.kind == pp::CommandKind::kStop) return;
+    if (cmd.kind == pp::CommandKind::kTrain) {
+      set_learning_rate(optimizer, cmd.lr);
+      optimizer.zero_grad();
+      pipeline.execute(cmd);
+      optimizer.step();
+    } else {
+      pipeline.execute(cmd);
+    }
+  }
+}
+
 }  // namespace
 
-std::unique_ptr<Engine> make_pipeline_engine(parallel::pipeline::Pipeline& pipeline) {
-  return std::make_unique<PipelineEngine>(pipeline);
+std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequential& model,
+                                             const PipelineSetup& setup) {
+  const auto weights = block_weights(group, model, setup);
+  auto pipeline = std::make_unique<pp::Pipeline>(
+      group, model,
+      pipeline_config(setup.config, group.size(), static_cast<int64_t>(model->size()), weights));
+  model = torch::nn::Sequential(nullptr);  // keep only this rank's blocks alive
+  if (group.rank() == 0) return std::make_unique<PipelineEngine>(std::move(pipeline));
+  auto optimizer = make_optimizer(setup.config.optim, pipeline->parameters());
+  follow(*pipeline, *optimizer);
+  return nullptr;
+}
+
+void share_model_shape(comm::Group& group, models::ModelConfig& mc, bool failed) {
+  auto t = at::zeros({4}, at::kLong);
+  if (group.rank() == 0) {
+    if (failed) {
+      t[3] = -1;
+    } else {
+      for (int i = 0; i < 3; ++i)
+        t[i] = mc.input_shape[static_cast<size_t>(i)];
+      t[3] = mc.num_classes;
+    }
+  }
+  group.native_broadcast(t, 0);
+  if (group.rank() == 0) return;
+  if (t[3].item<int64_t>() < 0)
+    throw std::runtime_error(group.describe() + ": rank 0 could not load the data (see its error)");
+  mc.input_shape = {t[0].item<int64_t>(), t[1].item<int64_t>(), t[2].item<int64_t>()};
+  mc.num_classes = t[3].item<int64_t>();
 }
 
 }  // namespace dtrain::train

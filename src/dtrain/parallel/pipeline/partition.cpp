@@ -5,16 +5,21 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "dtrain/base/names.h"
+
 namespace dtrain::parallel::pipeline {
 
-Placement parse_placement(const std::string& name) {
-  if (name == "linear") return Placement::kLinear;
-  if (name == "ushape") return Placement::kUShape;
-  throw std::invalid_argument("unknown placement '" + name + "' (linear or ushape)");
+namespace {
+const EnumNames<Placement> kPlacementNames("placement", {{Placement::kLinear, "linear"},
+                                                         {Placement::kUShape, "ushape"}});
 }
 
-std::string placement_name(Placement placement) {
-  return placement == Placement::kLinear ? "linear" : "ushape";
+Placement parse_placement(const std::string& name) {
+  return kPlacementNames.parse(name);
+}
+
+std::string to_string(Placement placement) {
+  return kPlacementNames.to_string(placement);
 }
 
 std::vector<int> Partition::stage_ranks() const {

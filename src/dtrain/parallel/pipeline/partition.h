@@ -17,7 +17,7 @@ namespace dtrain::parallel::pipeline {
 
 enum class Placement { kLinear, kUShape };
 Placement parse_placement(const std::string& name);  // "linear" | "ushape"
-std::string placement_name(Placement placement);
+std::string to_string(Placement placement);
 
 struct StageBlocks {
   int rank;

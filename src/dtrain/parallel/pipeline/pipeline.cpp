@@ -4,37 +4,18 @@
 
 #include <chrono>
 #include <functional>
-#include <nlohmann/json.hpp>
 
+#include "dtrain/comm/agreement.h"
 #include "dtrain/comm/group.h"
-#include "dtrain/comm/tags.h"
-#include "dtrain/compress/codec.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/models/registry.h"
 
 namespace dtrain::parallel::pipeline {
 namespace {
 
 using metrics::Clock;
 using metrics::since;
-
-// The pipeline's tag space (comm/tags.h): kind, destination stage, micro-batch.
-enum TagKind {
-  kActivationTag = 1,
-  kGradientTag = 2,
-  kLabelTag = 3,
-  kResultTag = 4,
-  kCommandTag = 5
-};
-const comm::TagLayout& tag_layout() {
-  static const comm::TagLayout layout(comm::TagSpace::kPipeline,
-                                      {{"kind", 3}, {"stage", 10}, {"micro-batch", 11}});
-  return layout;
-}
-int tag(TagKind kind, int stage = 0, int micro_batch = 0) {
-  return tag_layout().make({kind, stage, micro_batch});
-}
-constexpr int kMaxMicroBatches = 1024;  // <= tag_layout().limit(2)
 
 std::vector<int64_t> split_sizes(int64_t batch, int parts) {
   std::vector<int64_t> sizes(static_cast<size_t>(parts), batch / parts);
@@ -55,9 +36,9 @@ std::vector<at::Tensor> split_rows(const at::Tensor& t, const std::vector<int64_
 
 int64_t fingerprint(const PipelineConfig& c, int64_t blocks, int64_t parameters) {
   std::string text = std::to_string(blocks) + "/" + std::to_string(parameters) + "/" +
-                     schedule_name(c.schedule) + "/" + std::to_string(c.micro_batches) + "/" +
-                     c.activation_codec + "/" + c.gradient_codec + "/" +
-                     std::to_string(c.compress_all_edges);
+                     to_string(c.schedule) + "/" + std::to_string(c.micro_batches) + "/" +
+                     to_string(c.codecs.activations) + "/" + to_string(c.codecs.gradients) + "/" +
+                     std::to_string(c.codecs.all_edges);
   for (const auto& s : c.partition.stages)
     text +=
         "/" + std::to_string(s.rank) + ":" + std::to_string(s.begin) + "-" + std::to_string(s.end);
@@ -66,19 +47,14 @@ int64_t fingerprint(const PipelineConfig& c, int64_t blocks, int64_t parameters)
 
 }  // namespace
 
-struct Pipeline::Pending {
-  std::vector<uint8_t> bytes;
-  at::Tensor tensor;
-  comm::Request request;
-};
-
 Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConfig config)
     : group_(group), config_(std::move(config)) {
   stage_rank_ = config_.partition.stage_ranks();
   const int64_t blocks = static_cast<int64_t>(model->size());
-  if (config_.micro_batches < 1 || config_.micro_batches > kMaxMicroBatches)
-    throw std::invalid_argument("--chunks must be 1.." + std::to_string(kMaxMicroBatches));
-  const int64_t stage_limit = tag_layout().limit(1);
+  const int64_t max_micro_batches = StageTransport::max_micro_batches();
+  if (config_.micro_batches < 1 || config_.micro_batches > max_micro_batches)
+    throw std::invalid_argument("--chunks must be 1.." + std::to_string(max_micro_batches));
+  const int64_t stage_limit = StageTransport::max_stages();
   if (static_cast<int64_t>(config_.partition.stages.size()) > stage_limit)
     throw std::invalid_argument("a pipeline has at most " + std::to_string(stage_limit) +
                                 " stages, got " + std::to_string(config_.partition.stages.size()));
@@ -95,9 +71,7 @@ Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConf
   // Validates the placement against the world (every rank has a stage) up front.
   schedule_for(true, config_.micro_batches);
 
-  activation_codec_ = compress::make_codec(config_.activation_codec);
-  gradient_codec_ = compress::make_codec(config_.gradient_codec);
-  plain_codec_ = compress::make_codec("none");
+  wire_ = std::make_unique<StageTransport>(group_, stage_rank_, config_.codecs);
 
   const auto& names = model->named_children();
   for (size_t v = 0; v < config_.partition.stages.size(); ++v) {
@@ -113,31 +87,16 @@ Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConf
     modules_.push_back(part);
   }
 
-  // Every rank must agree: compare min and max of a configuration fingerprint.
-  const int64_t mine = fingerprint(config_, blocks, [&] {
-    int64_t n = 0;
-    for (const auto& p : model->parameters())
-      n += p.numel();
-    return n;
-  }());
-  auto lo = at::full({1}, mine, at::kLong);
-  auto hi = lo.clone();
-  group_.native_all_reduce(lo, comm::ReduceOp::kMin);
-  group_.native_all_reduce(hi, comm::ReduceOp::kMax);
-  if (lo.item<int64_t>() != hi.item<int64_t>()) {
+  check_agreement(blocks, models::parameter_count(*model));
+}
+
+// Every rank must agree: compare min and max of a configuration fingerprint, so mismatched
+// flags fail on every rank instead of hanging.
+void Pipeline::check_agreement(int64_t blocks, int64_t parameters) {
+  if (!comm::range_over_ranks(group_, fingerprint(config_, blocks, parameters)).agree()) {
     throw std::invalid_argument(group_.describe() +
                                 ": the ranks disagree on the pipeline (model, partition, "
                                 "schedule, chunks or codecs differ between ranks)");
-  }
-}
-
-Pipeline::~Pipeline() {
-  // Sends still in flight reference our buffers: let them finish (or fail) first.
-  for (auto& p : pending_) {
-    try {
-      p->request.wait();
-    } catch (...) {
-    }
   }
 }
 
@@ -170,98 +129,8 @@ const Schedule& Pipeline::schedule_for(bool training, int micro_batches) {
   return it->second;
 }
 
-bool Pipeline::compressed_edge(int rank_a, int rank_b) const {
-  return config_.compress_all_edges || rank_a == 0 || rank_b == 0;
-}
-
-void Pipeline::send_tensor(const at::Tensor& t, int from_stage, int to_stage, int micro_batch,
-                           bool gradient) {
-  const int to_rank = stage_rank_[static_cast<size_t>(to_stage)];
-  if (to_rank == group_.rank()) {
-    local_handoff_[{gradient, to_stage, micro_batch}] = t.detach();
-    return;
-  }
-  const compress::Codec& codec = !compressed_edge(group_.rank(), to_rank) ? *plain_codec_
-                                 : gradient                               ? *gradient_codec_
-                                                                          : *activation_codec_;
-  auto pending = std::make_unique<Pending>();
-  const auto t0 = Clock::now();
-  try {
-    pending->bytes = compress::encode(codec, t.detach());
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(std::string(gradient ? "gradients" : "activations") + " of stage " +
-                             std::to_string(from_stage) + ", micro-batch " +
-                             std::to_string(micro_batch) + " cannot be sent: " + e.what() +
-                             " (training diverged? lower --lr)");
-  }
-  if (counting_) times_.encode_s += since(t0);
-  pending->request =
-      group_.isend_bytes(pending->bytes, to_rank,
-                         tag(gradient ? kGradientTag : kActivationTag, to_stage, micro_batch));
-  pending_.push_back(std::move(pending));
-}
-
-at::Tensor Pipeline::receive_tensor(int from_stage, int to_stage, int micro_batch, bool gradient) {
-  const int from_rank = stage_rank_[static_cast<size_t>(from_stage)];
-  if (from_rank == group_.rank()) {
-    auto it = local_handoff_.find({gradient, to_stage, micro_batch});
-    at::Tensor t = it->second;
-    local_handoff_.erase(it);
-    return t;
-  }
-  auto t0 = Clock::now();
-  const auto packet = group_.recv_bytes(
-      from_rank, tag(gradient ? kGradientTag : kActivationTag, to_stage, micro_batch));
-  const double waited = since(t0);
-  t0 = Clock::now();
-  at::Tensor t = compress::decode(packet);
-  if (counting_) {
-    times_.recv_wait_s += waited;
-    times_.decode_s += since(t0);
-    auto& link = links_[{from_rank, gradient}];
-    link.src = from_rank;
-    link.dst = group_.rank();
-    link.direction = gradient ? "backward" : "forward";
-    link.bytes += static_cast<int64_t>(packet.size());
-    link.fp32_bytes += 4 * t.numel();
-    link.messages += 1;
-    link.recv_time_s += waited;
-  }
-  return t;
-}
-
-void Pipeline::wait_sends() {
-  const auto t0 = Clock::now();
-  for (auto& p : pending_)
-    p->request.wait();
-  pending_.clear();
-  if (counting_) times_.send_wait_s += since(t0);
-}
-
-void Pipeline::send_command(const Command& c) {
-  auto pending = std::make_unique<Pending>();
-  pending->tensor =
-      at::tensor({static_cast<double>(c.kind), static_cast<double>(c.batch), c.lr}, at::kDouble);
-  for (int r = 1; r < group_.size(); ++r) {
-    auto p = std::make_unique<Pending>();
-    p->tensor = pending->tensor;
-    p->request = group_.isend(p->tensor, r, tag(kCommandTag));
-    pending_.push_back(std::move(p));
-  }
-}
-
 Command Pipeline::next_command() {
-  auto t = at::empty({3}, at::kDouble);
-  group_.recv(t, 0, tag(kCommandTag));
-  const auto* v = t.data_ptr<double>();
-  Command c;
-  const int kind = static_cast<int>(v[0]);
-  if (kind < 1 || kind > 4 || v[1] < 0)
-    throw std::runtime_error(group_.describe() + ": corrupt pipeline command from rank 0");
-  c.kind = static_cast<CommandKind>(kind);
-  c.batch = static_cast<int64_t>(v[1]);
-  c.lr = v[2];
-  return c;
+  return wire_->receive_command();
 }
 
 void Pipeline::execute(const Command& c) {
@@ -270,175 +139,169 @@ void Pipeline::execute(const Command& c) {
     case CommandKind::kEval:
       run(c.kind == CommandKind::kTrain, c.batch, {}, {});
       break;
-    case CommandKind::kReport: {
-      const std::string text = nlohmann::json(local_report()).dump();
-      const std::vector<uint8_t> bytes(text.begin(), text.end());
-      group_.isend_bytes(bytes, 0, comm::report_tag()).wait();
-      reset_counters();
+    case CommandKind::kReport:
+      wire_->send_report(local_report());
+      wire_->reset_counters();
       break;
-    }
     case CommandKind::kStop:
       break;
   }
 }
 
 StepResult Pipeline::train_batch(const at::Tensor& inputs, const at::Tensor& labels, double lr) {
-  send_command({CommandKind::kTrain, inputs.size(0), lr});
+  wire_->send_command({CommandKind::kTrain, inputs.size(0), lr});
   return run(true, inputs.size(0), inputs, labels);
 }
 
 StepResult Pipeline::eval_batch(const at::Tensor& inputs, const at::Tensor& labels) {
-  send_command({CommandKind::kEval, inputs.size(0), 0});
+  wire_->send_command({CommandKind::kEval, inputs.size(0), 0});
   return run(false, inputs.size(0), inputs, labels);
 }
 
 void Pipeline::stop() {
-  send_command({CommandKind::kStop, 0, 0});
-  wait_sends();
+  wire_->send_command({CommandKind::kStop, 0, 0});
+  wire_->wait_sends();
 }
+
+struct Pipeline::Live {
+  at::Tensor input, output, loss;
+};
+
+struct Pipeline::Step {
+  bool training = false;
+  int64_t batch = 0;
+  std::vector<int64_t> sizes;  // samples per micro-batch
+  const Schedule* schedule = nullptr;
+  int last_stage = 0;
+  int loss_rank = 0;
+  std::vector<at::Tensor> input_chunks, label_chunks;  // driver only
+  std::map<std::pair<int, int>, Live> live;            // (stage, micro-batch) awaiting backward
+  StepResult result;
+};
 
 StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
                          const at::Tensor& labels) {
   const auto step_start = Clock::now();
-  counting_ = training;
+  wire_->set_counting(training);
+  Step step;
+  step.training = training;
+  step.batch = batch;
   const int m = micro_batches_for(batch);
-  const auto sizes = split_sizes(batch, m);
-  const Schedule& schedule = schedule_for(training, m);
-  const int last = schedule.stages() - 1;
-  const int loss_rank = stage_rank_[static_cast<size_t>(last)];
-  const int me = group_.rank();
-  std::vector<at::Tensor> input_chunks, label_chunks;
-  if (me == 0) {
-    input_chunks = split_rows(inputs, sizes);
-    label_chunks = split_rows(labels.contiguous(), sizes);
-    if (loss_rank != 0) {  // the linear chain: labels go to the last stage
-      for (int mb = 0; mb < m; ++mb) {
-        auto p = std::make_unique<Pending>();
-        p->tensor = label_chunks[static_cast<size_t>(mb)].contiguous();
-        p->request = group_.isend(p->tensor, loss_rank, tag(kLabelTag, 0, mb));
-        pending_.push_back(std::move(p));
-      }
-    }
+  step.sizes = split_sizes(batch, m);
+  step.schedule = &schedule_for(training, m);
+  step.last_stage = step.schedule->stages() - 1;
+  step.loss_rank = stage_rank_[static_cast<size_t>(step.last_stage)];
+  if (group_.rank() == 0) {
+    step.input_chunks = split_rows(inputs, step.sizes);
+    step.label_chunks = split_rows(labels.contiguous(), step.sizes);
+    route_labels(step);
   }
   for (auto& module : modules_)
     module->train(training);
   torch::AutoGradMode grad_mode(training);
+  for (const Op& op : step.schedule->by_rank[static_cast<size_t>(group_.rank())]) {
+    if (op.kind == OpKind::kForward)
+      forward(step, op);
+    else
+      backward(step, op);
+  }
+  gather_result(step);
+  wire_->wait_sends();
+  if (training) {
+    wire_->times().step_s += since(step_start);
+    wire_->times().steps += 1;
+  }
+  wire_->set_counting(false);
+  return step.result;
+}
 
-  struct Live {
-    at::Tensor input, output, loss;
-  };
-  std::map<std::pair<int, int>, Live> live;
-  StepResult result;
-  for (const Op& op : schedule.by_rank[static_cast<size_t>(me)]) {
-    const size_t local = static_cast<size_t>(
-        std::find(my_stages_.begin(), my_stages_.end(), op.stage) - my_stages_.begin());
-    if (op.kind == OpKind::kForward) {
-      Live l;
-      l.input = op.stage == 0 ? input_chunks[static_cast<size_t>(op.micro_batch)]
-                              : receive_tensor(op.stage - 1, op.stage, op.micro_batch, false);
-      if (training && op.stage > 0) l.input.requires_grad_(true);
-      at::Tensor y;
-      if (op.stage == last) {
-        if (me == 0) {
-          y = label_chunks[static_cast<size_t>(op.micro_batch)];
-        } else {  // the linear chain's last stage: labels from the driver
-          const auto t_wait = Clock::now();
-          y = at::empty({sizes[static_cast<size_t>(op.micro_batch)]}, at::kLong);
-          group_.recv(y, 0, tag(kLabelTag, 0, op.micro_batch));
-          if (counting_) times_.recv_wait_s += since(t_wait);
-        }
-      }
-      const auto t0 = Clock::now();
-      l.output = modules_[local]->forward(l.input);
-      if (op.stage == last) {
-        l.loss = torch::nn::functional::cross_entropy(
-                     l.output, y,
-                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
-                 static_cast<double>(batch);
-        result.loss_sum += l.loss.item<double>() * static_cast<double>(batch);
-        result.correct += l.output.argmax(1).eq(y).sum().item<int64_t>();
-        result.samples += y.size(0);
-      }
-      if (counting_) times_.forward_s += since(t0);
-      if (op.stage != last) send_tensor(l.output, op.stage, op.stage + 1, op.micro_batch, false);
-      if (training) {
-        live[{op.stage, op.micro_batch}] = std::move(l);
-      }
-    } else {
-      auto it = live.find({op.stage, op.micro_batch});
-      Live& l = it->second;
-      at::Tensor grad;
-      if (op.stage != last) grad = receive_tensor(op.stage + 1, op.stage, op.micro_batch, true);
-      const auto t0 = Clock::now();
-      // A parameter-free first stage (a flatten) has nothing to differentiate.
-      if (op.stage == last && l.loss.requires_grad())
-        l.loss.backward();
-      else if (op.stage != last && l.output.requires_grad())
-        l.output.backward(grad);
-      if (counting_) times_.backward_s += since(t0);
-      if (op.stage > 0) send_tensor(l.input.grad(), op.stage, op.stage - 1, op.micro_batch, true);
-      live.erase(it);
-    }
+// The linear chain computes the loss on the last rank: the driver sends it the labels.
+void Pipeline::route_labels(Step& step) {
+  if (step.loss_rank == 0) return;
+  for (size_t mb = 0; mb < step.label_chunks.size(); ++mb)
+    wire_->send_labels(step.label_chunks[mb], step.loss_rank, static_cast<int>(mb));
+}
+
+size_t Pipeline::local_index(int stage) const {
+  return static_cast<size_t>(std::find(my_stages_.begin(), my_stages_.end(), stage) -
+                             my_stages_.begin());
+}
+
+void Pipeline::forward(Step& step, const Op& op) {
+  const auto mb = static_cast<size_t>(op.micro_batch);
+  const bool last = op.stage == step.last_stage;
+  Live l;
+  l.input = op.stage == 0 ? step.input_chunks[mb]
+                          : wire_->receive_tensor(op.stage - 1, op.stage, op.micro_batch, false);
+  if (step.training && op.stage > 0) l.input.requires_grad_(true);
+  at::Tensor y;
+  if (last)
+    y = group_.rank() == 0 ? step.label_chunks[mb]
+                           : wire_->receive_labels(step.sizes[mb], op.micro_batch);
+  const auto t0 = Clock::now();
+  l.output = modules_[local_index(op.stage)]->forward(l.input);
+  if (last) {
+    const double b = static_cast<double>(step.batch);
+    l.loss = config_.loss(l.output, y) / b;
+    step.result.loss_sum += l.loss.item<double>() * b;
+    step.result.correct += l.output.argmax(1).eq(y).sum().item<int64_t>();
+    step.result.samples += y.size(0);
   }
-  if (loss_rank != 0) {  // the last stage reports loss and accuracy to the driver
-    auto summary = at::empty({3}, at::kDouble);
-    if (me == loss_rank) {
-      summary[0] = result.loss_sum;
-      summary[1] = static_cast<double>(result.correct);
-      summary[2] = static_cast<double>(result.samples);
-      group_.send(summary, 0, tag(kResultTag));
-    } else if (me == 0) {
-      group_.recv(summary, loss_rank, tag(kResultTag));
-      result.loss_sum = summary[0].item<double>();
-      result.correct = static_cast<int64_t>(summary[1].item<double>());
-      result.samples = static_cast<int64_t>(summary[2].item<double>());
-    }
+  if (wire_->counting()) wire_->times().forward_s += since(t0);
+  if (!last) wire_->send_tensor(l.output, op.stage, op.stage + 1, op.micro_batch, false);
+  if (step.training) step.live[{op.stage, op.micro_batch}] = std::move(l);
+}
+
+void Pipeline::backward(Step& step, const Op& op) {
+  auto it = step.live.find({op.stage, op.micro_batch});
+  Live& l = it->second;
+  const bool last = op.stage == step.last_stage;
+  at::Tensor grad;
+  if (!last) grad = wire_->receive_tensor(op.stage + 1, op.stage, op.micro_batch, true);
+  const auto t0 = Clock::now();
+  // A parameter-free first stage (a flatten) has nothing to differentiate.
+  if (last && l.loss.requires_grad())
+    l.loss.backward();
+  else if (!last && l.output.requires_grad())
+    l.output.backward(grad);
+  if (wire_->counting()) wire_->times().backward_s += since(t0);
+  if (op.stage > 0)
+    wire_->send_tensor(l.input.grad(), op.stage, op.stage - 1, op.micro_batch, true);
+  step.live.erase(it);
+}
+
+// The linear chain's last stage reports loss and accuracy to the driver.
+void Pipeline::gather_result(Step& step) {
+  if (step.loss_rank == 0) return;
+  StepResult& r = step.result;
+  if (group_.rank() == step.loss_rank) {
+    wire_->send_result(
+        {r.loss_sum, static_cast<double>(r.correct), static_cast<double>(r.samples)});
+  } else if (group_.rank() == 0) {
+    const auto v = wire_->receive_result(step.loss_rank);
+    r.loss_sum = v[0];
+    r.correct = static_cast<int64_t>(v[1]);
+    r.samples = static_cast<int64_t>(v[2]);
   }
-  wait_sends();
-  if (counting_) {
-    times_.step_s += since(step_start);
-    times_.steps += 1;
-  }
-  counting_ = false;
-  return result;
 }
 
 RankReport Pipeline::local_report() const {
   RankReport r;
   r.rank = group_.rank();
   r.blocks = block_names_;
-  r.times = times_;
-  for (const auto& [key, link] : links_)
-    r.links.push_back(link);
+  r.times = wire_->times();
+  r.links = wire_->links();
   r.peak_rss_bytes = metrics::peak_rss_bytes();
   return r;
 }
 
-void Pipeline::reset_counters() {
-  times_ = StageTimes{};
-  links_.clear();
-}
-
 std::vector<RankReport> Pipeline::collect_reports() {
-  send_command({CommandKind::kReport, 0, 0});
-  wait_sends();
+  wire_->send_command({CommandKind::kReport, 0, 0});
+  wire_->wait_sends();
   std::vector<RankReport> out{local_report()};
-  reset_counters();
-  for (int r = 1; r < group_.size(); ++r) {
-    const auto bytes = group_.recv_bytes(r, comm::report_tag(), int64_t{1} << 24);
-    RankReport rep;
-    try {
-      nlohmann::json::parse(bytes.begin(), bytes.end()).get_to(rep);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error("corrupt pipeline report from rank " + std::to_string(r) + ": " +
-                               e.what());
-    }
-    if (rep.rank != r) {
-      throw std::runtime_error("pipeline report from rank " + std::to_string(r) +
-                               " says it is from rank " + std::to_string(rep.rank));
-    }
-    out.push_back(std::move(rep));
-  }
+  wire_->reset_counters();
+  for (int r = 1; r < group_.size(); ++r)
+    out.push_back(wire_->receive_report(r));
   return out;
 }
 

@@ -7,17 +7,20 @@
 // results and reports. Followers loop on next_command()/execute(). Optimizers stay with
 // the caller: each rank zeroes, then steps, its own parameters around a training command.
 //
-// Semantics. The loss is the mean over the mini-batch: each micro-batch contributes
-// sum(cross_entropy)/B, so gradients accumulated over micro-batches equal single-process
-// gradients on the whole batch. BatchNorm sees micro-batch statistics (like torchgpipe
-// without deferred batch norm): training equals single-process training that runs the
+// Semantics. The loss (config.loss, the sum over a micro-batch) is averaged over the
+// mini-batch: each micro-batch contributes loss/B, so gradients accumulated over micro-batches
+// equal single-process gradients on the whole batch. BatchNorm sees micro-batch statistics (like
+// torchgpipe without deferred batch norm): training equals single-process training that runs the
 // micro-batches one after another and accumulates gradients, with M running-statistics
 // updates per step.
 //
-// Compression. The sender computes with exact values; only the wire is lossy. Forward
-// activations use the activation codec and backward gradients the gradient codec on the
-// compressed edges (links touching rank 0, or every link); other edges carry "none".
-// With the U-shape placement, rank 0 never sends raw inputs or labels.
+// Compression. The sender computes with exact values; only the wire is lossy (see
+// transport.h for which edges are compressed). With the U-shape placement, rank 0 never
+// sends raw inputs or labels.
+//
+// Files: partition.h (which blocks where), schedule.h (the order of forward and backward
+// ops), command.h (the driver/follower protocol), transport.h (messages, codecs, counters),
+// report.h (what ranks measured), this file (running a schedule on this rank's stages).
 //
 // Errors. Every rank checks at construction that all ranks agree on the configuration
 // (an all-reduce of a fingerprint), so mismatched flags fail on every rank instead of
@@ -33,15 +36,15 @@
 #include <tuple>
 #include <vector>
 
+#include "dtrain/models/loss.h"
+#include "dtrain/parallel/pipeline/command.h"
 #include "dtrain/parallel/pipeline/partition.h"
 #include "dtrain/parallel/pipeline/report.h"
 #include "dtrain/parallel/pipeline/schedule.h"
+#include "dtrain/parallel/pipeline/transport.h"
 
 namespace dtrain::comm {
 class Group;
-}
-namespace dtrain::compress {
-class Codec;
 }
 
 namespace dtrain::parallel::pipeline {
@@ -50,9 +53,8 @@ struct PipelineConfig {
   Partition partition;
   ScheduleKind schedule = ScheduleKind::kGPipe;
   int micro_batches = 4;
-  std::string activation_codec = "none";
-  std::string gradient_codec = "none";
-  bool compress_all_edges = false;  // false: only links touching rank 0
+  EdgeCodecs codecs;  // default: none on every edge
+  models::LossFn loss = models::make_loss(models::LossKind::kCrossEntropy);
 };
 
 struct StepResult {
@@ -61,20 +63,11 @@ struct StepResult {
   int64_t samples = 0;
 };
 
-enum class CommandKind { kTrain = 1, kEval = 2, kReport = 3, kStop = 4 };
-
-struct Command {
-  CommandKind kind = CommandKind::kStop;
-  int64_t batch = 0;
-  double lr = 0;
-};
-
 class Pipeline {
  public:
   // `model` is the whole model, identical on every rank (same seed); this rank keeps the
   // blocks of its stages. Collective over the group: every rank must construct it.
   Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConfig config);
-  ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
@@ -100,16 +93,17 @@ class Pipeline {
   void execute(const Command& command);
 
  private:
+  struct Step;  // one mini-batch in flight: its micro-batches, live activations, result
+  struct Live;
   StepResult run(bool training, int64_t batch, const at::Tensor& inputs, const at::Tensor& labels);
-  void send_command(const Command& command);
-  void send_tensor(const at::Tensor& t, int from_stage, int to_stage, int micro_batch,
-                   bool gradient);
-  at::Tensor receive_tensor(int from_stage, int to_stage, int micro_batch, bool gradient);
-  bool compressed_edge(int rank_a, int rank_b) const;
+  void route_labels(Step& step);
+  void forward(Step& step, const Op& op);
+  void backward(Step& step, const Op& op);
+  void gather_result(Step& step);
+  size_t local_index(int stage) const;
   RankReport local_report() const;
-  void reset_counters();
-  void wait_sends();
   const Schedule& schedule_for(bool training, int micro_batches);
+  void check_agreement(int64_t blocks, int64_t parameters);
 
   comm::Group& group_;
   PipelineConfig config_;
@@ -117,15 +111,8 @@ class Pipeline {
   std::vector<int> my_stages_;                  // virtual stage indices this rank runs
   std::vector<torch::nn::Sequential> modules_;  // parallel to my_stages_
   std::vector<std::string> block_names_;
-  std::unique_ptr<compress::Codec> activation_codec_, gradient_codec_, plain_codec_;
   std::map<std::pair<bool, int>, Schedule> schedules_;
-
-  struct Pending;
-  std::vector<std::unique_ptr<Pending>> pending_;
-  std::map<std::tuple<bool, int, int>, at::Tensor> local_handoff_;
-  StageTimes times_;
-  std::map<std::tuple<int, bool>, LinkRecord> links_;
-  bool counting_ = false;  // training steps only
+  std::unique_ptr<StageTransport> wire_;
 };
 
 // Mean forward+backward seconds of each block of `model` on `input`, over `repeats`

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/metrics/report.h"
+
 namespace dtrain::parallel::pipeline {
 
 // Time one rank spent in training steps since the last report.
@@ -50,5 +52,16 @@ void to_json(nlohmann::json& j, const LinkRecord& l);
 void from_json(const nlohmann::json& j, LinkRecord& l);
 void to_json(nlohmann::json& j, const RankReport& r);
 void from_json(const nlohmann::json& j, RankReport& r);
+
+// One epoch's reports as metrics keys (metrics/keys.h): the wire/fp32 ratio, the measured
+// bubble (mean over ranks of idle / step time) beside the ideal (S-1)/(M+S-1), and the
+// per-rank ("stages") and per-link ("links") rows.
+metrics::Row summarize(const std::vector<RankReport>& reports, int micro_batches);
+
+// Those rows back out of an epoch row, and their table columns for people.
+std::vector<metrics::Row> stage_rows(const metrics::Row& epoch_row);
+std::vector<metrics::Column> stage_columns();
+std::vector<metrics::Row> link_rows(const metrics::Row& epoch_row);
+std::vector<metrics::Column> link_columns();
 
 }  // namespace dtrain::parallel::pipeline

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "dtrain/base/names.h"
+
 namespace dtrain::parallel::pipeline {
 namespace {
 
@@ -131,14 +133,15 @@ std::string describe(const Op& op) {
 
 }  // namespace
 
+const EnumNames<ScheduleKind> kScheduleNames("schedule", {{ScheduleKind::kGPipe, "gpipe"},
+                                                          {ScheduleKind::k1F1B, "1f1b"}});
+
 ScheduleKind parse_schedule(const std::string& name) {
-  if (name == "gpipe") return ScheduleKind::kGPipe;
-  if (name == "1f1b") return ScheduleKind::k1F1B;
-  throw std::invalid_argument("unknown schedule '" + name + "' (gpipe or 1f1b)");
+  return kScheduleNames.parse(name);
 }
 
-std::string schedule_name(ScheduleKind kind) {
-  return kind == ScheduleKind::kGPipe ? "gpipe" : "1f1b";
+std::string to_string(ScheduleKind kind) {
+  return kScheduleNames.to_string(kind);
 }
 
 Schedule make_schedule(ScheduleKind kind, const std::vector<int>& stage_rank, int ranks,

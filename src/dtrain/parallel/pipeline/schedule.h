@@ -20,7 +20,7 @@ namespace dtrain::parallel::pipeline {
 
 enum class ScheduleKind { kGPipe, k1F1B };
 ScheduleKind parse_schedule(const std::string& name);  // "gpipe" | "1f1b"
-std::string schedule_name(ScheduleKind kind);
+std::string to_string(ScheduleKind kind);
 
 enum class OpKind { kForward, kBackward };
 

@@ -1,0 +1,16 @@
+#include "dtrain/comm/agreement.h"
+
+#include <ATen/ATen.h>
+
+#include "dtrain/comm/group.h"
+
+namespace dtrain::comm {
+
+ValueRange range_over_ranks(Group& group, int64_t value) {
+  // max(v) = -min(-v): one minimum over [v, -v] gives both ends.
+  auto t = at::tensor({value, -value}, at::kLong);
+  group.native_all_reduce(t, ReduceOp::kMin);
+  return {t[0].item<int64_t>(), -t[1].item<int64_t>()};
+}
+
+}  // namespace dtrain::comm

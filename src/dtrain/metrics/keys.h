@@ -1,0 +1,76 @@
+// Every key of the training metrics rows, spelled once. The trainer and the engines write
+// rows with these names; `dtrain scale` reads them back; bench/metrics_keys.py parses this
+// file, so the Python table scripts fail loudly on a key that is not defined here.
+// Format (read by bench/metrics_keys.py): one `inline constexpr char kName[] = "key";` a line.
+#pragma once
+
+namespace dtrain::metrics::key {
+
+// One row per epoch.
+inline constexpr char kEpoch[] = "epoch";
+inline constexpr char kTrainLoss[] = "train_loss";
+inline constexpr char kTrainAcc[] = "train_acc";
+inline constexpr char kTestLoss[] = "test_loss";
+inline constexpr char kTestAcc[] = "test_acc";
+inline constexpr char kSamplesPerS[] = "samples_per_s";
+inline constexpr char kEpochS[] = "epoch_s";
+inline constexpr char kLr[] = "lr";
+inline constexpr char kTimeDataS[] = "time_data_s";
+inline constexpr char kTimeForwardS[] = "time_forward_s";
+inline constexpr char kTimeBackwardS[] = "time_backward_s";
+inline constexpr char kTimeOptimizerS[] = "time_optimizer_s";
+inline constexpr char kTimeCommS[] = "time_comm_s";
+inline constexpr char kPeakRssBytes[] = "peak_rss_bytes";
+inline constexpr char kSteps[] = "steps";  // optimizer steps
+
+// DDP's epoch extras.
+inline constexpr char kCommTotalS[] = "comm_total_s";
+inline constexpr char kCommExposedS[] = "comm_exposed_s";
+inline constexpr char kCommHiddenFraction[] = "comm_hidden_fraction";
+inline constexpr char kGradBytes[] = "grad_bytes";
+inline constexpr char kGradWireBytes[] = "grad_wire_bytes";
+inline constexpr char kBuckets[] = "buckets";
+inline constexpr char kPeakRssMaxBytes[] = "peak_rss_max_bytes";
+
+// The pipeline's epoch extras, and its per-rank (stages) and per-link (links) rows.
+inline constexpr char kCompressionRatio[] = "compression_ratio";
+inline constexpr char kBubbleMeasured[] = "bubble_measured";
+inline constexpr char kBubbleIdeal[] = "bubble_ideal";
+inline constexpr char kStages[] = "stages";
+inline constexpr char kLinks[] = "links";
+inline constexpr char kRank[] = "rank";
+inline constexpr char kBlocks[] = "blocks";
+inline constexpr char kForwardS[] = "forward_s";
+inline constexpr char kBackwardS[] = "backward_s";
+inline constexpr char kEncodeS[] = "encode_s";
+inline constexpr char kDecodeS[] = "decode_s";
+inline constexpr char kRecvWaitS[] = "recv_wait_s";
+inline constexpr char kSendWaitS[] = "send_wait_s";
+inline constexpr char kIdleS[] = "idle_s";
+inline constexpr char kStepS[] = "step_s";
+inline constexpr char kBubble[] = "bubble";
+inline constexpr char kSrc[] = "src";
+inline constexpr char kDst[] = "dst";
+inline constexpr char kDirection[] = "direction";
+inline constexpr char kBytes[] = "bytes";
+inline constexpr char kMessages[] = "messages";
+inline constexpr char kRecvTimeS[] = "recv_time_s";
+inline constexpr char kBandwidthGbps[] = "bandwidth_gbps";
+inline constexpr char kRatio[] = "ratio";
+
+// The summary row closing a run's JSON lines.
+inline constexpr char kSummary[] = "summary";
+inline constexpr char kModel[] = "model";
+inline constexpr char kDataset[] = "dataset";
+inline constexpr char kEpochs[] = "epochs";
+inline constexpr char kParameters[] = "parameters";
+inline constexpr char kParallel[] = "parallel";
+inline constexpr char kRanks[] = "ranks";
+inline constexpr char kBatchSize[] = "batch_size";
+inline constexpr char kGradAccumSteps[] = "grad_accum_steps";
+inline constexpr char kFinalTestAcc[] = "final_test_acc";
+inline constexpr char kFinalTestLoss[] = "final_test_loss";
+inline constexpr char kTotalS[] = "total_s";
+inline constexpr char kThreads[] = "threads";
+
+}  // namespace dtrain::metrics::key

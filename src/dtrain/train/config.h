@@ -1,0 +1,94 @@
+// What a training run is, as typed values: the CLI parses every flag once into these
+// (enums and codec specs, never strings), and the trainer and engines read them as they
+// are. validate() checks what types cannot (ranges, combinations).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtrain/comm/allreduce.h"
+#include "dtrain/compress/codec.h"
+#include "dtrain/data/dataset.h"
+#include "dtrain/models/loss.h"
+#include "dtrain/models/registry.h"
+#include "dtrain/parallel/pipeline/partition.h"
+#include "dtrain/parallel/pipeline/schedule.h"
+
+namespace dtrain::train {
+
+enum class OptimizerKind { kSgd, kAdam };
+enum class LrSchedule { kConstant, kStep, kCosine };
+enum class ParallelMode { kNone, kPipeline, kDdp };
+
+OptimizerKind parse_optimizer(const std::string& name);  // sgd | adam
+std::string to_string(OptimizerKind kind);
+LrSchedule parse_lr_schedule(const std::string& name);  // constant | step | cosine
+std::string to_string(LrSchedule schedule);
+ParallelMode parse_parallel_mode(const std::string& name);  // none | pipeline | ddp
+std::string to_string(ParallelMode mode);
+
+struct OptimConfig {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  bool nesterov = false;
+  LrSchedule schedule = LrSchedule::kCosine;
+  double warmup_epochs = 0;
+  int64_t step_size = 30;  // epochs between decays (step)
+  double gamma = 0.1;
+};
+
+struct PipelineOptions {
+  parallel::pipeline::Placement placement = parallel::pipeline::Placement::kLinear;
+  std::vector<int64_t> balance;  // blocks per stage (per server for ushape); empty: weights
+  bool balance_auto = false;     // weights = measured forward+backward time per block
+  int64_t client_first = 1, client_last = 1;
+  parallel::pipeline::ScheduleKind schedule = parallel::pipeline::ScheduleKind::kGPipe;
+  int chunks = 4;
+  compress::CodecSpec activation_codec;               // default: none
+  std::optional<compress::CodecSpec> gradient_codec;  // empty: same as activations
+  bool compress_all_edges = false;                    // false: only links touching rank 0
+};
+
+struct DdpOptions {
+  double bucket_mb = 25;
+  comm::Algorithm algorithm = comm::Algorithm::kAuto;
+  compress::CodecSpec gradient_codec;  // default: none (exact all-reduce)
+  bool sync_bn = false;
+};
+
+struct ParallelConfig {
+  ParallelMode mode = ParallelMode::kNone;
+  PipelineOptions pipeline;
+  DdpOptions ddp;
+};
+
+struct TrainConfig {
+  models::ModelConfig model;
+  data::DataConfig data;
+  OptimConfig optim;
+  models::LossKind loss = models::LossKind::kCrossEntropy;
+  int64_t epochs = 1;
+  int64_t batch_size = 64;       // per rank in DDP mode
+  int64_t grad_accum_steps = 1;  // batches per optimizer step (DDP: communicate on the last)
+  int64_t test_batch_size = 1000;
+  uint64_t seed = 0;
+  int64_t limit_train = 0;  // 0: all
+  int64_t limit_test = 0;
+  int64_t crop_padding = -1;  // -1: dataset default (4 for CIFAR-sized colour data, else 0)
+  int flip = -1;              // -1: dataset default (off for digit-like data)
+  std::string metrics_path;
+  std::string checkpoint_dir;
+  bool resume = false;
+  int64_t stop_after = 0;  // run at most this many epochs now (0: to the end); resume later
+  bool progress = true;
+  ParallelConfig parallel;
+};
+
+// Throws std::invalid_argument naming the flag. `has_group`: a process group was given.
+void validate(const TrainConfig& config, bool has_group);
+
+}  // namespace dtrain::train

@@ -1,0 +1,126 @@
+#include "dtrain/train/epoch_loop.h"
+
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "dtrain/data/sampler.h"
+#include "dtrain/metrics/keys.h"
+#include "dtrain/metrics/timer.h"
+#include "dtrain/train/optimizer.h"
+
+namespace dtrain::train {
+namespace {
+
+using metrics::Clock;
+using metrics::since;
+
+// Running sums of one epoch.
+struct Tally {
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+  void add(const BatchResult& r) {
+    loss_sum += r.loss_sum;
+    correct += r.correct;
+    seen += r.samples;
+  }
+};
+
+// Gradient accumulation: groups of K batches; each batch's loss is weighted by its share of
+// the group's samples, so a group equals one batch K times larger.
+StepPlan step_plan(int64_t step, int64_t k, int64_t batches, int64_t batch_size, int64_t shard,
+                   int64_t this_batch) {
+  StepPlan plan;
+  plan.sync = step % k == k - 1 || step + 1 == batches;
+  if (k == 1) return plan;
+  const int64_t first = step - step % k;
+  int64_t group = 0;
+  for (int64_t b = first; b < std::min(first + k, batches); ++b)
+    group += std::min(batch_size, shard - b * batch_size);
+  plan.loss_scale = static_cast<double>(this_batch) / static_cast<double>(group);
+  return plan;
+}
+
+void check_finite(double batch_loss, int64_t epoch, int64_t step) {
+  if (std::isfinite(batch_loss)) return;
+  throw std::runtime_error("training diverged: loss is " + std::to_string(batch_loss) +
+                           " at epoch " + std::to_string(epoch + 1) + " step " +
+                           std::to_string(step + 1) + " (lower --lr?)");
+}
+
+}  // namespace
+
+EpochStats train_epoch(const EpochInputs& in, Engine& engine, torch::optim::Optimizer& optimizer,
+                       int64_t epoch, metrics::ProgressLine& progress) {
+  const TrainConfig& c = in.config;
+  EpochStats s;
+  s.epoch = epoch + 1;
+  const auto epoch_start = Clock::now();
+  data::SamplerConfig sc;
+  sc.dataset_size = in.train_set.size();
+  sc.seed = c.seed;
+  sc.rank = engine.rank();
+  sc.world_size = engine.world();
+  std::vector<int64_t> shard = data::shard_indices(sc, epoch);
+  const auto shard_size = static_cast<int64_t>(shard.size());
+  data::EpochLoader loader(in.train_set, std::move(shard), c.batch_size, in.norm, in.augment,
+                           c.seed * 7777 + static_cast<uint64_t>(epoch) +
+                               1000003ull * static_cast<uint64_t>(engine.rank()));
+  Tally tally;
+  int64_t step = 0;
+  const int64_t k = c.grad_accum_steps;
+  while (auto batch = loader.next()) {
+    const double lr =
+        learning_rate(c.optim, epoch + static_cast<double>(step) / loader.batches(), c.epochs);
+    set_learning_rate(optimizer, lr);
+    s.lr = lr;
+    if (step % k == 0) optimizer.zero_grad();
+    const StepPlan plan =
+        step_plan(step, k, loader.batches(), c.batch_size, shard_size, batch->labels.size(0));
+    const BatchResult r = engine.train_batch(*batch, lr, plan, s);
+    if (plan.sync) s.time_optimizer_s += metrics::seconds([&] { optimizer.step(); });
+    check_finite(r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.samples)), epoch, step);
+    tally.add(r);
+    ++step;
+    progress.update([&] {
+      std::ostringstream line;
+      line << "epoch " << epoch + 1 << "/" << c.epochs << " [" << step << "/" << loader.batches()
+           << "] loss " << std::fixed << std::setprecision(4) << tally.loss_sum / tally.seen
+           << " acc " << std::setprecision(2) << 100.0 * tally.correct / tally.seen << "% "
+           << std::setprecision(0) << tally.seen / since(epoch_start) << " samples/s";
+      return line.str();
+    });
+  }
+  s.time_data_s = loader.wait_s();
+  s.epoch_s = since(epoch_start);
+  s.extra[metrics::key::kSteps] = (step + k - 1) / k;  // optimizer steps
+  std::vector<double> totals{tally.loss_sum, static_cast<double>(tally.correct),
+                             static_cast<double>(tally.seen)};
+  engine.sum_over_ranks(totals);
+  const double seen = std::max(1.0, totals[2]);
+  s.train_loss = totals[0] / seen;
+  s.train_acc = static_cast<double>(static_cast<int64_t>(totals[1])) / seen;
+  s.samples_per_s =
+      static_cast<double>(static_cast<int64_t>(totals[2])) / std::max(1e-9, s.epoch_s);
+  return s;
+}
+
+std::pair<double, double> evaluate(Engine& engine, const data::Dataset& d,
+                                   const data::Normalization& norm, int64_t batch_size) {
+  const int64_t first = d.size() * engine.rank() / engine.world();
+  const int64_t end = d.size() * (engine.rank() + 1) / engine.world();
+  std::vector<double> totals{0, 0};
+  at::Generator unused = at::detail::createCPUGenerator(0);
+  for (int64_t begin = first; begin < end; begin += batch_size) {
+    const int64_t n = std::min(batch_size, end - begin);
+    const at::Tensor x = data::make_batch(d.images.narrow(0, begin, n), norm, {}, unused);
+    const BatchResult r = engine.eval_batch(x, d.labels.narrow(0, begin, n));
+    totals[0] += r.loss_sum;
+    totals[1] += static_cast<double>(r.correct);
+  }
+  engine.sum_over_ranks(totals);
+  const double size = static_cast<double>(std::max<int64_t>(1, d.size()));
+  return {totals[0] / size, totals[1] / size};
+}
+
+}  // namespace dtrain::train

@@ -1,0 +1,45 @@
+// The driver/follower command is one definition: every kind round-trips, and a message
+// that is not a valid command is rejected with a reason instead of being acted on.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <limits>
+
+#include "dtrain/parallel/pipeline/command.h"
+
+namespace dtrain::parallel::pipeline {
+namespace {
+
+TEST(PipelineCommandTest, EveryKindRoundTrips) {
+  for (int k = kFirstCommandKind; k <= kLastCommandKind; ++k) {
+    const Command c{static_cast<CommandKind>(k), 37, 0.125};
+    const Command back = from_message(to_message(c), "test");
+    EXPECT_EQ(back.kind, c.kind);
+    EXPECT_EQ(back.batch, 37);
+    EXPECT_EQ(back.lr, 0.125);
+  }
+}
+
+TEST(PipelineCommandTest, InvalidMessagesAreRejected) {
+  const auto message = [](double kind, double batch, double lr) {
+    return at::tensor({kind, batch, lr}, at::kDouble);
+  };
+  EXPECT_THROW(from_message(message(0, 1, 0.1), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(message(kLastCommandKind + 1, 1, 0.1), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(message(1.5, 1, 0.1), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(message(1, -1, 0.1), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(message(1, 2.5, 0.1), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(message(1, 1, std::numeric_limits<double>::quiet_NaN()), "rank 0"),
+               std::runtime_error);
+  EXPECT_THROW(from_message(at::zeros({2}, at::kDouble), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(at::zeros({3}, at::kFloat), "rank 0"), std::runtime_error);
+  try {
+    from_message(message(9, 1, 0.1), "rank 0");
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown kind"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dtrain::parallel::pipeline
