@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "dtrain/base/device.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/compress/baselines.h"
@@ -61,6 +62,7 @@ struct Options {
   uint64_t seed = 0;
   std::string model = "mobilenetv2";
   int64_t batch = 64;
+  c10::Device device{c10::kCPU};
   Output output;
 };
 
@@ -103,11 +105,13 @@ struct Subject {
   std::string name;
   int bits = 0;
   std::function<std::function<at::Tensor()>(const at::Tensor&, int64_t&)> prepare;
+  bool cpu_only = false;  // the seed-style references run on the CPU
 };
 
 Subject make_subject(const std::string& name) {
   Subject s;
   s.name = name;
+  s.cpu_only = name.find("-ref:") != std::string::npos;
   if (name.rfind("sortquant-ref:", 0) == 0) {
     const auto spec = compress::parse_codec("sortquant:" + name.substr(14));
     const int q = spec.bits - spec.split_bits, sb = spec.split_bits;
@@ -195,7 +199,7 @@ int run(const Options& o) {
   }
   for (const auto& [dist, given, n] : inputs) {
     {
-      const at::Tensor x = given.defined() ? given : sample(dist, n, o.seed);
+      const at::Tensor x = (given.defined() ? given : sample(dist, n, o.seed)).to(o.device);
       const double var = x.to(at::kDouble).var().item<double>();
       for (const auto& s : subjects) {
         std::vector<double> enc, dec;
@@ -206,8 +210,15 @@ int run(const Options& o) {
         double spent = 0;
         for (int r = 0; r < o.reps && spent < kSlowBudget; ++r) {
           std::function<at::Tensor()> decoder;
-          enc.push_back(metrics::seconds([&] { decoder = s.prepare(x, wire); }));
-          dec.push_back(metrics::seconds([&] { y = decoder(); }));
+          // On a GPU the times include staging through host memory and the device's queue.
+          enc.push_back(metrics::seconds([&] {
+            decoder = s.prepare(s.cpu_only ? x.cpu() : x, wire);
+            synchronize(o.device);
+          }));
+          dec.push_back(metrics::seconds([&] {
+            y = decoder().to(o.device);
+            synchronize(o.device);
+          }));
           spent += enc.back() + dec.back();
         }
         const at::Tensor err = (x.to(at::kDouble) - y.to(at::kDouble));
@@ -216,6 +227,7 @@ int run(const Options& o) {
         row["codec"] = s.name;
         row["dist"] = dist;
         row["numel"] = n;
+        row["device"] = to_string(o.device);
         row["ratio"] = compress::compression_ratio(static_cast<size_t>(wire), n);
         row["mse_over_var"] = var > 0 ? err.pow(2).mean().item<double>() / var : 0.0;
         row["max_abs_err"] = err.abs().max().item<double>();
@@ -258,6 +270,10 @@ void register_bench_codec(CLI::App& bench, int& exit_code) {
   sub->add_option("--model", o->model, "model for --dist activations")->capture_default_str();
   sub->add_option("--batch", o->batch, "batch size for --dist activations")->capture_default_str();
   sub->add_option("--numel", o->numels, "values per tensor (1M = 2^20)")->capture_default_str();
+  add_typed_option(sub, "--device", o->device, parse_device,
+                   "cpu, cuda or cuda:N: where the tensors live (CUDA tensors are staged through "
+                   "host memory; times include the copies)",
+                   "cpu");
   sub->add_option("--threads", o->threads, "intra-op threads (the codecs themselves use one)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

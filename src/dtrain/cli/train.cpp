@@ -3,6 +3,7 @@
 #include <memory>
 #include <thread>
 
+#include "dtrain/base/device.h"
 #include "dtrain/base/names.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
@@ -135,6 +136,13 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_option("--compress-edges", o->compress_edges,
                   "pipeline: client (only links touching rank 0) or all")
       ->capture_default_str();
+  add_typed_option(sub, "--device", c.device, parse_device,
+                   "cpu, cuda or cuda:N (cuda: GPU LOCAL_RANK); pipeline: the servers' device",
+                   "cpu");
+  add_typed_option(sub, "--client-device", c.client_device, parse_device,
+                   "pipeline: rank 0's device (default: --device), e.g. a CPU client with GPU "
+                   "servers",
+                   "");
   add_rank_flags(sub, o->ranks, false);
   sub->callback([o, &exit_code] {
     auto& pc = o->config.parallel.pipeline;

@@ -189,12 +189,13 @@ std::unique_ptr<Codec> make_codec(const CodecSpec& spec) {
 }
 
 Packet encode(const Codec& codec, const at::Tensor& tensor) {
-  if (!tensor.device().is_cpu()) throw std::invalid_argument("encode: CPU tensors only");
   if (tensor.dim() > kMaxDims) {
     throw std::invalid_argument("encode: at most " + std::to_string(kMaxDims) + " dimensions");
   }
   const uint8_t dtype = dtype_code(tensor.scalar_type());
-  const at::Tensor values = tensor.to(at::kFloat).contiguous();
+  // A GPU tensor is cast on the GPU and staged through host memory; the coding runs on the
+  // CPU, so the packet is bit-identical to the CPU tensor's.
+  const at::Tensor values = tensor.to(at::kFloat).to(at::kCPU).contiguous();
   const int64_t n = values.numel();
   const float* x = values.data_ptr<float>();
   const size_t table = codec.table_bytes(n);
@@ -277,6 +278,11 @@ at::Tensor decode(const uint8_t* data, size_t size) {
 
 double compression_ratio(size_t packet_bytes, int64_t numel) {
   return numel == 0 ? 0.0 : static_cast<double>(packet_bytes) / (4.0 * static_cast<double>(numel));
+}
+
+at::Tensor decode(const Packet& packet, const c10::Device& device) {
+  at::Tensor t = decode(packet);
+  return device.is_cpu() ? t : t.to(device);
 }
 
 }  // namespace dtrain::compress

@@ -74,12 +74,15 @@ inline std::unique_ptr<Codec> make_codec(const std::string& name) {
   return make_codec(parse_codec(name));
 }
 
+// Any device's tensor (a CUDA tensor gives the same bytes as its CPU copy).
 Packet encode(const Codec& codec, const at::Tensor& tensor);
-// Decodes any packet: the codec and its parameters come from the header.
+// Decodes any packet: the codec and its parameters come from the header. The tensor is on
+// the CPU unless a device is given.
 at::Tensor decode(const uint8_t* data, size_t size);
 inline at::Tensor decode(const Packet& packet) {
   return decode(packet.data(), packet.size());
 }
+at::Tensor decode(const Packet& packet, const c10::Device& device);
 
 // Header fields, for tools and tests (validated like decode does).
 struct PacketInfo {

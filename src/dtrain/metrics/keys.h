@@ -21,7 +21,9 @@ inline constexpr char kTimeBackwardS[] = "time_backward_s";
 inline constexpr char kTimeOptimizerS[] = "time_optimizer_s";
 inline constexpr char kTimeCommS[] = "time_comm_s";
 inline constexpr char kPeakRssBytes[] = "peak_rss_bytes";
-inline constexpr char kSteps[] = "steps";  // optimizer steps
+inline constexpr char kSteps[] = "steps";                                     // optimizer steps
+inline constexpr char kCudaMaxAllocatedBytes[] = "cuda_max_allocated_bytes";  // GPU runs only
+inline constexpr char kCudaMaxReservedBytes[] = "cuda_max_reserved_bytes";
 
 // DDP's epoch extras.
 inline constexpr char kCommTotalS[] = "comm_total_s";

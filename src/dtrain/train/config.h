@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Device.h>
+
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/data/dataset.h"
@@ -86,6 +88,10 @@ struct TrainConfig {
   int64_t stop_after = 0;  // run at most this many epochs now (0: to the end); resume later
   bool progress = true;
   ParallelConfig parallel;
+  // Where the model and its tensors live (every rank; pipeline: the servers). A pipeline's
+  // rank 0 (the client) may use another device, e.g. a CPU client with GPU servers.
+  c10::Device device{c10::kCPU};
+  std::optional<c10::Device> client_device;
 };
 
 // Throws std::invalid_argument naming the flag. `has_group`: a process group was given.

@@ -34,6 +34,8 @@ struct StepPlan {
 class Engine {
  public:
   virtual ~Engine() = default;
+  // Where this rank's batches must be for train_batch and eval_batch.
+  virtual c10::Device input_device() const { return c10::Device(c10::kCPU); }
   // This rank's data shard (DDP: every rank trains on its own shard).
   virtual int rank() const { return 0; }
   virtual int world() const { return 1; }
@@ -63,7 +65,9 @@ at::Tensor mean_loss(const models::LossFn& loss, const at::Tensor& logits,
 BatchResult evaluate_batch(torch::nn::Sequential& model, const models::LossFn& loss,
                            const at::Tensor& inputs, const at::Tensor& labels);
 
-std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss);
+// The model on `device`; forward and backward times include waiting for the device.
+std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss,
+                                          c10::Device device);
 // Data parallel: converts BatchNorms to SyncBatchNorm when asked, then wraps the model.
 std::unique_ptr<Engine> make_ddp_engine(comm::Group& group, torch::nn::Sequential model,
                                         const TrainConfig& config);

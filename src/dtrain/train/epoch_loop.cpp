@@ -41,6 +41,14 @@ StepPlan step_plan(int64_t step, int64_t k, int64_t batches, int64_t batch_size,
   return plan;
 }
 
+data::Batch on_device(const data::Batch& batch, const c10::Device& device) {
+  if (device.is_cpu()) return batch;
+  data::Batch b = batch;
+  b.inputs = batch.inputs.to(device);
+  b.labels = batch.labels.to(device);
+  return b;
+}
+
 void check_finite(double batch_loss, int64_t epoch, int64_t step) {
   if (std::isfinite(batch_loss)) return;
   throw std::runtime_error("training diverged: loss is " + std::to_string(batch_loss) +
@@ -77,7 +85,7 @@ EpochStats train_epoch(const EpochInputs& in, Engine& engine, torch::optim::Opti
     if (step % k == 0) optimizer.zero_grad();
     const StepPlan plan =
         step_plan(step, k, loader.batches(), c.batch_size, shard_size, batch->labels.size(0));
-    const BatchResult r = engine.train_batch(*batch, lr, plan, s);
+    const BatchResult r = engine.train_batch(on_device(*batch, engine.input_device()), lr, plan, s);
     if (plan.sync) s.time_optimizer_s += metrics::seconds([&] { optimizer.step(); });
     check_finite(r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.samples)), epoch, step);
     tally.add(r);
@@ -114,7 +122,8 @@ std::pair<double, double> evaluate(Engine& engine, const data::Dataset& d,
   for (int64_t begin = first; begin < end; begin += batch_size) {
     const int64_t n = std::min(batch_size, end - begin);
     const at::Tensor x = data::make_batch(d.images.narrow(0, begin, n), norm, {}, unused);
-    const BatchResult r = engine.eval_batch(x, d.labels.narrow(0, begin, n));
+    const c10::Device device = engine.input_device();
+    const BatchResult r = engine.eval_batch(x.to(device), d.labels.narrow(0, begin, n).to(device));
     totals[0] += r.loss_sum;
     totals[1] += static_cast<double>(r.correct);
   }

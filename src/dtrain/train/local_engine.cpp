@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "dtrain/base/device.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/train/engine.h"
 
@@ -39,8 +40,12 @@ namespace {
 
 class LocalEngine final : public Engine {
  public:
-  LocalEngine(torch::nn::Sequential model, models::LossFn loss)
-      : model_(std::move(model)), loss_(std::move(loss)) {}
+  LocalEngine(torch::nn::Sequential model, models::LossFn loss, c10::Device device)
+      : model_(std::move(model)), loss_(std::move(loss)), device_(device) {
+    model_->to(device_);
+  }
+
+  c10::Device input_device() const override { return device_; }
 
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
 
@@ -50,9 +55,11 @@ class LocalEngine final : public Engine {
     auto t = Clock::now();
     const at::Tensor logits = model_->forward(batch.inputs);
     const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
+    synchronize(device_);
     s.time_forward_s += since(t);
     t = Clock::now();
     (plan.loss_scale == 1.0 ? loss : loss * plan.loss_scale).backward();
+    synchronize(device_);
     s.time_backward_s += since(t);
     return score(logits, batch.labels, loss);
   }
@@ -66,12 +73,14 @@ class LocalEngine final : public Engine {
  private:
   torch::nn::Sequential model_;
   models::LossFn loss_;
+  c10::Device device_;
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss) {
-  return std::make_unique<LocalEngine>(std::move(model), std::move(loss));
+std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss,
+                                          c10::Device device) {
+  return std::make_unique<LocalEngine>(std::move(model), std::move(loss), device);
 }
 
 }  // namespace dtrain::train

@@ -26,6 +26,8 @@ class PipelineEngine final : public Engine {
     }
   }
 
+  c10::Device input_device() const override { return pipeline_->device(); }
+
   std::vector<at::Tensor> parameters() override { return pipeline_->parameters(); }
 
   BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan&,
@@ -86,7 +88,7 @@ std::vector<double> block_weights(comm::Group& group, torch::nn::Sequential& mod
   return w;
 }
 
-pp::PipelineConfig pipeline_config(const TrainConfig& c, int ranks, int64_t blocks,
+pp::PipelineConfig pipeline_config(const TrainConfig& c, int rank, int ranks, int64_t blocks,
                                    const std::vector<double>& weights) {
   const auto& o = c.parallel.pipeline;
   pp::PipelineConfig pc;
@@ -98,6 +100,7 @@ pp::PipelineConfig pipeline_config(const TrainConfig& c, int ranks, int64_t bloc
   pc.codecs.gradients = o.gradient_codec.value_or(o.activation_codec);
   pc.codecs.all_edges = o.compress_all_edges;
   pc.loss = models::make_loss(c.loss);
+  pc.device = rank == 0 ? c.client_device.value_or(c.device) : c.device;
   return pc;
 }
 
@@ -123,9 +126,10 @@ void follow(pp::Pipeline& pipeline, torch::optim::Optimizer& optimizer) {
 std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequential& model,
                                              const PipelineSetup& setup) {
   const auto weights = block_weights(group, model, setup);
-  auto pipeline = std::make_unique<pp::Pipeline>(
-      group, model,
-      pipeline_config(setup.config, group.size(), static_cast<int64_t>(model->size()), weights));
+  auto pipeline =
+      std::make_unique<pp::Pipeline>(group, model,
+                                     pipeline_config(setup.config, group.rank(), group.size(),
+                                                     static_cast<int64_t>(model->size()), weights));
   model = torch::nn::Sequential(nullptr);  // keep only this rank's blocks alive
   if (group.rank() == 0) return std::make_unique<PipelineEngine>(std::move(pipeline));
   auto optimizer = make_optimizer(setup.config.optim, pipeline->parameters());

@@ -9,6 +9,7 @@
 
 #include "dtrain/comm/group.h"
 #include "dtrain/data/loader.h"
+#include "dtrain/metrics/cuda_memory.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/progress.h"
@@ -77,7 +78,7 @@ std::unique_ptr<Engine> build_engine(const TrainConfig& c, comm::Group* group,
     case ParallelMode::kNone:
       break;
   }
-  return make_local_engine(std::move(model), models::make_loss(c.loss));
+  return make_local_engine(std::move(model), models::make_loss(c.loss), c.device);
 }
 
 data::Augment default_augment(const TrainConfig& c, const Loaded& in) {
@@ -86,6 +87,14 @@ data::Augment default_augment(const TrainConfig& c, const Loaded& in) {
   augment.crop_padding = c.crop_padding >= 0 ? c.crop_padding : (colour32 ? 4 : 0);
   augment.flip = c.flip >= 0 ? c.flip == 1 : !in.digit_like && colour32;
   return augment;
+}
+
+// The seeds' "max memory allocated" beside peak RSS, when this rank computes on a GPU.
+void record_cuda_memory(const c10::Device& device, EpochStats& s) {
+  if (!device.is_cuda()) return;
+  const metrics::CudaMemory m = metrics::cuda_memory(device);
+  s.extra[key::kCudaMaxAllocatedBytes] = m.max_allocated_bytes;
+  s.extra[key::kCudaMaxReservedBytes] = m.max_reserved_bytes;
 }
 
 std::string epoch_line(const EpochStats& s, int64_t epochs) {
@@ -163,6 +172,7 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
     engine->end_epoch(s);
     std::tie(s.test_loss, s.test_acc) = evaluate(*engine, in.test_set, in.norm, c.test_batch_size);
     s.peak_rss_bytes = metrics::peak_rss_bytes();
+    record_cuda_memory(engine->input_device(), s);
     progress.finish(epoch_line(s, c.epochs));
     if (metrics_out.is_open()) metrics::write_jsonl(metrics_out, {s.to_row()});
     if (!c.checkpoint_dir.empty() && leader)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 
+#include "dtrain/base/device.h"
 #include "dtrain/comm/agreement.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/memory.h"
@@ -83,6 +84,7 @@ Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConf
                       model->begin()[static_cast<std::ptrdiff_t>(b)]);
       block_names_.push_back(names[static_cast<size_t>(b)].key());
     }
+    part->to(config_.device);
     my_stages_.push_back(static_cast<int>(v));
     modules_.push_back(part);
   }
@@ -231,13 +233,16 @@ void Pipeline::forward(Step& step, const Op& op) {
   const auto mb = static_cast<size_t>(op.micro_batch);
   const bool last = op.stage == step.last_stage;
   Live l;
-  l.input = op.stage == 0 ? step.input_chunks[mb]
-                          : wire_->receive_tensor(op.stage - 1, op.stage, op.micro_batch, false);
+  const c10::Device& device = config_.device;
+  l.input = (op.stage == 0 ? step.input_chunks[mb]
+                           : wire_->receive_tensor(op.stage - 1, op.stage, op.micro_batch, false))
+                .to(device);
   if (step.training && op.stage > 0) l.input.requires_grad_(true);
   at::Tensor y;
   if (last)
-    y = group_.rank() == 0 ? step.label_chunks[mb]
-                           : wire_->receive_labels(step.sizes[mb], op.micro_batch);
+    y = (group_.rank() == 0 ? step.label_chunks[mb]
+                            : wire_->receive_labels(step.sizes[mb], op.micro_batch))
+            .to(device);
   const auto t0 = Clock::now();
   l.output = modules_[local_index(op.stage)]->forward(l.input);
   if (last) {
@@ -247,6 +252,7 @@ void Pipeline::forward(Step& step, const Op& op) {
     step.result.correct += l.output.argmax(1).eq(y).sum().item<int64_t>();
     step.result.samples += y.size(0);
   }
+  synchronize(device);
   if (wire_->counting()) wire_->times().forward_s += since(t0);
   if (!last) wire_->send_tensor(l.output, op.stage, op.stage + 1, op.micro_batch, false);
   if (step.training) step.live[{op.stage, op.micro_batch}] = std::move(l);
@@ -257,13 +263,15 @@ void Pipeline::backward(Step& step, const Op& op) {
   Live& l = it->second;
   const bool last = op.stage == step.last_stage;
   at::Tensor grad;
-  if (!last) grad = wire_->receive_tensor(op.stage + 1, op.stage, op.micro_batch, true);
+  if (!last)
+    grad = wire_->receive_tensor(op.stage + 1, op.stage, op.micro_batch, true).to(config_.device);
   const auto t0 = Clock::now();
   // A parameter-free first stage (a flatten) has nothing to differentiate.
   if (last && l.loss.requires_grad())
     l.loss.backward();
   else if (!last && l.output.requires_grad())
     l.output.backward(grad);
+  synchronize(config_.device);
   if (wire_->counting()) wire_->times().backward_s += since(t0);
   if (op.stage > 0)
     wire_->send_tensor(l.input.grad(), op.stage, op.stage - 1, op.micro_batch, true);

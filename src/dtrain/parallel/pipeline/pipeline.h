@@ -54,6 +54,9 @@ struct PipelineConfig {
   ScheduleKind schedule = ScheduleKind::kGPipe;
   int micro_batches = 4;
   EdgeCodecs codecs;  // default: none on every edge
+  // This rank's device: its blocks and their tensors live there; the wire is host memory
+  // (packets), so ranks may differ (a CPU client with GPU servers).
+  c10::Device device{c10::kCPU};
   models::LossFn loss = models::make_loss(models::LossKind::kCrossEntropy);
 };
 
@@ -77,6 +80,7 @@ class Pipeline {
   // This rank's blocks, for checkpoints and inspection.
   const std::vector<torch::nn::Sequential>& stage_modules() const { return modules_; }
   const PipelineConfig& config() const { return config_; }
+  const c10::Device& device() const { return config_.device; }
   int micro_batches_for(int64_t batch) const;
 
   // Driver only. One mini-batch through the pipeline; training accumulates gradients into

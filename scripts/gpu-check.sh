@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# On a GPU machine (torch 2.11 with CUDA, cmake, ninja; no package index): builds dtrain
+# against that machine's torch with the dependencies carried in .gpu-deps (made here by
+# scripts/gpu-bundle.sh), runs the GPU tests, then a short benchmark of CPU against GPU.
+# Results go to stdout and, when OUT is set, to $OUT/gpu-check.log and $OUT/*.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+deps="$PWD/.gpu-deps"
+[ -d "$deps" ] || { echo "gpu-check: $deps missing: run scripts/gpu-bundle.sh first" >&2; exit 2; }
+out="${OUT:-$PWD/gpu-check-out}"
+mkdir -p "$out"
+py="${PYTHON:-python3}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+"$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'devices', torch.cuda.device_count())"
+
+export LD_LIBRARY_PATH="$deps/lib:${LD_LIBRARY_PATH:-}"
+cmake -S . -B build-gpu -G Ninja -DDTRAIN_PYTHON="$(command -v "$py")" \
+  -DCMAKE_PREFIX_PATH="$deps" -DCLI11_INCLUDE_DIR="$deps/include" \
+  -DZLIB_INCLUDE_DIR="$deps/include" -DZLIB_LIBRARY="$deps/lib/libz.so" \
+  -DDTRAIN_GTEST_SOURCE="$deps/googletest" -DCMAKE_CXX_FLAGS="-isystem $deps/include" \
+  > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+start=$(date +%s)
+cmake --build build-gpu -j"$(nproc)" > "$out/build.log" 2>&1 || { grep -B2 -A8 "error" "$out/build.log" | head -80; exit 1; }
+echo "build: $(( $(date +%s) - start )) s"
+build-gpu/dtrain --version
+
+echo "== GPU tests"
+(cd build-gpu && ctest -L gpu --output-on-failure --timeout 300) > "$out/gpu-tests.log" 2>&1 ||
+  echo "GPU TESTS FAILED (see gpu-tests.log):"
+grep -E "Passed|Failed|Skipped|Failure|Expected|Which is|error|  Actual|tests passed" "$out/gpu-tests.log" | head -40
+
+echo "== codec encode/decode, 16M values, CPU vs GPU (staged through host memory)"
+for dev in cpu cuda; do
+  build-gpu/dtrain bench codec --device "$dev" --codec fp16,uniform:8,sortquant:8,sortquant-ref:8 \
+    --dist gaussian,relu --numel 16M --reps 5 --format jsonl --out "$out/codec-$dev.jsonl" 2> "$out/codec-$dev.err" || tail -5 "$out/codec-$dev.err"
+done
+"$py" - "$out" <<'PY'
+import json, sys, pathlib
+rows = [json.loads(l) for d in ("cpu", "cuda") for l in (pathlib.Path(sys.argv[1]) / f"codec-{d}.jsonl").read_text().splitlines()]
+print("| device | codec | dist | enc GB/s | dec GB/s | mse/var |")
+for r in rows:
+    print(f"| {r['device']} | {r['codec']} | {r['dist']} | {r['encode_gbps']:.3f} | {r['decode_gbps']:.3f} | {r['mse_over_var']:.2e} |")
+PY
+
+echo "== training, 1 epoch of Fashion-MNIST-sized synthetic data: CPU vs GPU, and a CPU client with a GPU server"
+common="--dataset synthetic --input-shape 1,28,28 --num-classes 10 --synthetic-size 60000 --epochs 1 --batch-size 64 --no-progress --format jsonl --seed 1"
+for dev in cpu cuda; do
+  build-gpu/dtrain train --model cnn --device "$dev" $common --metrics "$out/train-$dev.jsonl" > /dev/null
+done
+for dev in cpu cuda; do
+  build-gpu/dtrain train --model cnn -n 2 --parallel pipeline --placement ushape --chunks 4 \
+    --device "$dev" --client-device cpu $common --metrics "$out/ushape-$dev.jsonl" > /dev/null
+done
+"$py" - "$out" <<'PY'
+import json, sys, pathlib
+print("| run | samples/s | epoch s | fwd s | bwd s | test acc | CUDA max alloc MiB |")
+for name in ("train-cpu", "train-cuda", "ushape-cpu", "ushape-cuda"):
+    r = [json.loads(l) for l in (pathlib.Path(sys.argv[1]) / f"{name}.jsonl").read_text().splitlines()][0]
+    print(f"| {name} | {r['samples_per_s']:.0f} | {r['epoch_s']:.2f} | {r['time_forward_s']:.2f} | {r['time_backward_s']:.2f} | {r['test_acc']:.4f} | {r.get('cuda_max_allocated_bytes', 0) / 2**20:.0f} |")
+PY

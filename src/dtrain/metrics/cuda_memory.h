@@ -1,0 +1,20 @@
+// CUDA memory per process, as the seeds report it ("max memory allocated"): the caching
+// allocator's peak allocated and reserved bytes on one GPU. Zero where LibTorch has no
+// CUDA or the device is the CPU.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+namespace dtrain::metrics {
+
+struct CudaMemory {
+  int64_t max_allocated_bytes = 0;
+  int64_t max_reserved_bytes = 0;
+};
+
+CudaMemory cuda_memory(const c10::Device& device);
+void reset_cuda_peaks(const c10::Device& device);
+
+}  // namespace dtrain::metrics
