@@ -19,7 +19,7 @@ std::string to_string(const c10::Device& device);
 // (no-op on the CPU).
 void synchronize(const c10::Device& device);
 
-// What this process can use, for messages and --version: "CUDA 13.0, 1 device(s)" or why not.
+// For messages: "1 CUDA device(s) visible", or why none is usable.
 std::string cuda_summary();
 
 }  // namespace dtrain

@@ -111,8 +111,8 @@ struct Subject {
 Subject make_subject(const std::string& name) {
   Subject s;
   s.name = name;
-  s.cpu_only = name.find("-ref:") != std::string::npos;
   if (name.rfind("sortquant-ref:", 0) == 0) {
+    s.cpu_only = true;
     const auto spec = compress::parse_codec("sortquant:" + name.substr(14));
     const int q = spec.bits - spec.split_bits, sb = spec.split_bits;
     s.bits = spec.bits;
@@ -127,6 +127,7 @@ Subject make_subject(const std::string& name) {
     return s;
   }
   if (name.rfind("kmeans-ref:", 0) == 0) {
+    s.cpu_only = true;
     const auto spec = compress::parse_codec("kmeans:" + name.substr(11));
     if (spec.iters == 0)
       throw std::invalid_argument(name + ": give the iterations, e.g. kmeans-ref:4:20");

@@ -24,11 +24,10 @@ struct Options {
   RankFlags ranks;
   std::string balance;
   std::string client_blocks = "1,1";
-  std::string compress_edges = "client";
   std::optional<compress::CodecSpec> compress_grad;  // pipeline gradients or DDP's codec
 };
 
-const EnumNames<bool> kEdgeNames("--compress-edges value", {{false, "client"}, {true, "all"}});
+const EnumNames<bool> kEdgeNames("edge set", {{false, "client"}, {true, "all"}});
 
 std::vector<int64_t> parse_shape(const std::string& text) {
   std::vector<int64_t> out;
@@ -133,9 +132,10 @@ void register_train(CLI::App& parent, int& exit_code) {
                    "pipeline: codec for gradients (default: same as --compress); ddp: codec for "
                    "the gradient all-reduce, with error feedback (default none)",
                    "");
-  sub->add_option("--compress-edges", o->compress_edges,
-                  "pipeline: client (only links touching rank 0) or all")
-      ->capture_default_str();
+  add_typed_option(
+      sub, "--compress-edges", p.compress_all_edges,
+      [](const std::string& text) { return kEdgeNames.parse(text); },
+      "pipeline: client (only links touching rank 0) or all", kEdgeNames.to_string(false));
   add_typed_option(sub, "--device", c.device, parse_device,
                    "cpu, cuda or cuda:N (cuda: GPU LOCAL_RANK); pipeline: the servers' device",
                    "cpu");
@@ -158,7 +158,6 @@ void register_train(CLI::App& parent, int& exit_code) {
     pc.client_last = client[1];
     const auto worlds = world_sizes(o->ranks);
     const int n = worlds.empty() ? 1 : worlds.front();
-    pc.compress_all_edges = kEdgeNames.parse(o->compress_edges);
     const bool pipelined = o->config.parallel.mode == train::ParallelMode::kPipeline;
     const bool data_parallel = o->config.parallel.mode == train::ParallelMode::kDdp;
     if (n > 1 && !pipelined && !data_parallel)

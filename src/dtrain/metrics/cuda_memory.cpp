@@ -22,12 +22,4 @@ CudaMemory cuda_memory(const c10::Device& device) {
   return m;
 }
 
-void reset_cuda_peaks(const c10::Device& device) {
-#ifdef DTRAIN_HAVE_CUDA_ALLOCATOR
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-#else
-  (void)device;
-#endif
-}
-
 }  // namespace dtrain::metrics

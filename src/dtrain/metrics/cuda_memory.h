@@ -15,6 +15,5 @@ struct CudaMemory {
 };
 
 CudaMemory cuda_memory(const c10::Device& device);
-void reset_cuda_peaks(const c10::Device& device);
 
 }  // namespace dtrain::metrics

@@ -122,8 +122,8 @@ std::pair<double, double> evaluate(Engine& engine, const data::Dataset& d,
   for (int64_t begin = first; begin < end; begin += batch_size) {
     const int64_t n = std::min(batch_size, end - begin);
     const at::Tensor x = data::make_batch(d.images.narrow(0, begin, n), norm, {}, unused);
-    const c10::Device device = engine.input_device();
-    const BatchResult r = engine.eval_batch(x.to(device), d.labels.narrow(0, begin, n).to(device));
+    const data::Batch b = on_device({x, d.labels.narrow(0, begin, n)}, engine.input_device());
+    const BatchResult r = engine.eval_batch(b.inputs, b.labels);
     totals[0] += r.loss_sum;
     totals[1] += static_cast<double>(r.correct);
   }
