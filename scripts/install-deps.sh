@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what dtrain builds and runs with (see DESIGN.md, "Dependencies"):
-#   1. Debian packages: compilers, CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST;
+#   1. Debian packages: compilers, CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
+#      iproute2 (ip, tc: the network lab);
 #   2. LibTorch: the `torch` wheel of the Python package index, at the one version pinned in
 #      scripts/torch-version, into the project-local virtual environment (VENV, default .venv),
 #      by scripts/install-torch.sh.
@@ -15,6 +16,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  iproute2
 )
 
 missing=()

@@ -12,6 +12,7 @@
 #include "dtrain/base/parse.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/launch.h"
+#include "dtrain/netlab/lab.h"
 
 namespace dtrain::cli {
 namespace {
@@ -58,6 +59,8 @@ void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
   app->add_option("--timeout", flags.timeout_s, "seconds any blocking operation may take")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app->add_option("--netlab", flags.netlab,
+                  "run rank k on host k of this network lab (dtrain netlab up NAME ...)");
   app->add_option("--results-file", flags.results_file)->group("");  // internal
 }
 
@@ -99,11 +102,15 @@ std::vector<int> world_sizes(const RankFlags& flags) {
 std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
                                          const std::string& results_file) {
   if (comm::launched_by_environment()) return std::nullopt;
+  if (flags.netlab && n < 2) {
+    throw std::invalid_argument("--netlab " + *flags.netlab + " needs -n 2 or more ranks");
+  }
   if (n <= 1 && results_file.empty()) return std::nullopt;
   comm::LaunchOptions o;
   o.nprocs = n;
   if (flags.master_addr) o.master_addr = *flags.master_addr;
   if (flags.master_port) o.master_port = *flags.master_port;
+  if (flags.netlab) place_on_lab(*flags.netlab, o);
   o.command = program_args();
   o.command[0] = self_executable();
   if (!results_file.empty()) {
@@ -111,6 +118,22 @@ std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
     o.command.push_back(results_file);
   }
   return comm::launch(o);
+}
+
+void place_on_lab(const std::string& lab, comm::LaunchOptions& options) {
+  const netlab::LabState state = netlab::load(lab);
+  if (options.nprocs > state.spec.hosts) {
+    throw std::invalid_argument("--netlab " + lab + " has " + std::to_string(state.spec.hosts) +
+                                " hosts, fewer than the " + std::to_string(options.nprocs) +
+                                " ranks asked for");
+  }
+  options.master_addr = state.addresses[0];
+  options.placements.clear();
+  for (int k = 0; k < options.nprocs; ++k) {
+    const auto host = static_cast<size_t>(k);
+    options.placements.push_back({netlab::namespace_path(state.host_namespaces[host]),
+                                  {{"DTRAIN_GLOO_HOST", state.addresses[host]}}});
+  }
 }
 
 std::unique_ptr<comm::Group> join_world(const RankFlags& flags) {

@@ -15,7 +15,8 @@
 
 namespace dtrain::comm {
 class Group;
-}
+struct LaunchOptions;
+}  // namespace dtrain::comm
 
 namespace dtrain::cli {
 
@@ -31,7 +32,8 @@ struct RankFlags {
   std::optional<std::string> gloo_hostname;
   std::optional<std::string> gloo_interface;
   double timeout_s = 300;
-  std::string results_file;  // internal: where rank 0 appends its rows for the launcher
+  std::optional<std::string> netlab;  // run rank k on host k of this network lab
+  std::string results_file;           // internal: where rank 0 appends its rows for the launcher
 };
 
 // A flag parsed once, at the boundary, into a typed value (an enum, a codec spec) by
@@ -60,7 +62,7 @@ CLI::Option* add_typed_option(CLI::App* app, const std::string& name, T& target,
   return add_typed_option(app, name, target, parse, help, to_string(target));
 }
 
-// -n, --master-addr, --master-port, --gloo-host, --gloo-iface, --timeout.
+// -n, --master-addr, --master-port, --gloo-host, --gloo-iface, --timeout, --netlab.
 void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list);
 
 // Parsed -n values (empty when -n was not given).
@@ -71,6 +73,11 @@ std::vector<int> world_sizes(const RankFlags& flags);
 // returns the launcher's exit status; otherwise returns nullopt: go on as a rank.
 std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
                                          const std::string& results_file = "");
+
+// Places rank k on host k of the network lab `lab` (entering its namespace, binding Gloo to
+// its address) with the rendezvous on host 0. Throws when the lab is not up or has fewer
+// hosts than ranks.
+void place_on_lab(const std::string& lab, comm::LaunchOptions& options);
 
 // Rendezvous for this process (world size 1 when not launched) and per-rank intra-op
 // threads. Prints nothing.

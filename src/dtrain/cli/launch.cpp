@@ -2,12 +2,14 @@
 #include <memory>
 
 #include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
 #include "dtrain/comm/launch.h"
 
 namespace dtrain::cli {
 
 void register_launch(CLI::App& parent, int& exit_code) {
   auto opts = std::make_shared<comm::LaunchOptions>();
+  auto lab = std::make_shared<std::string>();
   CLI::App* sub = parent.add_subcommand(
       "launch",
       "start N local ranks of a command with RANK/WORLD_SIZE/MASTER_* set; output prefixed "
@@ -23,8 +25,14 @@ void register_launch(CLI::App& parent, int& exit_code) {
   sub->add_flag("--no-prefix{false}", opts->prefix_output, "do not prefix output lines");
   sub->add_option("--grace", opts->grace_s, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
+  sub->add_option("--netlab", *lab,
+                  "run rank k on host k of this network lab (dtrain netlab up NAME ...); the "
+                  "rendezvous is on host 0");
   sub->add_option("command", opts->command, "command and its arguments (after --)")->required();
-  sub->callback([opts, &exit_code] { exit_code = comm::launch(*opts); });
+  sub->callback([opts, lab, &exit_code] {
+    if (!lab->empty()) place_on_lab(*lab, *opts);
+    exit_code = comm::launch(*opts);
+  });
 }
 
 }  // namespace dtrain::cli

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -96,6 +97,17 @@ std::string describe_status(int status) {
   return "ended";
 }
 
+// In a forked child: moves it into a network namespace or exits 127 saying why.
+void enter_network_namespace(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+    std::fprintf(stderr, "launch: cannot enter the network namespace %s: %s%s\n", path.c_str(),
+                 strerror(errno), errno == EPERM ? " (a network lab needs root)" : "");
+    _exit(127);
+  }
+  close(fd);
+}
+
 pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) {
   std::vector<std::string> env_strings{
       "RANK=" + std::to_string(rank),       "WORLD_SIZE=" + std::to_string(o.nprocs),
@@ -103,6 +115,10 @@ pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) 
       "MASTER_ADDR=" + o.master_addr,       "MASTER_PORT=" + std::to_string(port),
   };
   for (const auto& [k, v] : o.extra_env)
+    env_strings.push_back(k + "=" + v);
+  const RankPlacement placement =
+      o.placements.empty() ? RankPlacement{} : o.placements[static_cast<size_t>(rank)];
+  for (const auto& [k, v] : placement.env)
     env_strings.push_back(k + "=" + v);
   std::vector<char*> args;
   for (const auto& a : o.command)
@@ -118,6 +134,7 @@ pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) 
     signal(SIGPIPE, SIG_DFL);
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
+    if (!placement.netns_path.empty()) enter_network_namespace(placement.netns_path);
     for (auto& e : env_strings)
       putenv(const_cast<char*>(e.c_str()));
     execvp(args[0], args.data());
@@ -308,6 +325,10 @@ int pick_free_port() {
 int launch(const LaunchOptions& o) {
   if (o.nprocs < 1) throw std::invalid_argument("launch: -n must be at least 1");
   if (o.command.empty()) throw std::invalid_argument("launch: no command given (use -- CMD ARGS)");
+  if (!o.placements.empty() && static_cast<int>(o.placements.size()) != o.nprocs) {
+    throw std::invalid_argument("launch: " + std::to_string(o.placements.size()) +
+                                " placements for " + std::to_string(o.nprocs) + " ranks");
+  }
   const int port = o.master_port > 0 ? o.master_port : pick_free_port();
 
   const SignalPipe signals;  // declared before the ranks: restored after they are reaped

@@ -13,6 +13,14 @@
 
 namespace dtrain::comm {
 
+// Where one rank runs when not in the launcher's own network: a network namespace to enter
+// first (the path setns(2) opens, e.g. /run/netns/NAME) and environment variables of its
+// own (added after the common ones).
+struct RankPlacement {
+  std::string netns_path;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
 struct LaunchOptions {
   int nprocs = 1;
   std::string master_addr = "127.0.0.1";
@@ -22,6 +30,7 @@ struct LaunchOptions {
   bool keep_going = false;  // on a failure, wait for the others instead of stopping them
   double grace_s = 5.0;
   std::vector<std::pair<std::string, std::string>> extra_env;
+  std::vector<RankPlacement> placements;  // empty, or one per rank
 };
 
 int launch(const LaunchOptions& options);

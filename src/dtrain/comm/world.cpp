@@ -126,6 +126,7 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   }
   if (auto a = env("MASTER_ADDR")) c.master_addr = *a;
   if (auto p = env("MASTER_PORT")) c.master_port = env_int("MASTER_PORT", *p, 1);
+  if (auto h = env("DTRAIN_GLOO_HOST")) c.gloo_hostname = *h;
   if (auto t = env("DTRAIN_TIMEOUT"))
     c.timeout = std::chrono::seconds(env_int("DTRAIN_TIMEOUT", *t, 1));
   if (overrides.master_addr) c.master_addr = *overrides.master_addr;

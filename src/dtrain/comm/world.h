@@ -3,7 +3,9 @@
 // world_from_env reads torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), then Open MPI's (OMPI_COMM_WORLD_RANK/SIZE/
 // LOCAL_RANK/LOCAL_SIZE), then Slurm's (SLURM_PROCID/NTASKS/LOCALID); with none of them it is
-// a single rank. Explicit overrides win over the environment.
+// a single rank. DTRAIN_GLOO_HOST names the address Gloo binds to (the launcher sets it for
+// ranks on a network lab's hosts) and DTRAIN_TIMEOUT the timeout in seconds. Explicit
+// overrides win over the environment.
 #pragma once
 
 #include <chrono>

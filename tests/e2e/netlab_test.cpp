@@ -1,0 +1,178 @@
+// The network lab for real: namespaces, tc-shaped links, ranks placed on its hosts. Needs
+// root and network namespaces (CI has both); skipped with the reason otherwise.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "../support/e2e.h"
+#include "../support/process.h"
+
+namespace dtrain {
+namespace {
+
+using testing::json_lines;
+using testing::Process;
+using namespace std::chrono_literals;
+
+// Why labs cannot be made here, or empty when they can.
+std::string lab_unsupported_reason() {
+  if (geteuid() != 0) return "not root: a network lab needs root";
+  const std::string probe = "dtrain-probe-" + std::to_string(getpid());
+  Process add({"ip", "netns", "add", probe});
+  if (add.wait_for(30s) != 0) return "`ip netns add` fails here: " + add.err();
+  Process del({"ip", "netns", "del", probe});
+  del.wait_for(30s);
+  return "";
+}
+
+#define SKIP_WITHOUT_LABS()                                         \
+  do {                                                              \
+    const std::string why = lab_unsupported_reason();               \
+    if (!why.empty()) GTEST_SKIP() << "network lab tests: " << why; \
+  } while (0)
+
+bool namespace_exists(const std::string& ns) {
+  struct stat st {};
+  return stat(("/run/netns/" + ns).c_str(), &st) == 0;
+}
+
+// A lab named uniquely for this test process, removed however the test ends.
+class Lab {
+ public:
+  explicit Lab(const std::vector<std::string>& flags) : name_("t" + std::to_string(getpid())) {
+    std::vector<std::string> argv{DTRAIN_BINARY, "netlab", "up", name_};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    Process up(argv);
+    EXPECT_EQ(up.wait_for(60s), 0) << up.err();
+    ok_ = !::testing::Test::HasFailure();
+  }
+  ~Lab() {
+    if (!ok_) return;
+    Process down({DTRAIN_BINARY, "netlab", "down", name_});
+    EXPECT_EQ(down.wait_for(60s), 0) << down.err();
+    for (const char* ns : {"-sw", "-h0", "-h1"})
+      EXPECT_FALSE(namespace_exists("dtrain-" + name_ + ns)) << "left behind: " << ns;
+  }
+  const std::string& name() const { return name_; }
+  bool ok() const { return ok_; }
+  void run(const std::vector<std::string>& netlab_args) const {
+    std::vector<std::string> argv{DTRAIN_BINARY, "netlab"};
+    argv.insert(argv.end(), netlab_args.begin(), netlab_args.end());
+    Process p(argv);
+    ASSERT_EQ(p.wait_for(60s), 0) << p.err();
+  }
+
+ private:
+  std::string name_;
+  bool ok_ = false;
+};
+
+// bench p2p between the lab's two hosts: bytes/s of the bandwidth test.
+double measured_bytes_per_s(const Lab& lab, const std::string& size) {
+  Process p({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--netlab", lab.name(), "--sizes", size,
+             "--iters", "3", "--window", "4", "--warmup", "1", "--format", "jsonl", "--timeout",
+             "60"});
+  EXPECT_EQ(p.wait_for(120s), 0) << p.err();
+  const auto rows = json_lines(p.out());
+  EXPECT_EQ(rows.size(), 1u) << p.out();
+  return rows.empty() ? 0 : rows[0]["bandwidth_gbps"].get<double>() * 1e9;
+}
+
+TEST(NetlabTest, MeasuredBandwidthIsTheSetRate) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--rate", "100mbit"});
+  ASSERT_TRUE(lab.ok());
+  EXPECT_NEAR(measured_bytes_per_s(lab, "1M"), 100e6 / 8, 0.1 * 100e6 / 8);
+  lab.run({"set", lab.name(), "--rate", "1gbit"});
+  EXPECT_NEAR(measured_bytes_per_s(lab, "4M"), 1e9 / 8, 0.1 * 1e9 / 8);
+}
+
+TEST(NetlabTest, LaunchPlacesRankKOnHostK) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2"});
+  ASSERT_TRUE(lab.ok());
+  Process p({DTRAIN_BINARY, "launch", "-n", "2", "--netlab", lab.name(), "--", "sh", "-c",
+             "echo at $DTRAIN_GLOO_HOST master $MASTER_ADDR; ip -o -4 addr show"});
+  ASSERT_EQ(p.wait_for(30s), 0) << p.err();
+  for (int k = 0; k < 2; ++k) {
+    const std::string addr = "10.200.0." + std::to_string(k + 1);
+    const std::string rank = "[rank " + std::to_string(k) + "] ";
+    EXPECT_NE(p.out().find(rank + "at " + addr + " master 10.200.0.1"), std::string::npos)
+        << p.out();
+    EXPECT_NE(p.out().find(rank + "2: eth0    inet " + addr + "/24"), std::string::npos) << p.out();
+  }
+  Process three({DTRAIN_BINARY, "launch", "-n", "3", "--netlab", lab.name(), "--", "true"});
+  EXPECT_NE(three.wait_for(30s), 0);
+  EXPECT_NE(three.err().find("has 2 hosts, fewer than the 3 ranks"), std::string::npos)
+      << three.err();
+}
+
+TEST(NetlabTest, AFailedUpLeavesNothingBehind) {
+  SKIP_WITHOUT_LABS();
+  const std::string name = "f" + std::to_string(getpid());
+  // The state cannot be written: every command has run by then, all must be undone.
+  Process up({DTRAIN_BINARY, "netlab", "up", name, "--hosts", "2", "--rate", "10mbit"},
+             {{"DTRAIN_NETLAB_DIR", "/dev/null/labs"}});
+  EXPECT_NE(up.wait_for(60s), 0);
+  EXPECT_NE(up.err().find("cannot create /dev/null"), std::string::npos) << up.err();
+  for (const char* ns : {"-sw", "-h0", "-h1"})
+    EXPECT_FALSE(namespace_exists("dtrain-" + name + ns)) << ns;
+  Process down({DTRAIN_BINARY, "netlab", "down", name});
+  EXPECT_NE(down.wait_for(30s), 0);
+  EXPECT_NE(down.err().find("no lab named '" + name + "' is up"), std::string::npos) << down.err();
+}
+
+TEST(NetlabTest, ACutLinkEndsEveryRankNamingThePeer) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--rate", "1gbit"});
+  ASSERT_TRUE(lab.ok());
+  Process train({DTRAIN_BINARY, "train", "-n", "2", "--netlab", lab.name(), "--parallel",
+                 "pipeline", "--model", "mlp", "--dataset", "synthetic", "--epochs", "1000",
+                 "--timeout", "8"});
+  std::this_thread::sleep_for(4s);
+  ASSERT_EQ(train.wait_for(0s), -1) << "ended before the cut: " << train.err();
+  lab.run({"link", lab.name(), "1", "down"});
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = train.wait_for(60s);
+  EXPECT_NE(code, -1) << "hangs";
+  EXPECT_NE(code, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  const std::string err = train.err();
+  EXPECT_NE(err.find("[rank 0] dtrain: error:"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+}
+
+TEST(NetlabTest, RefusesWithoutRootSayingSo) {
+  if (geteuid() != 0) {
+    Process up({DTRAIN_BINARY, "netlab", "up", "x", "--hosts", "2"});
+    EXPECT_NE(up.wait_for(30s), 0);
+    EXPECT_NE(up.err().find("needs root"), std::string::npos) << up.err();
+    return;
+  }
+  // As root: drop to nobody for this one command.
+  Process up({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", DTRAIN_BINARY,
+              "netlab", "up", "x", "--hosts", "2"});
+  EXPECT_NE(up.wait_for(30s), 0);
+  EXPECT_NE(up.err().find("needs root"), std::string::npos) << up.err();
+}
+
+TEST(NetlabTest, DelayAndLossNeedNetemOrSaySo) {
+  SKIP_WITHOUT_LABS();
+  const std::string name = "d" + std::to_string(getpid());
+  Process up(
+      {DTRAIN_BINARY, "netlab", "up", name, "--hosts", "2", "--rate", "100mbit", "--delay", "5ms"});
+  const int code = up.wait_for(60s);
+  if (code == 0) {
+    Process down({DTRAIN_BINARY, "netlab", "down", name});
+    EXPECT_EQ(down.wait_for(60s), 0);
+    GTEST_SKIP() << "this kernel has netem; the delay itself is checked by bench/slowlink.sh";
+  }
+  EXPECT_NE(up.err().find("no netem qdisc"), std::string::npos) << up.err();
+  for (const char* ns : {"-sw", "-h0", "-h1"})
+    EXPECT_FALSE(namespace_exists("dtrain-" + name + ns)) << ns;
+}
+
+}  // namespace
+}  // namespace dtrain
