@@ -144,6 +144,56 @@ TEST(NetlabTest, ACutLinkEndsEveryRankNamingThePeer) {
   EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
 }
 
+// The lab's rate changes under a running job: auto's next epoch sees it and chooses again.
+TEST(NetlabTest, CompressAutoFollowsARateChangeAtTheNextEpoch) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--rate", "10mbit"});
+  ASSERT_TRUE(lab.ok());
+  const std::string metrics = "/tmp/dtrain-netlab-auto-" + std::to_string(getpid()) + ".jsonl";
+  Process train({DTRAIN_BINARY,
+                 "train",
+                 "-n",
+                 "2",
+                 "--netlab",
+                 lab.name(),
+                 "--parallel",
+                 "pipeline",
+                 "--placement",
+                 "ushape",
+                 "--model",
+                 "cnn",
+                 "--limit-train",
+                 "640",
+                 "--limit-test",
+                 "100",
+                 "--epochs",
+                 "2",
+                 "--compress",
+                 "auto",
+                 "--metrics",
+                 metrics,
+                 "--no-progress",
+                 "--timeout",
+                 "120"});
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (train.err().find("auto: link 1->0") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline && train.wait_for(0s) == -1) {
+    std::this_thread::sleep_for(100ms);
+  }
+  lab.run({"set", lab.name(), "--rate", "5gbit"});
+  ASSERT_EQ(train.wait_for(180s), 0) << train.err();
+  const auto rows = testing::take_json_lines_file(metrics);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& l : rows[0]["auto_links"]) {
+    EXPECT_LT(l["rate_mbps"].get<double>(), 11) << l.dump();
+    EXPECT_EQ(l["codec"], "sortquant:6:2") << l.dump();
+  }
+  for (const auto& l : rows[1]["auto_links"]) {
+    EXPECT_GT(l["rate_mbps"].get<double>(), 1000) << l.dump();
+    EXPECT_NE(l["codec"], "sortquant:6:2") << l.dump();
+  }
+}
+
 TEST(NetlabTest, RefusesWithoutRootSayingSo) {
   if (geteuid() != 0) {
     Process up({DTRAIN_BINARY, "netlab", "up", "x", "--hosts", "2"});

@@ -12,6 +12,54 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// On loopback the wire is faster than any codec: auto keeps none on the client's links
+// (3-stage U-shape: 0<->1 and 2<->0 are tuned, both directions; 1<->2 is a server link and
+// stays plain).
+TEST(PipelineE2eTest, CompressAutoKeepsNoneOnLoopbackAndSaysWhy) {
+  const std::string metrics = "/tmp/dtrain-e2e-auto-" + std::to_string(getpid()) + ".jsonl";
+  testing::Process p({DTRAIN_BINARY,   "train",  "--parallel",   "pipeline", "-n",           "3",
+                      "--placement",   "ushape", "--model",      "mlp",      "--depth",      "3",
+                      "--limit-train", "1024",   "--limit-test", "256",      "--epochs",     "2",
+                      "--compress",    "auto",   "--metrics",    metrics,    "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  const auto rows = testing::take_json_lines_file(metrics);
+  ASSERT_EQ(rows.size(), 3u);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const auto& links = rows[static_cast<size_t>(epoch)]["auto_links"];
+    ASSERT_EQ(links.size(), 4u) << rows[static_cast<size_t>(epoch)].dump();
+    for (const auto& l : links) {
+      EXPECT_TRUE(l["src"] == 0 || l["dst"] == 0) << l.dump();
+      EXPECT_EQ(l["codec"], "none") << l.dump();
+      EXPECT_GT(l["rate_mbps"].get<double>(), 1000) << l.dump();
+      EXPECT_EQ(l["predicted_step_s_by_codec"].size(), 4u) << l.dump();
+    }
+  }
+  EXPECT_NE(p.err().find("auto: link 0->1 at "), std::string::npos) << p.err();
+  EXPECT_NE(p.out().find("--compress auto (chosen at its first step)"), std::string::npos);
+}
+
+TEST(PipelineE2eTest, CompressAutoFlagsAreChecked) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--compress", "auto", "--compress-min-bits", "12", "--compress-candidates",
+        "sortquant:8,kmeans:4"},
+       "no candidate has at least 12 bits"},
+      {{"--compress", "auto", "--compress-candidates", "none,zip"}, "--compress-candidates"},
+      {{"--compress", "auto", "--compress-grad", "fp16"}, "drop --compress-grad"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> argv{DTRAIN_BINARY, "train", "--parallel", "pipeline", "-n", "2"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    testing::Process p(argv);
+    EXPECT_EQ(p.wait_for(60s), 1) << p.err();
+    EXPECT_NE(p.err().find(message), std::string::npos) << p.err();
+  }
+  testing::Process ddp(
+      {DTRAIN_BINARY, "train", "--parallel", "ddp", "-n", "2", "--compress", "auto"});
+  EXPECT_EQ(ddp.wait_for(60s), 1);
+  EXPECT_NE(ddp.err().find("--compress auto is for --parallel pipeline"), std::string::npos)
+      << ddp.err();
+}
+
 TEST(PipelineE2eTest, ThreeStagesThroughTheLauncherLearnAndReport) {
   const std::string metrics = "/tmp/dtrain-e2e-pipe-" + std::to_string(getpid()) + ".jsonl";
   testing::Process p(

@@ -9,6 +9,7 @@
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/tags.h"
+#include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/report.h"
 #include "dtrain/metrics/timer.h"
@@ -94,9 +95,9 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       metrics::Row row;
       row["bench"] = "p2p";
       row["world"] = g.size();
-      row["bytes"] = bytes;
-      row["latency_us"] = lat;
-      row["bandwidth_gbps"] = bw;
+      row[metrics::key::kBytes] = bytes;
+      row[metrics::key::kLatencyUs] = lat;
+      row[metrics::key::kBandwidthGbps] = bw;
       row["window"] = window;
       row["iters"] = iters;
       row["peak_rss_bytes"] = metrics::peak_rss_bytes();
@@ -109,9 +110,9 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
 }
 
 std::vector<metrics::Column> columns() {
-  return {{"bytes", "size(B)"},
-          {"latency_us", "latency(us)", 2},
-          {"bandwidth_gbps", "bandwidth(GB/s)", 3},
+  return {{metrics::key::kBytes, "size(B)"},
+          {metrics::key::kLatencyUs, "latency(us)", 2},
+          {metrics::key::kBandwidthGbps, "bandwidth(GB/s)", 3},
           {"window", "window"},
           {"iters", "iters"},
           {"peak_rss_bytes", "peakRSS(B)"}};

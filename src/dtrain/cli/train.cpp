@@ -8,6 +8,7 @@
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/metrics/keys.h"
 #include "dtrain/parallel/pipeline/report.h"
 #include "dtrain/train/trainer.h"
 
@@ -25,6 +26,9 @@ struct Options {
   std::string balance;
   std::string client_blocks = "1,1";
   std::optional<compress::CodecSpec> compress_grad;  // pipeline gradients or DDP's codec
+  bool compress_auto = false;
+  std::string compress_candidates = "none,fp16,sortquant:12,sortquant:8";
+  int compress_min_bits = 8;
 };
 
 const EnumNames<bool> kEdgeNames("edge set", {{false, "client"}, {true, "all"}});
@@ -125,9 +129,22 @@ void register_train(CLI::App& parent, int& exit_code) {
                    "pipeline schedule: gpipe or 1f1b");
   sub->add_option("--chunks", p.chunks, "pipeline: micro-batches per mini-batch (1..1024)")
       ->capture_default_str();
-  add_typed_option(sub, "--compress", p.activation_codec, compress::parse_codec,
-                   "pipeline: codec for activations on compressed edges (none, fp16, bf16, "
-                   "uniform:B, sortquant:B, sortquant:Q:S, kmeans:B)");
+  add_typed_option(
+      sub, "--compress", p.activation_codec,
+      [o](const std::string& text) {
+        o->compress_auto = text == "auto";
+        return o->compress_auto ? compress::CodecSpec{} : compress::parse_codec(text);
+      },
+      "pipeline: codec for activations on compressed edges (none, fp16, bf16, uniform:B, "
+      "sortquant:B, sortquant:Q:S, kmeans:B), or auto: per link and epoch, the candidate "
+      "with the least predicted step time");
+  sub->add_option("--compress-candidates", o->compress_candidates,
+                  "--compress auto: the codecs it chooses from")
+      ->capture_default_str();
+  sub->add_option("--compress-min-bits", o->compress_min_bits,
+                  "--compress auto: never fewer bits per value than this")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
   add_typed_option(sub, "--compress-grad", o->compress_grad, compress::parse_codec,
                    "pipeline: codec for gradients (default: same as --compress); ddp: codec for "
                    "the gradient all-reduce, with error feedback (default none)",
@@ -171,6 +188,24 @@ void register_train(CLI::App& parent, int& exit_code) {
     } else {
       pc.gradient_codec = o->compress_grad;
     }
+    if (o->compress_auto) {
+      if (!pipelined) throw std::invalid_argument("--compress auto is for --parallel pipeline");
+      if (o->compress_grad)
+        throw std::invalid_argument(
+            "--compress auto chooses the gradients' codec too: drop "
+            "--compress-grad");
+      parallel::pipeline::AutoCompress a;
+      for (const auto& name : split_list(o->compress_candidates)) {
+        try {
+          a.candidates.push_back(compress::parse_codec(name));
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(std::string("--compress-candidates: ") + e.what());
+        }
+      }
+      a.min_bits = o->compress_min_bits;
+      parallel::pipeline::eligible_candidates(a);  // none left: an error now, on every rank
+      pc.auto_compress = a;
+    }
     if (const auto status = relaunch_if_requested(o->ranks, n)) {
       exit_code = *status;
       return;
@@ -203,6 +238,10 @@ void register_train(CLI::App& parent, int& exit_code) {
       metrics::write_table(std::cout, pp::stage_columns(), pp::stage_rows(last));
       std::cout << "\nlast epoch, per link (seen by the receiver):\n";
       metrics::write_table(std::cout, pp::link_columns(), pp::link_rows(last));
+      if (last.contains(metrics::key::kAutoLinks)) {
+        std::cout << "\nlast epoch, --compress auto (chosen at its first step):\n";
+        metrics::write_table(std::cout, pp::auto_columns(), pp::auto_rows(last));
+      }
     }
   });
 }

@@ -58,7 +58,14 @@ inline constexpr char kBytes[] = "bytes";
 inline constexpr char kMessages[] = "messages";
 inline constexpr char kRecvTimeS[] = "recv_time_s";
 inline constexpr char kBandwidthGbps[] = "bandwidth_gbps";
+inline constexpr char kLatencyUs[] = "latency_us";  // bench p2p
 inline constexpr char kRatio[] = "ratio";
+// --compress auto: one row per tuned link.
+inline constexpr char kAutoLinks[] = "auto_links";
+inline constexpr char kCodec[] = "codec";
+inline constexpr char kRateMbps[] = "rate_mbps";
+inline constexpr char kPredictedStepS[] = "predicted_step_s";
+inline constexpr char kPredictedBy[] = "predicted_step_s_by_codec";
 
 // The summary row closing a run's JSON lines.
 inline constexpr char kSummary[] = "summary";

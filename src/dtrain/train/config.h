@@ -15,6 +15,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/models/loss.h"
 #include "dtrain/models/registry.h"
+#include "dtrain/parallel/pipeline/auto_codec.h"
 #include "dtrain/parallel/pipeline/partition.h"
 #include "dtrain/parallel/pipeline/schedule.h"
 
@@ -53,6 +54,8 @@ struct PipelineOptions {
   compress::CodecSpec activation_codec;               // default: none
   std::optional<compress::CodecSpec> gradient_codec;  // empty: same as activations
   bool compress_all_edges = false;                    // false: only links touching rank 0
+  // --compress auto: the codec of each compressed link chosen per epoch from these.
+  std::optional<parallel::pipeline::AutoCompress> auto_compress;
 };
 
 struct DdpOptions {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/metrics/keys.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/optimizer.h"
@@ -48,6 +49,8 @@ class PipelineEngine final : public Engine {
     const metrics::Row extra = pp::summarize(reports, pipeline_->config().micro_batches);
     for (const auto& [key, value] : extra.items())
       s.extra[key] = value;
+    const auto tuned = pipeline_->auto_rows();
+    if (!tuned.empty()) s.extra[metrics::key::kAutoLinks] = tuned;
   }
 
   void finish() override { pipeline_->stop(); }
@@ -99,6 +102,7 @@ pp::PipelineConfig pipeline_config(const TrainConfig& c, int rank, int ranks, in
   pc.codecs.activations = o.activation_codec;
   pc.codecs.gradients = o.gradient_codec.value_or(o.activation_codec);
   pc.codecs.all_edges = o.compress_all_edges;
+  pc.auto_compress = o.auto_compress;
   pc.loss = models::make_loss(c.loss);
   pc.device = rank == 0 ? c.client_device.value_or(c.device) : c.device;
   return pc;

@@ -1,5 +1,6 @@
 // The driver/follower command protocol: rank 0 tells every other rank what to do next
-// (train or evaluate a mini-batch of N samples at a learning rate, report, stop) with one
+// (train or evaluate a mini-batch of N samples at a learning rate, report, calibrate
+// the link codecs, stop) with one
 // small message of three doubles [kind, batch, lr]. Defined once here: the driver writes
 // it with to_message, a follower reads it with from_message, which rejects anything that
 // is not a valid command.
@@ -12,8 +13,9 @@
 
 namespace dtrain::parallel::pipeline {
 
-enum class CommandKind { kTrain = 1, kEval = 2, kReport = 3, kStop = 4 };
-constexpr int kFirstCommandKind = 1, kLastCommandKind = 4;
+// kCalibrate: --compress auto measures and re-chooses link codecs (link_tuner.h).
+enum class CommandKind { kTrain = 1, kEval = 2, kReport = 3, kStop = 4, kCalibrate = 5 };
+constexpr int kFirstCommandKind = 1, kLastCommandKind = 5;
 
 struct Command {
   CommandKind kind = CommandKind::kStop;

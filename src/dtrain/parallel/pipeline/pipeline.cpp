@@ -40,6 +40,11 @@ int64_t fingerprint(const PipelineConfig& c, int64_t blocks, int64_t parameters)
                      to_string(c.schedule) + "/" + std::to_string(c.micro_batches) + "/" +
                      to_string(c.codecs.activations) + "/" + to_string(c.codecs.gradients) + "/" +
                      std::to_string(c.codecs.all_edges);
+  if (c.auto_compress) {
+    text += "/auto:" + std::to_string(c.auto_compress->min_bits);
+    for (const auto& spec : c.auto_compress->candidates)
+      text += "," + to_string(spec);
+  }
   for (const auto& s : c.partition.stages)
     text +=
         "/" + std::to_string(s.rank) + ":" + std::to_string(s.begin) + "-" + std::to_string(s.end);
@@ -73,6 +78,8 @@ Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConf
   schedule_for(true, config_.micro_batches);
 
   wire_ = std::make_unique<StageTransport>(group_, stage_rank_, config_.codecs);
+  if (config_.auto_compress)
+    tuner_ = std::make_unique<LinkTuner>(*wire_, stage_rank_, *config_.auto_compress);
 
   const auto& names = model->named_children();
   for (size_t v = 0; v < config_.partition.stages.size(); ++v) {
@@ -145,6 +152,11 @@ void Pipeline::execute(const Command& c) {
       wire_->send_report(local_report());
       wire_->reset_counters();
       break;
+    case CommandKind::kCalibrate:
+      if (!tuner_)
+        throw std::runtime_error(group_.describe() + ": calibrate without --compress auto");
+      tuner_->calibrate_as_follower(wire_->times());
+      break;
     case CommandKind::kStop:
       break;
   }
@@ -152,7 +164,17 @@ void Pipeline::execute(const Command& c) {
 
 StepResult Pipeline::train_batch(const at::Tensor& inputs, const at::Tensor& labels, double lr) {
   wire_->send_command({CommandKind::kTrain, inputs.size(0), lr});
-  return run(true, inputs.size(0), inputs, labels);
+  const StepResult result = run(true, inputs.size(0), inputs, labels);
+  if (tuner_ && calibrate_due_) {
+    wire_->send_command({CommandKind::kCalibrate, 0, 0});
+    tuner_->calibrate_as_driver(wire_->times(), config_.micro_batches);
+    calibrate_due_ = false;
+  }
+  return result;
+}
+
+std::vector<metrics::Row> Pipeline::auto_rows() const {
+  return tuner_ ? tuner_->rows() : std::vector<metrics::Row>{};
 }
 
 StepResult Pipeline::eval_batch(const at::Tensor& inputs, const at::Tensor& labels) {
@@ -304,6 +326,7 @@ RankReport Pipeline::local_report() const {
 }
 
 std::vector<RankReport> Pipeline::collect_reports() {
+  calibrate_due_ = true;  // a report closes an epoch: re-check the links in the next one
   wire_->send_command({CommandKind::kReport, 0, 0});
   wire_->wait_sends();
   std::vector<RankReport> out{local_report()};

@@ -32,12 +32,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "dtrain/models/loss.h"
+#include "dtrain/parallel/pipeline/auto_codec.h"
 #include "dtrain/parallel/pipeline/command.h"
+#include "dtrain/parallel/pipeline/link_tuner.h"
 #include "dtrain/parallel/pipeline/partition.h"
 #include "dtrain/parallel/pipeline/report.h"
 #include "dtrain/parallel/pipeline/schedule.h"
@@ -54,6 +57,8 @@ struct PipelineConfig {
   ScheduleKind schedule = ScheduleKind::kGPipe;
   int micro_batches = 4;
   EdgeCodecs codecs;  // default: none on every edge
+  // --compress auto: codecs of compressed edges chosen per link and epoch (link_tuner.h).
+  std::optional<AutoCompress> auto_compress;
   // This rank's device: its blocks and their tensors live there; the wire is host memory
   // (packets), so ranks may differ (a CPU client with GPU servers).
   c10::Device device{c10::kCPU};
@@ -89,6 +94,8 @@ class Pipeline {
   StepResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels);
   // Every rank's counters since the last call (rank order); resets them.
   std::vector<RankReport> collect_reports();
+  // --compress auto: the last choice per link (metrics::key::kAutoLinks rows).
+  std::vector<metrics::Row> auto_rows() const;
   // Releases the followers from their command loop.
   void stop();
 
@@ -117,6 +124,8 @@ class Pipeline {
   std::vector<std::string> block_names_;
   std::map<std::pair<bool, int>, Schedule> schedules_;
   std::unique_ptr<StageTransport> wire_;
+  std::unique_ptr<LinkTuner> tuner_;
+  bool calibrate_due_ = true;  // at the first training step of each epoch
 };
 
 // Mean forward+backward seconds of each block of `model` on `input`, over `repeats`

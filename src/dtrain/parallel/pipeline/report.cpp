@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "dtrain/metrics/keys.h"
 #include "dtrain/parallel/pipeline/schedule.h"
@@ -153,6 +154,30 @@ std::vector<metrics::Column> link_columns() {
           {key::kRecvTimeS, "recv time(s)", 3},
           {key::kBandwidthGbps, "GB/s", 3},
           {key::kRatio, "wire/fp32", 4}};
+}
+
+std::vector<metrics::Row> auto_rows(const metrics::Row& epoch_row) {
+  std::vector<metrics::Row> rows = rows_under(epoch_row, key::kAutoLinks);
+  for (auto& r : rows) {  // the candidates' predictions as one readable cell
+    std::string why;
+    for (const auto& [codec, seconds] : r[key::kPredictedBy].items()) {
+      char part[64];
+      std::snprintf(part, sizeof(part), "%s%s %.4f", why.empty() ? "" : ", ", codec.c_str(),
+                    seconds.get<double>());
+      why += part;
+    }
+    r[key::kPredictedBy] = why;
+  }
+  return rows;
+}
+
+std::vector<metrics::Column> auto_columns() {
+  return {{key::kSrc, "src"},
+          {key::kDst, "dst"},
+          {key::kRateMbps, "rate(Mbit/s)", 1},
+          {key::kCodec, "codec"},
+          {key::kPredictedStepS, "predicted step(s)", 4},
+          {key::kPredictedBy, "predicted step(s) per candidate"}};
 }
 
 }  // namespace dtrain::parallel::pipeline

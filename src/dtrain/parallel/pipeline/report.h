@@ -63,5 +63,8 @@ std::vector<metrics::Row> stage_rows(const metrics::Row& epoch_row);
 std::vector<metrics::Column> stage_columns();
 std::vector<metrics::Row> link_rows(const metrics::Row& epoch_row);
 std::vector<metrics::Column> link_columns();
+// --compress auto's choice per link (key::kAutoLinks), when it ran.
+std::vector<metrics::Row> auto_rows(const metrics::Row& epoch_row);
+std::vector<metrics::Column> auto_columns();
 
 }  // namespace dtrain::parallel::pipeline

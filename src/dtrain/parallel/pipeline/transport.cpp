@@ -20,7 +20,8 @@ enum TagKind {
   kGradientTag = 2,
   kLabelTag = 3,
   kResultTag = 4,
-  kCommandTag = 5
+  kCommandTag = 5,
+  kTuningTag = 6
 };
 const comm::TagLayout& tag_layout() {
   static const comm::TagLayout layout(comm::TagSpace::kPipeline,
@@ -67,10 +68,23 @@ int64_t StageTransport::max_micro_batches() {
   return tag_layout().limit(2);
 }
 
+bool StageTransport::compresses(int to_rank) const {
+  return all_edges_ || group_.rank() == 0 || to_rank == 0;
+}
+
 const compress::Codec& StageTransport::codec_for(int to_rank, bool gradient) const {
-  const bool compressed = all_edges_ || group_.rank() == 0 || to_rank == 0;
-  if (!compressed) return *plain_codec_;
+  if (!compresses(to_rank)) return *plain_codec_;
+  const auto chosen = link_codecs_.find(to_rank);
+  if (chosen != link_codecs_.end()) return *chosen->second;
   return gradient ? *gradient_codec_ : *activation_codec_;
+}
+
+void StageTransport::set_link_codec(int to_rank, const compress::CodecSpec& spec) {
+  link_codecs_[to_rank] = compress::make_codec(spec);
+}
+
+int StageTransport::tuning_tag(int purpose) {
+  return tag(kTuningTag, purpose);
 }
 
 void StageTransport::keep_sending(at::Tensor tensor, int to_rank, int tag) {
@@ -97,7 +111,12 @@ void StageTransport::send_tensor(const at::Tensor& t, int from_stage, int to_sta
                              std::to_string(micro_batch) + " cannot be sent: " + e.what() +
                              " (training diverged? lower --lr)");
   }
-  if (counting_) times_.encode_s += since(t0);
+  if (counting_) {
+    times_.encode_s += since(t0);
+    Sent& sent = sent_[{to_rank, gradient}];
+    sent.sample = t.detach();
+    ++sent.messages;
+  }
   pending->request =
       group_.isend_bytes(pending->bytes, to_rank,
                          tag(gradient ? kGradientTag : kActivationTag, to_stage, micro_batch));
@@ -209,6 +228,7 @@ std::vector<LinkRecord> StageTransport::links() const {
 void StageTransport::reset_counters() {
   times_ = StageTimes{};
   links_.clear();
+  sent_.clear();
 }
 
 }  // namespace dtrain::parallel::pipeline

@@ -65,6 +65,22 @@ class StageTransport {
 
   void wait_sends();
 
+  // --compress auto (link_tuner.h). A codec for every message this rank sends to `to_rank`
+  // (activations and gradients) on a compressed edge, replacing the edge codecs.
+  void set_link_codec(int to_rank, const compress::CodecSpec& spec);
+  // Whether messages to `to_rank` are compressed at all (links touching rank 0, or all).
+  bool compresses(int to_rank) const;
+  // The last tensor this rank sent to each (rank, gradient?) while counting, and how many
+  // were sent since reset_counters(), so the tuner can code them with each candidate.
+  struct Sent {
+    at::Tensor sample;
+    int64_t messages = 0;
+  };
+  const std::map<std::pair<int, bool>, Sent>& sent() const { return sent_; }
+  // Tags of the tuner's own messages (probes, calibration reports, codec settings).
+  static int tuning_tag(int purpose);
+  comm::Group& group() { return group_; }
+
   // Counting is on during training steps only.
   void set_counting(bool on) { counting_ = on; }
   bool counting() const { return counting_; }
@@ -85,6 +101,8 @@ class StageTransport {
   std::map<std::tuple<bool, int, int>, at::Tensor> local_handoff_;
   StageTimes times_;
   std::map<std::tuple<int, bool>, LinkRecord> links_;
+  std::map<int, std::unique_ptr<compress::Codec>> link_codecs_;
+  std::map<std::pair<int, bool>, Sent> sent_;
   bool counting_ = false;
 };
 

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Compression on slow real links (docs/results.md, "Slow links"): the U-shape (cnn and
+# mobilenetv2, Fashion-MNIST, batch 64, 4 chunks, client keeps the first and last block) and
+# DDP with compressed gradients (cnn), 2 ranks on 2 hosts of a network lab, at loopback,
+# 1 Gbit/s, 100 Mbit/s and 20 Mbit/s (+5 ms one way where the kernel has netem), for each
+# codec. Writes docs/data/slowlink.jsonl (every epoch row and summary, tagged) and
+# docs/data/slowlink-p2p.jsonl (the lab checked with bench p2p at each rate).
+#   bash bench/slowlink.sh [ushape|ddp|p2p]...   (default: all; needs root)
+# Short runs on the same seed: every codec trains on the same samples at a given rate;
+# fewer samples at slower rates keep each run under a minute here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${DTRAIN:-build/dtrain}
+lab=sl$$
+mkdir -p docs/data
+tmp=$(mktemp)
+trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp"' EXIT
+
+# rate -> lab flags ("" = loopback, no lab) and training samples.
+rates=(loopback 1gbit 100mbit 20mbit)
+declare -A samples=([loopback]=6400 [1gbit]=6400 [100mbit]=3200 [20mbit]=1280)
+declare -A mobile_samples=([loopback]=3200 [1gbit]=3200 [100mbit]=1600 [20mbit]=640)
+
+lab_up() {  # lab_up RATE: (re)builds the lab for RATE; prints the flags ranks need
+  "$bin" netlab down "$lab" >/dev/null 2>&1 || true
+  [ "$1" = loopback ] && return 0
+  if [ "$1" = 20mbit ]; then
+    if "$bin" netlab up "$lab" --hosts 2 --rate "$1" --delay 5ms >/dev/null 2>&1; then
+      echo "--netlab $lab"
+      return 0
+    fi
+    echo "slowlink: no netem here: 20mbit runs without the 5 ms delay" >&2
+  fi
+  "$bin" netlab up "$lab" --hosts 2 --rate "$1" >/dev/null
+  echo "--netlab $lab"
+}
+
+run() {  # run OUT TAG RATE ARGS...
+  local out=$1 tag=$2 rate=$3
+  shift 3
+  echo "slowlink: $tag" >&2
+  "$bin" train --no-progress --seed 0 --metrics "$tmp" "$@" >/dev/null 2>"$tmp.err" || {
+    cat "$tmp.err" >&2
+    return 1
+  }
+  sed "s/^{/{\"run\":\"$tag\",\"rate\":\"$rate\",/" "$tmp" >>"$out"
+}
+
+sections=${*:-p2p ushape ddp}
+for section in $sections; do
+  case $section in
+  p2p)
+    out=docs/data/slowlink-p2p.jsonl
+    : >"$out"
+    for rate in 1gbit 100mbit 20mbit; do
+      flags=$(lab_up $rate)
+      # shellcheck disable=SC2086
+      "$bin" bench p2p -n 2 $flags --sizes 4K,1M --iters 3 --window 4 --warmup 1 --format jsonl |
+        sed "s/^{/{\"rate\":\"$rate\",/" >>"$out"
+    done
+    ;;
+  ushape)
+    out=docs/data/slowlink.jsonl
+    : >"$out"
+    for rate in "${rates[@]}"; do
+      flags=$(lab_up $rate)
+      for model in cnn mobilenetv2; do
+        n=${samples[$rate]}
+        [ $model = mobilenetv2 ] && n=${mobile_samples[$rate]}
+        for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do
+          # shellcheck disable=SC2086
+          run "$out" "ushape/$model/$rate/$codec" $rate --parallel pipeline -n 2 $flags \
+            --placement ushape --client-blocks 1,1 --model $model --batch-size 64 --chunks 4 \
+            --epochs 1 --limit-train "$n" --limit-test 1000 --compress $codec
+        done
+      done
+    done
+    ;;
+  ddp)
+    out=docs/data/slowlink-ddp.jsonl
+    : >"$out"
+    for rate in "${rates[@]}"; do
+      flags=$(lab_up $rate)
+      for codec in none fp16 sortquant:8 sortquant:4 kmeans:4; do
+        # shellcheck disable=SC2086
+        run "$out" "ddp/cnn/$rate/$codec" $rate --parallel ddp -n 2 $flags --model cnn \
+          --batch-size 64 --epochs 1 --limit-train "${samples[$rate]}" --limit-test 1000 \
+          --compress-grad $codec
+      done
+    done
+    ;;
+  *)
+    echo "unknown section $section (p2p, ushape, ddp)" >&2
+    exit 2
+    ;;
+  esac
+done

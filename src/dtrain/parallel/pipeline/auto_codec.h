@@ -1,0 +1,69 @@
+// `--compress auto`: which codec each pipeline link should carry, chosen from measured
+// numbers (no ranks, no timing here: the runtime measures, this decides).
+//
+// Model (the classic pipeline estimate, as in GPipe's bubble analysis): every rank and
+// every directed link is a resource a micro-batch passes through. Per micro-batch, rank r
+// costs compute_r / M plus the encode time of what it sends and the decode time of what it
+// receives; link l costs its bytes / rate + its latency per message. With M micro-batches
+//   predicted step = sum of all per-micro-batch costs + (M - 1) * the largest one,
+// i.e. one micro-batch's trip through every resource, then one micro-batch per bottleneck
+// time. The codec of each link is the candidate that minimizes this prediction with the
+// other links at their choice (every combination when there are few links, else one link
+// at a time until nothing improves). Candidates are in preference order (least lossy
+// first): an earlier candidate within 3 % of the best prediction wins, so near-ties (a fast
+// link) keep the exact codec and the choice does not flap between epochs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dtrain/compress/codec.h"
+
+namespace dtrain::parallel::pipeline {
+
+struct AutoCompress {
+  std::vector<compress::CodecSpec> candidates;  // in preference order for ties
+  int min_bits = 8;                             // never below this many bits per value
+};
+// none, fp16, sortquant:12, sortquant:8.
+std::vector<compress::CodecSpec> default_auto_candidates();
+// The candidates with at least `min_bits` bits per value; throws when none is left.
+std::vector<compress::CodecSpec> eligible_candidates(const AutoCompress& options);
+
+// What one candidate costs on one directed link per training step.
+struct CandidateCost {
+  compress::CodecSpec codec;
+  double bytes = 0;     // wire bytes per step
+  double encode_s = 0;  // at the sender, per step
+  double decode_s = 0;  // at the receiver, per step
+};
+
+struct LinkMeasurement {
+  int src = 0, dst = 0;
+  double rate_bytes_per_s = 0;       // the link's own rate (probe: bytes over time on the wire)
+  double latency_s = 0;              // one way, per message
+  double messages = 0;               // per step
+  std::vector<CandidateCost> costs;  // one per candidate, same order on every link
+};
+
+struct AutoInput {
+  std::vector<double> compute_s;  // per rank, forward + backward per step
+  int micro_batches = 1;
+  std::vector<LinkMeasurement> links;
+};
+
+// The choice for one link, and why: the predicted step time with each candidate there.
+struct LinkChoice {
+  int src = 0, dst = 0;
+  double rate_bytes_per_s = 0;
+  size_t chosen = 0;                     // index into the candidates
+  std::vector<double> predicted_step_s;  // per candidate
+};
+
+double predict_step_s(const AutoInput& input, const std::vector<size_t>& choice);
+std::vector<LinkChoice> choose_codecs(const AutoInput& input);
+
+// "link 0->1 at 98.4 Mbit/s: sortquant:6:2 (predicted step 0.210 s; none 0.640, ...)".
+std::string describe(const LinkChoice& choice, const std::vector<CandidateCost>& costs);
+
+}  // namespace dtrain::parallel::pipeline
