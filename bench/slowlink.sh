@@ -43,7 +43,7 @@ run() {  # run OUT TAG RATE ARGS...
     cat "$tmp.err" >&2
     return 1
   }
-  sed "s/^{/{\"run\":\"$tag\",\"rate\":\"$rate\",/" "$tmp" >>"$out"
+  sed "s|^{|{\"run\":\"$tag\",\"rate\":\"$rate\",|" "$tmp" >>"$out"
 }
 
 sections=${*:-p2p ushape ddp}
@@ -81,7 +81,7 @@ for section in $sections; do
     : >"$out"
     for rate in "${rates[@]}"; do
       flags=$(lab_up $rate)
-      for codec in none fp16 sortquant:8 sortquant:4 kmeans:4; do
+      for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do
         # shellcheck disable=SC2086
         run "$out" "ddp/cnn/$rate/$codec" $rate --parallel ddp -n 2 $flags --model cnn \
           --batch-size 64 --epochs 1 --limit-train "${samples[$rate]}" --limit-test 1000 \

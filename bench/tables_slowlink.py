@@ -57,7 +57,7 @@ def ushape():
 
 def ddp():
     print("\nDDP cnn, compressed gradients with error feedback:\n")
-    codec_table("slowlink-ddp.jsonl", "ddp/cnn", ["none", "fp16", "sortquant:8", "sortquant:4", "kmeans:4"])
+    codec_table("slowlink-ddp.jsonl", "ddp/cnn", ["none", "fp16", "sortquant:8", "sortquant:4", "kmeans:4", "auto"])
 
 
 def links():

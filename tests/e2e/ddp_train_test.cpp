@@ -11,6 +11,32 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// --compress-grad auto on loopback: the exact all-reduce is cheapest, and the run says so.
+TEST(DdpE2eTest, CompressGradAutoKeepsTheExactAllReduceOnLoopback) {
+  const std::string metrics = "/tmp/dtrain-e2e-ddp-auto-" + std::to_string(getpid()) + ".jsonl";
+  testing::Process p({DTRAIN_BINARY, "train", "--parallel", "ddp", "-n", "2", "--model", "mlp",
+                      "--limit-train", "1024", "--limit-test", "256", "--epochs", "2",
+                      "--compress-grad", "auto", "--metrics", metrics, "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  const auto rows = testing::take_json_lines_file(metrics);
+  ASSERT_EQ(rows.size(), 3u);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const auto& links = rows[static_cast<size_t>(epoch)]["auto_links"];
+    ASSERT_EQ(links.size(), 1u) << rows[static_cast<size_t>(epoch)].dump();
+    EXPECT_EQ(links[0]["codec"], "none") << links.dump();
+    EXPECT_GT(links[0]["rate_mbps"].get<double>(), 1000) << links.dump();
+    EXPECT_EQ(links[0]["predicted_step_s_by_codec"].size(), 4u) << links.dump();
+  }
+  EXPECT_NE(p.err().find("auto (DDP gradients, slowest link): link "), std::string::npos)
+      << p.err();
+  EXPECT_NE(p.out().find("auto codec (chosen at its second step"), std::string::npos) << p.out();
+  testing::Process pipeline(
+      {DTRAIN_BINARY, "train", "--parallel", "pipeline", "-n", "2", "--compress-grad", "auto"});
+  EXPECT_EQ(pipeline.wait_for(60s), 1);
+  EXPECT_NE(pipeline.err().find("--compress-grad auto is for --parallel ddp"), std::string::npos)
+      << pipeline.err();
+}
+
 TEST(DdpE2eTest, TwoRanksWithAccumulationAndCompressedGradientsLearn) {
   const std::string metrics = "/tmp/dtrain-e2e-ddp-" + std::to_string(getpid()) + ".jsonl";
   testing::Process p({DTRAIN_BINARY,

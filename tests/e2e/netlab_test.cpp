@@ -194,6 +194,25 @@ TEST(NetlabTest, CompressAutoFollowsARateChangeAtTheNextEpoch) {
   }
 }
 
+// DDP on a 10 Mbit/s link: the gradients are worth compressing, and training still learns.
+TEST(NetlabTest, CompressGradAutoCompressesOnASlowLink) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--rate", "10mbit"});
+  ASSERT_TRUE(lab.ok());
+  const std::string metrics = "/tmp/dtrain-netlab-ddp-" + std::to_string(getpid()) + ".jsonl";
+  Process train({DTRAIN_BINARY,  "train", "-n",           "2",   "--netlab",        lab.name(),
+                 "--parallel",   "ddp",   "--model",      "mlp", "--limit-train",   "1024",
+                 "--limit-test", "256",   "--epochs",     "1",   "--compress-grad", "auto",
+                 "--metrics",    metrics, "--no-progress"});
+  ASSERT_EQ(train.wait_for(300s), 0) << train.err();
+  const auto rows = testing::take_json_lines_file(metrics);
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& link = rows[0]["auto_links"].at(0);
+  EXPECT_LT(link["rate_mbps"].get<double>(), 11) << link.dump();
+  EXPECT_EQ(link["codec"], "sortquant:6:2") << link.dump();
+  EXPECT_GT(rows[0]["test_acc"].get<double>(), 0.3);  // chance: 0.1
+}
+
 TEST(NetlabTest, RefusesWithoutRootSayingSo) {
   if (geteuid() != 0) {
     Process up({DTRAIN_BINARY, "netlab", "up", "x", "--hosts", "2"});

@@ -1,9 +1,9 @@
 // --compress auto's decision from given measurements (no timing: numbers in, choice out).
 #include <gtest/gtest.h>
 
-#include "dtrain/parallel/pipeline/auto_codec.h"
+#include "dtrain/parallel/auto_codec.h"
 
-namespace dtrain::parallel::pipeline {
+namespace dtrain::parallel {
 namespace {
 
 using compress::parse_codec;
@@ -109,4 +109,4 @@ TEST(AutoCodecTest, LinksWithoutRatesOrCandidatesAreErrors) {
 }
 
 }  // namespace
-}  // namespace dtrain::parallel::pipeline
+}  // namespace dtrain::parallel

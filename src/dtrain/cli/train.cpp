@@ -26,7 +26,7 @@ struct Options {
   std::string balance;
   std::string client_blocks = "1,1";
   std::optional<compress::CodecSpec> compress_grad;  // pipeline gradients or DDP's codec
-  bool compress_auto = false;
+  bool compress_auto = false, compress_grad_auto = false;
   std::string compress_candidates = "none,fp16,sortquant:12,sortquant:8";
   int compress_min_bits = 8;
 };
@@ -39,6 +39,22 @@ std::vector<int64_t> parse_shape(const std::string& text) {
     out.push_back(v);
   if (out.size() != 3) throw std::invalid_argument("--input-shape takes C,H,W");
   return out;
+}
+
+// --compress-candidates and --compress-min-bits, checked here so a bad list fails before
+// any rank starts.
+parallel::AutoCompress auto_options(const Options& o) {
+  parallel::AutoCompress a;
+  for (const auto& name : split_list(o.compress_candidates)) {
+    try {
+      a.candidates.push_back(compress::parse_codec(name));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--compress-candidates: ") + e.what());
+    }
+  }
+  a.min_bits = o.compress_min_bits;
+  parallel::eligible_candidates(a);
+  return a;
 }
 
 }  // namespace
@@ -145,10 +161,16 @@ void register_train(CLI::App& parent, int& exit_code) {
                   "--compress auto: never fewer bits per value than this")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
-  add_typed_option(sub, "--compress-grad", o->compress_grad, compress::parse_codec,
-                   "pipeline: codec for gradients (default: same as --compress); ddp: codec for "
-                   "the gradient all-reduce, with error feedback (default none)",
-                   "");
+  add_typed_option(
+      sub, "--compress-grad", o->compress_grad,
+      [o](const std::string& text) {
+        o->compress_grad_auto = text == "auto";
+        return o->compress_grad_auto ? compress::CodecSpec{} : compress::parse_codec(text);
+      },
+      "pipeline: codec for gradients (default: same as --compress); ddp: codec for the "
+      "gradient all-reduce, with error feedback (default none), or auto: per epoch, the "
+      "candidate with the least predicted step time",
+      "");
   add_typed_option(
       sub, "--compress-edges", p.compress_all_edges,
       [](const std::string& text) { return kEdgeNames.parse(text); },
@@ -188,23 +210,20 @@ void register_train(CLI::App& parent, int& exit_code) {
     } else {
       pc.gradient_codec = o->compress_grad;
     }
-    if (o->compress_auto) {
-      if (!pipelined) throw std::invalid_argument("--compress auto is for --parallel pipeline");
-      if (o->compress_grad)
-        throw std::invalid_argument(
-            "--compress auto chooses the gradients' codec too: drop "
-            "--compress-grad");
-      parallel::pipeline::AutoCompress a;
-      for (const auto& name : split_list(o->compress_candidates)) {
-        try {
-          a.candidates.push_back(compress::parse_codec(name));
-        } catch (const std::invalid_argument& e) {
-          throw std::invalid_argument(std::string("--compress-candidates: ") + e.what());
-        }
+    if (o->compress_auto || o->compress_grad_auto) {
+      const auto options = auto_options(*o);
+      if (o->compress_auto) {
+        if (!pipelined) throw std::invalid_argument("--compress auto is for --parallel pipeline");
+        if (o->compress_grad)
+          throw std::invalid_argument(
+              "--compress auto chooses the gradients' codec too: drop --compress-grad");
+        pc.auto_compress = options;
+      } else {
+        if (!data_parallel)
+          throw std::invalid_argument(
+              "--compress-grad auto is for --parallel ddp (pipelines: --compress auto)");
+        o->config.parallel.ddp.auto_compress = options;
       }
-      a.min_bits = o->compress_min_bits;
-      parallel::pipeline::eligible_candidates(a);  // none left: an error now, on every rank
-      pc.auto_compress = a;
     }
     if (const auto status = relaunch_if_requested(o->ranks, n)) {
       exit_code = *status;
@@ -231,17 +250,18 @@ void register_train(CLI::App& parent, int& exit_code) {
     for (const auto& h : history)
       rows.push_back(h.to_row());
     metrics::write_rows(std::cout, format, train::epoch_columns(pipelined), rows);
-    if (pipelined && format == metrics::Format::kTable) {
+    if (format != metrics::Format::kTable) return;
+    namespace pp = parallel::pipeline;
+    const metrics::Row last = history.back().to_row();
+    if (pipelined) {
       std::cout << "\nlast epoch, per rank (time in training steps):\n";
-      namespace pp = parallel::pipeline;
-      const metrics::Row last = history.back().to_row();
       metrics::write_table(std::cout, pp::stage_columns(), pp::stage_rows(last));
       std::cout << "\nlast epoch, per link (seen by the receiver):\n";
       metrics::write_table(std::cout, pp::link_columns(), pp::link_rows(last));
-      if (last.contains(metrics::key::kAutoLinks)) {
-        std::cout << "\nlast epoch, --compress auto (chosen at its first step):\n";
-        metrics::write_table(std::cout, pp::auto_columns(), pp::auto_rows(last));
-      }
+    }
+    if (last.contains(metrics::key::kAutoLinks)) {
+      std::cout << "\nlast epoch, auto codec (chosen at its second step; DDP: the slowest link):\n";
+      metrics::write_table(std::cout, pp::auto_columns(), pp::auto_rows(last));
     }
   });
 }

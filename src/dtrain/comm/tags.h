@@ -24,6 +24,7 @@ enum class TagSpace : int {
   kDdp = 3,
   kReport = 4,
   kBenchmark = 5,
+  kTuning = 6,  // link probes and codec choices of --compress-grad auto
 };
 
 struct TagField {

@@ -334,4 +334,12 @@ std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
   return out;
 }
 
+void DistributedDataParallel::set_gradient_codec(const compress::CodecSpec& spec) {
+  std::lock_guard<std::mutex> lock(mu_);  // the communication thread reads codec_
+  for (const auto& b : buckets_)
+    if (b->submitted) throw std::logic_error("DDP: the gradient codec changed during a backward");
+  config_.gradient_codec = spec;
+  codec_ = compress::make_codec(spec);
+}
+
 }  // namespace dtrain::parallel

@@ -15,7 +15,7 @@
 #include "dtrain/data/dataset.h"
 #include "dtrain/models/loss.h"
 #include "dtrain/models/registry.h"
-#include "dtrain/parallel/pipeline/auto_codec.h"
+#include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/pipeline/partition.h"
 #include "dtrain/parallel/pipeline/schedule.h"
 
@@ -55,13 +55,15 @@ struct PipelineOptions {
   std::optional<compress::CodecSpec> gradient_codec;  // empty: same as activations
   bool compress_all_edges = false;                    // false: only links touching rank 0
   // --compress auto: the codec of each compressed link chosen per epoch from these.
-  std::optional<parallel::pipeline::AutoCompress> auto_compress;
+  std::optional<parallel::AutoCompress> auto_compress;
 };
 
 struct DdpOptions {
   double bucket_mb = 25;
   comm::Algorithm algorithm = comm::Algorithm::kAuto;
   compress::CodecSpec gradient_codec;  // default: none (exact all-reduce)
+  // --compress-grad auto: the gradient codec chosen per epoch from these.
+  std::optional<parallel::AutoCompress> auto_compress;
   bool sync_bn = false;
 };
 

@@ -9,6 +9,7 @@
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/ddp.h"
+#include "dtrain/parallel/ddp_codec_tuner.h"
 #include "dtrain/parallel/syncbn.h"
 #include "dtrain/train/engine.h"
 
@@ -27,6 +28,10 @@ class DdpEngine final : public Engine {
     dc.bucket_mb = o.bucket_mb;
     dc.algorithm = o.algorithm;
     dc.gradient_codec = o.gradient_codec;
+    if (o.auto_compress) {
+      tuner_ = std::make_unique<parallel::DdpCodecTuner>(group, *o.auto_compress);
+      dc.gradient_codec = tuner_->candidates().back();  // until the first decision
+    }
     if (o.sync_bn) {
       if (parallel::convert_sync_batchnorm(*model_, group) == 0)
         throw std::invalid_argument("--sync-bn: model '" + c.model.name + "' has no BatchNorm");
@@ -54,13 +59,17 @@ class DdpEngine final : public Engine {
     ddp_->before_forward();
     const at::Tensor logits = model_->forward(batch.inputs);
     const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
-    s.time_forward_s += since(t);
+    const double forward_s = since(t);
     t = Clock::now();
     ddp_->set_sync(plan.sync);
     (plan.loss_scale == 1.0 ? loss : loss * plan.loss_scale).backward();
-    s.time_backward_s += since(t);
+    const double backward_s = since(t);
     t = Clock::now();
     ddp_->finish_backward();
+    // At the second synchronized step of an epoch: the first may carry warm-up.
+    if (tuner_ && plan.sync && ++synced_in_epoch_ == 2) calibrate(forward_s + backward_s);
+    s.time_forward_s += forward_s;
+    s.time_backward_s += backward_s;
     s.time_comm_s += since(t);
     return score(logits, batch.labels, loss);
   }
@@ -79,6 +88,10 @@ class DdpEngine final : public Engine {
     s.extra[key::kGradBytes] = d.grad_bytes;
     s.extra[key::kGradWireBytes] = d.wire_bytes;
     s.extra[key::kBuckets] = static_cast<int64_t>(ddp_->bucket_sizes().size());
+    if (tuner_) {
+      s.extra[key::kAutoLinks] = tuner_->rows();
+      synced_in_epoch_ = 0;
+    }
     auto rss = at::tensor({static_cast<double>(metrics::peak_rss_bytes())}, at::kDouble);
     group_.native_all_reduce(rss, comm::ReduceOp::kMax);
     s.extra[key::kPeakRssMaxBytes] = static_cast<int64_t>(rss.item<double>());
@@ -87,10 +100,24 @@ class DdpEngine final : public Engine {
   torch::nn::Sequential& checkpoint_module() override { return model_; }
 
  private:
+  // --compress-grad auto, after a synchronized backward: this step's averaged gradients are
+  // the sample the candidates are timed on. Per bucket and rank, the coded exchange sends
+  // p-1 pieces and p-1 copies of its owned sum.
+  void calibrate(double compute_s) {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : model_->parameters())
+      if (p.grad().defined()) grads.push_back(p.grad().reshape({-1}));
+    const double messages =
+        2.0 * (group_.size() - 1) * static_cast<double>(ddp_->bucket_sizes().size());
+    ddp_->set_gradient_codec(tuner_->calibrate(at::cat(grads), compute_s, messages));
+  }
+
   comm::Group& group_;
   torch::nn::Sequential model_;
   models::LossFn loss_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
+  std::unique_ptr<parallel::DdpCodecTuner> tuner_;
+  int synced_in_epoch_ = 0;  // synchronized steps so far in this epoch
 };
 
 }  // namespace

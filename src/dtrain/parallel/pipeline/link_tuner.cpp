@@ -9,77 +9,17 @@
 #include <set>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/link_probe.h"
 #include "dtrain/metrics/keys.h"
-#include "dtrain/metrics/timer.h"
+#include "dtrain/parallel/codec_timing.h"
 #include "dtrain/parallel/pipeline/transport.h"
 
 namespace dtrain::parallel::pipeline {
 namespace {
 
-using metrics::Clock;
-using metrics::since;
 namespace key = metrics::key;
 
-// Two message sizes: the difference of their times is the time of (large - small) bytes on
-// the wire, free of latency, of the peer's reply and of a token bucket's initial burst.
-constexpr int64_t kProbeSmallBytes = 256 * 1024, kProbeLargeBytes = 1024 * 1024;
-constexpr int kProbeRepeats = 2;
 enum Purpose { kPing = 0, kData = 1, kMeasurements = 2, kCodecs = 3 };
-
-struct Probe {
-  double rtt_s = 1e30;
-  double out_s[2] = {1e30, 1e30}, in_s[2] = {1e30, 1e30};  // small, large message
-};
-
-// The initiator times each exchange; the responder mirrors it.
-Probe probe(comm::Group& g, int peer, bool initiator) {
-  at::Tensor ping = at::zeros({8}, at::kByte);
-  at::Tensor data[2] = {at::zeros({kProbeSmallBytes}, at::kByte),
-                        at::zeros({kProbeLargeBytes}, at::kByte)};
-  const int ping_tag = StageTransport::tuning_tag(kPing);
-  const int data_tag = StageTransport::tuning_tag(kData);
-  Probe p;
-  auto exchange = [&](at::Tensor& out, int out_tag, at::Tensor& in, int in_tag) {
-    const auto t0 = Clock::now();
-    if (initiator) {
-      g.send(out, peer, out_tag);
-      g.recv(in, peer, in_tag);
-    } else {
-      g.recv(out, peer, out_tag);
-      g.send(in, peer, in_tag);
-    }
-    return since(t0);
-  };
-  for (int rep = 0; rep < kProbeRepeats; ++rep) {
-    p.rtt_s = std::min(p.rtt_s, exchange(ping, ping_tag, ping, ping_tag));
-    for (int size = 0; size < 2; ++size) {
-      p.out_s[size] = std::min(p.out_s[size], exchange(data[size], data_tag, ping, ping_tag));
-      p.in_s[size] = std::min(p.in_s[size], exchange(ping, ping_tag, data[size], data_tag));
-    }
-  }
-  return p;
-}
-
-double rate_of(const double (&seconds)[2]) {
-  return static_cast<double>(kProbeLargeBytes - kProbeSmallBytes) /
-         std::max(seconds[1] - seconds[0], 1e-7);
-}
-
-// Packet bytes, encode and decode seconds of one tensor under one codec (best of two).
-CandidateCost cost_of(const compress::CodecSpec& spec, const at::Tensor& sample) {
-  const auto codec = compress::make_codec(spec);
-  CandidateCost c{spec, 0, 1e30, 1e30};
-  for (int rep = 0; rep < 2; ++rep) {
-    auto t0 = Clock::now();
-    const auto packet = compress::encode(*codec, sample);
-    c.encode_s = std::min(c.encode_s, since(t0));
-    t0 = Clock::now();
-    const at::Tensor back = compress::decode(packet);
-    c.decode_s = std::min(c.decode_s, since(t0));
-    c.bytes = static_cast<double>(packet.size());
-  }
-  return c;
-}
 
 }  // namespace
 
@@ -96,10 +36,10 @@ LinkTuner::LinkTuner(StageTransport& wire, const std::vector<int>& stage_rank,
     if (a != b && (!mine || wire_.compresses(a == me ? b : a))) pairs.insert({a, b});
   }
   pairs_.assign(pairs.begin(), pairs.end());
-  // Until the first decision every tuned link carries the first candidate.
+  // Until the first decision every tuned link carries the most compressive candidate.
   for (const auto& [a, b] : pairs_) {
-    if (a == me) wire_.set_link_codec(b, candidates_.front());
-    if (b == me) wire_.set_link_codec(a, candidates_.front());
+    if (a == me) wire_.set_link_codec(b, candidates_.back());
+    if (b == me) wire_.set_link_codec(a, candidates_.back());
   }
 }
 
@@ -108,17 +48,19 @@ void LinkTuner::probe_pairs(nlohmann::json& out) {
   for (const auto& [a, b] : pairs_) {  // one global order: no two ranks wait on each other
     if (a != g.rank() && b != g.rank()) continue;
     const bool initiator = a == g.rank();
-    const Probe p = probe(g, initiator ? b : a, initiator);
+    const comm::LinkProbe p =
+        comm::probe_link(g, initiator ? b : a, initiator, StageTransport::tuning_tag(kPing),
+                         StageTransport::tuning_tag(kData));
     if (!initiator) continue;
-    out.push_back({{"src", a}, {"dst", b}, {"rate", rate_of(p.out_s)}, {"latency", p.rtt_s / 2}});
-    out.push_back({{"src", b}, {"dst", a}, {"rate", rate_of(p.in_s)}, {"latency", p.rtt_s / 2}});
+    out.push_back({{"src", a}, {"dst", b}, {"rate", p.out_bytes_per_s}, {"latency", p.latency_s}});
+    out.push_back({{"src", b}, {"dst", a}, {"rate", p.in_bytes_per_s}, {"latency", p.latency_s}});
   }
 }
 
-nlohmann::json LinkTuner::measure(const StageTimes& times) {
+nlohmann::json LinkTuner::measure(double compute_s) {
+  const StageTimes& times = wire_.times();
   nlohmann::json m{{"rank", wire_.group().rank()},
-                   {"compute_s", (times.forward_s + times.backward_s) /
-                                     static_cast<double>(std::max<int64_t>(1, times.steps))},
+                   {"compute_s", compute_s},
                    {"probes", nlohmann::json::array()},
                    {"links", nlohmann::json::array()}};
   probe_pairs(m["probes"]);
@@ -131,7 +73,7 @@ nlohmann::json LinkTuner::measure(const StageTimes& times) {
     auto& costs = per_link[dst];
     costs.resize(candidates_.size(), CandidateCost{});
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      const CandidateCost one = cost_of(candidates_[i], sent.sample);
+      const CandidateCost one = time_codec(candidates_[i], sent.sample);
       const double per_step = static_cast<double>(sent.messages) / steps;
       costs[i].codec = candidates_[i];
       costs[i].bytes += one.bytes * per_step;
@@ -155,9 +97,9 @@ void LinkTuner::apply(const nlohmann::json& codecs) {
     wire_.set_link_codec(std::stoi(dst), compress::parse_codec(name.get<std::string>()));
 }
 
-void LinkTuner::calibrate_as_follower(const StageTimes& times) {
+void LinkTuner::calibrate_as_follower(double compute_s) {
   comm::Group& g = wire_.group();
-  const std::string text = measure(times).dump();
+  const std::string text = measure(compute_s).dump();
   g.isend_bytes(std::vector<uint8_t>(text.begin(), text.end()), 0,
                 StageTransport::tuning_tag(kMeasurements))
       .wait();
@@ -165,9 +107,9 @@ void LinkTuner::calibrate_as_follower(const StageTimes& times) {
   apply(nlohmann::json::parse(reply.begin(), reply.end()));
 }
 
-void LinkTuner::calibrate_as_driver(const StageTimes& times, int micro_batches) {
+void LinkTuner::calibrate_as_driver(double compute_s, int micro_batches) {
   comm::Group& g = wire_.group();
-  std::vector<nlohmann::json> all{measure(times)};
+  std::vector<nlohmann::json> all{measure(compute_s)};
   for (int r = 1; r < g.size(); ++r) {
     const auto bytes = g.recv_bytes(r, StageTransport::tuning_tag(kMeasurements), 1 << 24);
     all.push_back(nlohmann::json::parse(bytes.begin(), bytes.end()));
@@ -219,20 +161,8 @@ void LinkTuner::calibrate_as_driver(const StageTimes& times, int micro_batches) 
 
 std::vector<metrics::Row> LinkTuner::rows() const {
   std::vector<metrics::Row> out;
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    const LinkChoice& c = choices_[i];
-    metrics::Row by_codec = metrics::Row::object();
-    for (size_t k = 0; k < candidates_.size(); ++k)
-      by_codec[compress::to_string(candidates_[k])] = c.predicted_step_s[k];
-    metrics::Row row;
-    row[key::kSrc] = c.src;
-    row[key::kDst] = c.dst;
-    row[key::kRateMbps] = c.rate_bytes_per_s * 8 / 1e6;
-    row[key::kCodec] = compress::to_string(candidates_[c.chosen]);
-    row[key::kPredictedStepS] = c.predicted_step_s[c.chosen];
-    row[key::kPredictedBy] = by_codec;
-    out.push_back(row);
-  }
+  for (const auto& c : choices_)
+    out.push_back(to_row(c, candidates_));
   return out;
 }
 

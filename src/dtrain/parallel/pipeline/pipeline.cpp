@@ -155,7 +155,7 @@ void Pipeline::execute(const Command& c) {
     case CommandKind::kCalibrate:
       if (!tuner_)
         throw std::runtime_error(group_.describe() + ": calibrate without --compress auto");
-      tuner_->calibrate_as_follower(wire_->times());
+      tuner_->calibrate_as_follower(last_step_compute_s_);
       break;
     case CommandKind::kStop:
       break;
@@ -165,9 +165,10 @@ void Pipeline::execute(const Command& c) {
 StepResult Pipeline::train_batch(const at::Tensor& inputs, const at::Tensor& labels, double lr) {
   wire_->send_command({CommandKind::kTrain, inputs.size(0), lr});
   const StepResult result = run(true, inputs.size(0), inputs, labels);
-  if (tuner_ && calibrate_due_) {
+  // The second step of an epoch: the first may carry warm-up (allocator, kernels' setup).
+  if (tuner_ && calibrate_due_ && wire_->times().steps >= 2) {
     wire_->send_command({CommandKind::kCalibrate, 0, 0});
-    tuner_->calibrate_as_driver(wire_->times(), config_.micro_batches);
+    tuner_->calibrate_as_driver(last_step_compute_s_, config_.micro_batches);
     calibrate_due_ = false;
   }
   return result;
@@ -206,6 +207,7 @@ struct Pipeline::Step {
 StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
                          const at::Tensor& labels) {
   const auto step_start = Clock::now();
+  const double compute_before = wire_->times().forward_s + wire_->times().backward_s;
   wire_->set_counting(training);
   Step step;
   step.training = training;
@@ -234,6 +236,7 @@ StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
   if (training) {
     wire_->times().step_s += since(step_start);
     wire_->times().steps += 1;
+    last_step_compute_s_ = wire_->times().forward_s + wire_->times().backward_s - compute_before;
   }
   wire_->set_counting(false);
   return step.result;

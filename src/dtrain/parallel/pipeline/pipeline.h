@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "dtrain/models/loss.h"
-#include "dtrain/parallel/pipeline/auto_codec.h"
+#include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/pipeline/command.h"
 #include "dtrain/parallel/pipeline/link_tuner.h"
 #include "dtrain/parallel/pipeline/partition.h"
@@ -125,7 +125,8 @@ class Pipeline {
   std::map<std::pair<bool, int>, Schedule> schedules_;
   std::unique_ptr<StageTransport> wire_;
   std::unique_ptr<LinkTuner> tuner_;
-  bool calibrate_due_ = true;  // at the first training step of each epoch
+  bool calibrate_due_ = true;       // at the second training step of each epoch
+  double last_step_compute_s_ = 0;  // forward + backward of this rank's last training step
 };
 
 // Mean forward+backward seconds of each block of `model` on `input`, over `repeats`

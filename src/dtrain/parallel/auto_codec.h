@@ -1,5 +1,6 @@
-// `--compress auto`: which codec each pipeline link should carry, chosen from measured
-// numbers (no ranks, no timing here: the runtime measures, this decides).
+// `--compress auto` (pipeline) and `--compress-grad auto` (DDP): which codec each link
+// should carry, chosen from measured numbers (no ranks, no timing here: the runtimes in
+// pipeline/link_tuner.h and ddp_codec_tuner.h measure, this decides).
 //
 // Model (the classic pipeline estimate, as in GPipe's bubble analysis): every rank and
 // every directed link is a resource a micro-batch passes through. Per micro-batch, rank r
@@ -10,7 +11,7 @@
 // time. The codec of each link is the candidate that minimizes this prediction with the
 // other links at their choice (every combination when there are few links, else one link
 // at a time until nothing improves). Candidates are in preference order (least lossy
-// first): an earlier candidate within 3 % of the best prediction wins, so near-ties (a fast
+// first): an earlier candidate within 5 % of the best prediction wins, so near-ties (a fast
 // link) keep the exact codec and the choice does not flap between epochs.
 #pragma once
 
@@ -18,8 +19,9 @@
 #include <vector>
 
 #include "dtrain/compress/codec.h"
+#include "dtrain/metrics/report.h"
 
-namespace dtrain::parallel::pipeline {
+namespace dtrain::parallel {
 
 struct AutoCompress {
   std::vector<compress::CodecSpec> candidates;  // in preference order for ties
@@ -63,7 +65,11 @@ struct LinkChoice {
 double predict_step_s(const AutoInput& input, const std::vector<size_t>& choice);
 std::vector<LinkChoice> choose_codecs(const AutoInput& input);
 
+// The choice as a metrics row (metrics::key::kAutoLinks): src, dst, rate_mbps, codec,
+// predicted_step_s and the prediction per candidate.
+metrics::Row to_row(const LinkChoice& choice, const std::vector<compress::CodecSpec>& candidates);
+
 // "link 0->1 at 98.4 Mbit/s: sortquant:6:2 (predicted step 0.210 s; none 0.640, ...)".
 std::string describe(const LinkChoice& choice, const std::vector<CandidateCost>& costs);
 
-}  // namespace dtrain::parallel::pipeline
+}  // namespace dtrain::parallel

@@ -1,15 +1,17 @@
-#include "dtrain/parallel/pipeline/auto_codec.h"
+#include "dtrain/parallel/auto_codec.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
 
-namespace dtrain::parallel::pipeline {
+#include "dtrain/metrics/keys.h"
+
+namespace dtrain::parallel {
 namespace {
 
 constexpr size_t kMaxCombinations = 4096;
-constexpr double kPreferenceMargin = 0.03;
+constexpr double kPreferenceMargin = 0.05;
 
 size_t combinations(const AutoInput& input) {
   size_t n = 1;
@@ -116,6 +118,21 @@ std::vector<LinkChoice> choose_codecs(const AutoInput& input) {
   return out;
 }
 
+metrics::Row to_row(const LinkChoice& choice, const std::vector<compress::CodecSpec>& candidates) {
+  namespace key = metrics::key;
+  metrics::Row by_codec = metrics::Row::object();
+  for (size_t k = 0; k < candidates.size(); ++k)
+    by_codec[compress::to_string(candidates[k])] = choice.predicted_step_s.at(k);
+  metrics::Row row;
+  row[key::kSrc] = choice.src;
+  row[key::kDst] = choice.dst;
+  row[key::kRateMbps] = choice.rate_bytes_per_s * 8 / 1e6;
+  row[key::kCodec] = compress::to_string(candidates.at(choice.chosen));
+  row[key::kPredictedStepS] = choice.predicted_step_s.at(choice.chosen);
+  row[key::kPredictedBy] = by_codec;
+  return row;
+}
+
 std::string describe(const LinkChoice& choice, const std::vector<CandidateCost>& costs) {
   char head[160];
   std::snprintf(head, sizeof(head), "link %d->%d at %.1f Mbit/s: %s (predicted step %.4f s",
@@ -133,4 +150,4 @@ std::string describe(const LinkChoice& choice, const std::vector<CandidateCost>&
   return out + ")";
 }
 
-}  // namespace dtrain::parallel::pipeline
+}  // namespace dtrain::parallel

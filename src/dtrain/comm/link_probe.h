@@ -1,0 +1,24 @@
+// A link's own rate, measured between two idle ranks: what crosses the wire per second,
+// not counting latency, the peer's reply or the peer's compute.
+//
+// The initiator sends a 128 KiB and a 512 KiB message, each answered by 8 bytes, then asks
+// for the same two sizes back; the difference of the two times of one direction is 384 KiB
+// on the wire, free of latency and of a token bucket's initial burst (the best of rounds
+// repeated until they took 50 ms, at most 8: one on a slow link, several on a fast one).
+// The latency is half an 8-byte round trip. Both ranks call it with the same tags; only the
+// initiator's result is filled in.
+#pragma once
+
+namespace dtrain::comm {
+
+class Group;
+
+struct LinkProbe {
+  double out_bytes_per_s = 0;  // initiator -> peer
+  double in_bytes_per_s = 0;   // peer -> initiator
+  double latency_s = 0;        // one way
+};
+
+LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int data_tag);
+
+}  // namespace dtrain::comm

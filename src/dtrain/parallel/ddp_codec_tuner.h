@@ -1,0 +1,47 @@
+// `--compress-grad auto` for DDP: the gradient codec re-chosen at the second synchronized
+// step of every epoch (the first may carry warm-up; collective: every rank calls
+// calibrate() at the same step). Until the first decision the exchange uses the last
+// (most compressive) candidate.
+//
+// Measured: every link between rank 0 and another rank, both directions (comm/link_probe.h;
+// an all-reduce is as slow as its slowest link, so that rate is used); on rank 0, this
+// step's gradients coded with every candidate (exact packet bytes, encode and decode time);
+// this step's compute (forward + backward). Per rank and step, a codec other than none sends
+// 2(p-1)/p of the packet bytes (reduce-scatter, then all-gather) and decodes 2(p-1)/p of the
+// values; none takes the exact path (ring traffic 2(p-1)/p of the fp32 bytes, no coding).
+// The prediction is auto_codec.h's with one resource per rank and the exchange as one link
+// (compute + coding + wire: the coding competes with backward for the cores here, so no
+// overlap is credited). Rank 0 decides; every rank gets the codec.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "dtrain/metrics/report.h"
+#include "dtrain/parallel/auto_codec.h"
+
+namespace dtrain::comm {
+class Group;
+}
+
+namespace dtrain::parallel {
+
+class DdpCodecTuner {
+ public:
+  DdpCodecTuner(comm::Group& group, const AutoCompress& options);
+
+  // `gradients`: this step's, flattened; `messages`: point-to-point messages per step.
+  compress::CodecSpec calibrate(const at::Tensor& gradients, double compute_s, double messages);
+
+  // The last decision (metrics::key::kAutoLinks rows: the slowest link), empty before it.
+  std::vector<metrics::Row> rows() const;
+  const std::vector<compress::CodecSpec>& candidates() const { return candidates_; }
+
+ private:
+  comm::Group& group_;
+  std::vector<compress::CodecSpec> candidates_;
+  std::vector<LinkChoice> choice_;
+};
+
+}  // namespace dtrain::parallel
