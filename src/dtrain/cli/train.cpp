@@ -15,6 +15,14 @@
 namespace dtrain::cli {
 namespace {
 
+// "none,fp16,sortquant:9:3,sortquant:6:2": codec specs as a flag spells them.
+std::string names_of(const std::vector<compress::CodecSpec>& specs) {
+  std::string out;
+  for (const auto& spec : specs)
+    out += (out.empty() ? "" : ",") + to_string(spec);
+  return out;
+}
+
 struct Options {
   train::TrainConfig config;
   std::string input_shape = "1,28,28";
@@ -27,7 +35,7 @@ struct Options {
   std::string client_blocks = "1,1";
   std::optional<compress::CodecSpec> compress_grad;  // pipeline gradients or DDP's codec
   bool compress_auto = false, compress_grad_auto = false;
-  std::string compress_candidates = "none,fp16,sortquant:12,sortquant:8";
+  std::string compress_candidates = names_of(parallel::default_auto_candidates());
   int compress_min_bits = 8;
 };
 

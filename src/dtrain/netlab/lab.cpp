@@ -113,6 +113,17 @@ std::vector<std::string> namespaces_of(const std::string& name) {
   return out;
 }
 
+// Deletes whatever of the lab exists: its namespaces, found by name (so a lab whose build
+// stopped half-way or whose state file is gone goes too), and its state file.
+// `best_effort`: a failed deletion is no error (a rollback must not hide its cause).
+void remove_lab(const std::string& name, bool best_effort) {
+  for (auto command : remove_commands(namespaces_of(name))) {
+    command.may_fail = best_effort;
+    run(command);
+  }
+  std::remove(state_file(name).c_str());
+}
+
 void make_dirs(const std::string& path) {
   for (size_t slash = 1; slash != std::string::npos; slash = path.find('/', slash + 1)) {
     mkdir(path.substr(0, slash).c_str(), 0755);
@@ -236,8 +247,7 @@ LabState bring_up(const LabSpec& spec) {
     if (held.interrupted()) throw std::runtime_error("netlab: interrupted while building");
     save(state);
   } catch (...) {
-    run_all(remove_commands(spec.name, spec.hosts));
-    std::remove(state_file(spec.name).c_str());
+    remove_lab(spec.name, /*best_effort=*/true);
     throw;
   }
   return state;
@@ -251,9 +261,7 @@ void tear_down(const std::string& name) {
   if (namespaces.empty() && !had_state) {
     throw std::runtime_error("netlab: no lab named '" + name + "' is up");
   }
-  for (const auto& ns : namespaces)
-    run({{"ip", "netns", "del", ns}});
-  std::remove(state_file(name).c_str());
+  remove_lab(name, /*best_effort=*/false);
 }
 
 LabState reshape(LabSpec spec) {

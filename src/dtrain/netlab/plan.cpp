@@ -105,11 +105,10 @@ std::vector<Command> shape_commands(const LabSpec& spec, bool first_time) {
   return out;
 }
 
-std::vector<Command> remove_commands(const std::string& lab, int hosts) {
+std::vector<Command> remove_commands(const std::vector<std::string>& namespaces) {
   std::vector<Command> out;
-  for (int k = 0; k < hosts; ++k)
-    out.push_back({{"ip", "netns", "del", host_namespace(lab, k)}, /*may_fail=*/true});
-  out.push_back({{"ip", "netns", "del", switch_namespace(lab)}, /*may_fail=*/true});
+  for (const auto& ns : namespaces)
+    out.push_back({{"ip", "netns", "del", ns}});
   return out;
 }
 

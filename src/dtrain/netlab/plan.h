@@ -29,8 +29,9 @@ std::vector<Command> build_commands(const LabSpec& spec);
 // tc commands that (re)shape every link to `spec` (qdiscs replaced in place, so a running
 // job sees the new rate at once). `first_time`: no qdisc exists yet, nothing to delete.
 std::vector<Command> shape_commands(const LabSpec& spec, bool first_time);
-// Removes every namespace of the lab (their interfaces and qdiscs go with them).
-std::vector<Command> remove_commands(const std::string& lab, int hosts);
+// Removes these namespaces (a lab's, as found on the machine; their interfaces and qdiscs go
+// with them).
+std::vector<Command> remove_commands(const std::vector<std::string>& namespaces);
 // Takes host k's cable out of the switch (down) or puts it back (up).
 Command link_command(const std::string& lab, int host, bool up);
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <stdexcept>
 
 #include "dtrain/metrics/keys.h"
@@ -80,8 +79,8 @@ std::vector<LinkChoice> choose_codecs(const AutoInput& input) {
     if (!(l.rate_bytes_per_s > 0)) throw std::invalid_argument("auto codec: a link without a rate");
   }
   std::vector<size_t> best(input.links.size(), 0);
+  double best_s = predict_step_s(input, best);
   if (combinations(input) <= kMaxCombinations) {
-    double best_s = predict_step_s(input, best);
     for (std::vector<size_t> c(best.size(), 0); next(c, input);) {
       const double s = predict_step_s(input, c);
       if (s < best_s) best_s = s, best = c;
@@ -92,7 +91,8 @@ std::vector<LinkChoice> choose_codecs(const AutoInput& input) {
       for (size_t i = 0; i < best.size(); ++i) {
         std::vector<size_t> c = best;
         for (c[i] = 0; c[i] < input.links[i].costs.size(); ++c[i]) {
-          if (predict_step_s(input, c) < predict_step_s(input, best)) best = c, improved = true;
+          const double s = predict_step_s(input, c);
+          if (s < best_s) best_s = s, best = c, improved = true;
         }
       }
     }

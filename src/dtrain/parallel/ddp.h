@@ -87,7 +87,6 @@ class DistributedDataParallel {
   // std::logic_error during a backward. Error-feedback residuals stay: what one lossy codec
   // dropped is still owed to the model and goes out with the next lossy step.
   void set_gradient_codec(const compress::CodecSpec& spec);
-  const compress::CodecSpec& gradient_codec() const { return config_.gradient_codec; }
   // Elements per bucket, in reduction order.
   std::vector<int64_t> bucket_sizes() const;
 

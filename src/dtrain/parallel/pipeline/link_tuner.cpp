@@ -6,89 +6,102 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/link_probe.h"
-#include "dtrain/metrics/keys.h"
 #include "dtrain/parallel/codec_timing.h"
 #include "dtrain/parallel/pipeline/transport.h"
 
 namespace dtrain::parallel::pipeline {
-namespace {
 
-namespace key = metrics::key;
+namespace {
 
 enum Purpose { kPing = 0, kData = 1, kMeasurements = 2, kCodecs = 3 };
 
+// A rank's calibration message to the driver, and the one definition of its JSON (by key:
+// a missing key is an error naming it).
+struct ProbedLink {
+  int src = 0, dst = 0;
+  double rate = 0, latency = 0;  // bytes/s on the wire, one-way seconds
+};
+struct SentCost {  // one candidate on one outgoing link, per step
+  double bytes = 0, encode_s = 0, decode_s = 0;
+};
+struct SentLink {
+  int dst = 0;
+  double messages = 0;          // per step
+  std::vector<SentCost> costs;  // one per candidate, in candidate order
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbedLink, src, dst, rate, latency)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SentCost, bytes, encode_s, decode_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SentLink, dst, messages, costs)
+
 }  // namespace
+
+struct LinkTuner::Measurement {
+  int rank = 0;
+  double compute_s = 0;
+  std::vector<ProbedLink> probes;  // both directions of each link this rank initiated
+  std::vector<SentLink> links;     // this rank's outgoing compressed links
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkTuner::Measurement, rank, compute_s, probes, links)
 
 LinkTuner::LinkTuner(StageTransport& wire, const std::vector<int>& stage_rank,
                      const AutoCompress& options)
     : wire_(wire), candidates_(eligible_candidates(options)) {
   const int me = wire_.group().rank();
-  std::set<std::pair<int, int>> pairs;
+  std::set<std::pair<int, int>> pairs;  // sorted: one global order of probes
   for (size_t s = 0; s + 1 < stage_rank.size(); ++s) {
     const int a = std::min(stage_rank[s], stage_rank[s + 1]);
     const int b = std::max(stage_rank[s], stage_rank[s + 1]);
-    // Both ends agree on compresses(): it depends on the pair only.
-    const bool mine = a == me || b == me;
-    if (a != b && (!mine || wire_.compresses(a == me ? b : a))) pairs.insert({a, b});
+    if (a != b && (a == me || b == me) && wire_.compresses(a == me ? b : a)) pairs.insert({a, b});
   }
   pairs_.assign(pairs.begin(), pairs.end());
   // Until the first decision every tuned link carries the most compressive candidate.
-  for (const auto& [a, b] : pairs_) {
-    if (a == me) wire_.set_link_codec(b, candidates_.back());
-    if (b == me) wire_.set_link_codec(a, candidates_.back());
-  }
+  for (const auto& [a, b] : pairs_)
+    wire_.set_link_codec(a == me ? b : a, candidates_.back());
+  wire_.keep_samples(true);
 }
 
-void LinkTuner::probe_pairs(nlohmann::json& out) {
+LinkTuner::~LinkTuner() = default;
+
+void LinkTuner::probe_pairs(Measurement& m) {
   comm::Group& g = wire_.group();
-  for (const auto& [a, b] : pairs_) {  // one global order: no two ranks wait on each other
-    if (a != g.rank() && b != g.rank()) continue;
+  for (const auto& [a, b] : pairs_) {  // the same order on both ends: no one waits in a cycle
     const bool initiator = a == g.rank();
     const comm::LinkProbe p =
         comm::probe_link(g, initiator ? b : a, initiator, StageTransport::tuning_tag(kPing),
                          StageTransport::tuning_tag(kData));
     if (!initiator) continue;
-    out.push_back({{"src", a}, {"dst", b}, {"rate", p.out_bytes_per_s}, {"latency", p.latency_s}});
-    out.push_back({{"src", b}, {"dst", a}, {"rate", p.in_bytes_per_s}, {"latency", p.latency_s}});
+    m.probes.push_back({a, b, p.out_bytes_per_s, p.latency_s});
+    m.probes.push_back({b, a, p.in_bytes_per_s, p.latency_s});
   }
 }
 
-nlohmann::json LinkTuner::measure(double compute_s) {
-  const StageTimes& times = wire_.times();
-  nlohmann::json m{{"rank", wire_.group().rank()},
-                   {"compute_s", compute_s},
-                   {"probes", nlohmann::json::array()},
-                   {"links", nlohmann::json::array()}};
-  probe_pairs(m["probes"]);
-  const double steps = static_cast<double>(std::max<int64_t>(1, times.steps));
-  std::map<int, std::vector<CandidateCost>> per_link;
-  std::map<int, double> messages;
-  for (const auto& [key, sent] : wire_.sent()) {
-    const int dst = key.first;
+LinkTuner::Measurement LinkTuner::measure(double compute_s) {
+  Measurement m{wire_.group().rank(), compute_s, {}, {}};
+  probe_pairs(m);
+  const double steps = static_cast<double>(std::max<int64_t>(1, wire_.times().steps));
+  std::map<int, SentLink> links;
+  for (const auto& [to, sent] : wire_.sent()) {
+    const int dst = to.first;
     if (!wire_.compresses(dst)) continue;
-    auto& costs = per_link[dst];
-    costs.resize(candidates_.size(), CandidateCost{});
+    SentLink& link = links[dst];
+    link.dst = dst;
+    link.costs.resize(candidates_.size());
+    const double per_step = static_cast<double>(sent.messages) / steps;
+    link.messages += per_step;
     for (size_t i = 0; i < candidates_.size(); ++i) {
       const CandidateCost one = time_codec(candidates_[i], sent.sample);
-      const double per_step = static_cast<double>(sent.messages) / steps;
-      costs[i].codec = candidates_[i];
-      costs[i].bytes += one.bytes * per_step;
-      costs[i].encode_s += one.encode_s * per_step;
-      costs[i].decode_s += one.decode_s * per_step;
+      link.costs[i].bytes += one.bytes * per_step;
+      link.costs[i].encode_s += one.encode_s * per_step;
+      link.costs[i].decode_s += one.decode_s * per_step;
     }
-    messages[dst] += static_cast<double>(sent.messages) / steps;
   }
-  for (const auto& [dst, costs] : per_link) {
-    nlohmann::json c = nlohmann::json::array();
-    for (const auto& cost : costs)
-      c.push_back(
-          {{"bytes", cost.bytes}, {"encode_s", cost.encode_s}, {"decode_s", cost.decode_s}});
-    m["links"].push_back({{"dst", dst}, {"messages", messages[dst]}, {"costs", c}});
-  }
+  for (auto& [dst, link] : links)
+    m.links.push_back(std::move(link));
   return m;
 }
 
@@ -99,7 +112,7 @@ void LinkTuner::apply(const nlohmann::json& codecs) {
 
 void LinkTuner::calibrate_as_follower(double compute_s) {
   comm::Group& g = wire_.group();
-  const std::string text = measure(compute_s).dump();
+  const std::string text = nlohmann::json(measure(compute_s)).dump();
   g.isend_bytes(std::vector<uint8_t>(text.begin(), text.end()), 0,
                 StageTransport::tuning_tag(kMeasurements))
       .wait();
@@ -107,48 +120,44 @@ void LinkTuner::calibrate_as_follower(double compute_s) {
   apply(nlohmann::json::parse(reply.begin(), reply.end()));
 }
 
-void LinkTuner::calibrate_as_driver(double compute_s, int micro_batches) {
-  comm::Group& g = wire_.group();
-  std::vector<nlohmann::json> all{measure(compute_s)};
-  for (int r = 1; r < g.size(); ++r) {
-    const auto bytes = g.recv_bytes(r, StageTransport::tuning_tag(kMeasurements), 1 << 24);
-    all.push_back(nlohmann::json::parse(bytes.begin(), bytes.end()));
-  }
+AutoInput LinkTuner::to_input(const std::vector<Measurement>& all, int micro_batches) const {
   AutoInput input;
   input.micro_batches = micro_batches;
-  std::map<std::pair<int, int>, std::pair<double, double>> probes;  // rate, latency
+  std::map<std::pair<int, int>, ProbedLink> probes;
   for (const auto& m : all) {
-    input.compute_s.push_back(m.at("compute_s").get<double>());
-    for (const auto& p : m.at("probes"))
-      probes[{p.at("src").get<int>(), p.at("dst").get<int>()}] = {p.at("rate").get<double>(),
-                                                                  p.at("latency").get<double>()};
+    input.compute_s.push_back(m.compute_s);
+    for (const auto& p : m.probes)
+      probes[{p.src, p.dst}] = p;
   }
-  choice_costs_.clear();
   for (const auto& m : all) {
-    for (const auto& l : m.at("links")) {
-      LinkMeasurement lm;
-      lm.src = m.at("rank").get<int>();
-      lm.dst = l.at("dst").get<int>();
-      const auto probe = probes.at({lm.src, lm.dst});
-      lm.rate_bytes_per_s = probe.first;
-      lm.latency_s = probe.second;
-      lm.messages = l.at("messages").get<double>();
-      const auto& costs = l.at("costs");
-      for (size_t i = 0; i < candidates_.size(); ++i)
-        lm.costs.push_back({candidates_[i], costs.at(i).at("bytes").get<double>(),
-                            costs.at(i).at("encode_s").get<double>(),
-                            costs.at(i).at("decode_s").get<double>()});
-      choice_costs_.push_back(lm.costs);
+    for (const auto& l : m.links) {
+      const ProbedLink& probe = probes.at({m.rank, l.dst});
+      LinkMeasurement lm{m.rank, l.dst, probe.rate, probe.latency, l.messages, {}};
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        const SentCost& c = l.costs.at(i);
+        lm.costs.push_back({candidates_[i], c.bytes, c.encode_s, c.decode_s});
+      }
       input.links.push_back(std::move(lm));
     }
   }
+  return input;
+}
+
+void LinkTuner::calibrate_as_driver(double compute_s, int micro_batches) {
+  comm::Group& g = wire_.group();
+  std::vector<Measurement> all{measure(compute_s)};
+  for (int r = 1; r < g.size(); ++r) {
+    const auto bytes = g.recv_bytes(r, StageTransport::tuning_tag(kMeasurements), 1 << 24);
+    all.push_back(nlohmann::json::parse(bytes.begin(), bytes.end()).get<Measurement>());
+  }
+  const AutoInput input = to_input(all, micro_batches);
   choices_ = choose_codecs(input);
   std::vector<nlohmann::json> codecs(static_cast<size_t>(g.size()), nlohmann::json::object());
   for (size_t i = 0; i < choices_.size(); ++i) {
     const LinkChoice& c = choices_[i];
     codecs[static_cast<size_t>(c.src)][std::to_string(c.dst)] =
         compress::to_string(candidates_[c.chosen]);
-    std::cerr << "auto: " << describe(c, choice_costs_[i]) << std::endl;
+    std::cerr << "auto: " << describe(c, input.links[i].costs) << std::endl;
   }
   for (int r = 1; r < g.size(); ++r) {
     const std::string text = codecs[static_cast<size_t>(r)].dump();

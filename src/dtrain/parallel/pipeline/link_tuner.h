@@ -30,6 +30,7 @@ class StageTransport;
 class LinkTuner {
  public:
   LinkTuner(StageTransport& wire, const std::vector<int>& stage_rank, const AutoCompress& options);
+  ~LinkTuner();
 
   // Driver: gathers every rank's measurements, decides, sends the codecs, prints why.
   void calibrate_as_driver(double compute_s, int micro_batches);
@@ -39,16 +40,19 @@ class LinkTuner {
   // The last decision as metrics rows (key::kAutoLinks), empty before the first.
   std::vector<metrics::Row> rows() const;
 
+  // One rank's numbers, sent to the driver (its JSON is defined beside it, in the .cpp).
+  struct Measurement;
+
  private:
-  nlohmann::json measure(double compute_s);
-  void probe_pairs(nlohmann::json& out);
+  Measurement measure(double compute_s);
+  void probe_pairs(Measurement& m);  // fills m.probes
+  AutoInput to_input(const std::vector<Measurement>& all, int micro_batches) const;
   void apply(const nlohmann::json& codecs);
 
   StageTransport& wire_;
-  std::vector<std::pair<int, int>> pairs_;  // compressed links of the pipeline, a < b
+  std::vector<std::pair<int, int>> pairs_;  // this rank's compressed links, a < b, sorted
   std::vector<compress::CodecSpec> candidates_;
   std::vector<LinkChoice> choices_;
-  std::vector<std::vector<CandidateCost>> choice_costs_;
 };
 
 }  // namespace dtrain::parallel::pipeline

@@ -111,8 +111,8 @@ void StageTransport::send_tensor(const at::Tensor& t, int from_stage, int to_sta
                              std::to_string(micro_batch) + " cannot be sent: " + e.what() +
                              " (training diverged? lower --lr)");
   }
-  if (counting_) {
-    times_.encode_s += since(t0);
+  if (counting_) times_.encode_s += since(t0);
+  if (counting_ && keep_samples_) {
     Sent& sent = sent_[{to_rank, gradient}];
     sent.sample = t.detach();
     ++sent.messages;

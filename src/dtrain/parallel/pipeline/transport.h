@@ -70,8 +70,10 @@ class StageTransport {
   void set_link_codec(int to_rank, const compress::CodecSpec& spec);
   // Whether messages to `to_rank` are compressed at all (links touching rank 0, or all).
   bool compresses(int to_rank) const;
-  // The last tensor this rank sent to each (rank, gradient?) while counting, and how many
-  // were sent since reset_counters(), so the tuner can code them with each candidate.
+  // With keep_samples(true) (the tuner's): the last tensor this rank sent to each (rank,
+  // gradient?) while counting, and how many were sent since reset_counters(), so the tuner
+  // can code them with each candidate. Off otherwise: no tensor is kept past its send.
+  void keep_samples(bool on) { keep_samples_ = on; }
   struct Sent {
     at::Tensor sample;
     int64_t messages = 0;
@@ -103,6 +105,7 @@ class StageTransport {
   std::map<std::tuple<int, bool>, LinkRecord> links_;
   std::map<int, std::unique_ptr<compress::Codec>> link_codecs_;
   std::map<std::pair<int, bool>, Sent> sent_;
+  bool keep_samples_ = false;
   bool counting_ = false;
 };
 
