@@ -1,6 +1,8 @@
 # Entry points: `make run` (the main job, no arguments needed) and `make test`.
 # Both install what is missing first (Debian packages, and LibTorch as the pinned torch
-# wheel in the project's virtual environment VENV), then configure and build.
+# wheel in the project's virtual environment VENV), then configure and build, then install
+# the Python package into VENV (`make python`: pip over the same build tree, so nothing is
+# compiled twice).
 BUILD_DIR ?= build
 VENV ?= .venv
 BUILD_TYPE ?= Release
@@ -8,7 +10,7 @@ JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test format clean
+.PHONY: all deps configure build python run test format clean
 
 all: build
 
@@ -24,11 +26,17 @@ configure: deps $(BUILD_DIR)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+# pip's standard route (pyproject.toml, scikit-build-core) pointed at this build tree: it
+# reconfigures, finds the extension built, and installs it with the package's sources.
+python: build
+	$(VENV)/bin/python -m pip install --disable-pip-version-check -q --no-build-isolation \
+	  --no-deps -C build-dir=$(BUILD_DIR) -C cmake.build-type=$(BUILD_TYPE) .
+
+run: build python
 	$(BUILD_DIR)/dtrain train --parallel pipeline -n 2 --placement ushape --client-blocks 1,1 \
 	  --model cnn --dataset fashion-mnist --epochs 1 --schedule gpipe --chunks 4 --compress sortquant:8
 
-test: build
+test: build python
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 format:

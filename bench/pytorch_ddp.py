@@ -2,13 +2,17 @@
 """PyTorch side of bench/ddp.sh: torch.nn.parallel.DistributedDataParallel (gloo) on the
 same model, data, per-rank batch, optimizer, ranks and threads as
 `dtrain train --parallel ddp`, optionally with one of PyTorch's communication hooks
-(fp16 compression, PowerSGD). Launch with the dtrain launcher:
-  dtrain launch -n 2 -- .venv/bin/python bench/pytorch_ddp.py [--model resnet18 --dataset synthetic]
+(fp16 compression, PowerSGD) or dtrain's (the Python package: dtrain:CODEC). Launch with
+the dtrain launcher, on loopback or on a network lab:
+  dtrain launch -n 2 [--netlab LAB] -- .venv/bin/python bench/pytorch_ddp.py [--model resnet18 --dataset synthetic]
 Prints one JSON line (rank 0): epoch and step time (max over ranks), samples/s, max peak RSS
 over ranks, loss, test accuracy, and the bytes the hook handed to all_reduce relative to
 the fp32 gradient bytes (1 without a hook), comparable with dtrain's grad_wire_bytes /
-grad_bytes (both relative to an exact all-reduce of fp32 gradients)."""
-import argparse, json, resource, time
+grad_bytes (both relative to an exact all-reduce of fp32 gradients); dtrain's hook reports
+its own (coded bytes sent over the fp32 bytes of the same exchange). --count-iface IFACE adds
+the bytes the rank's interface transmitted per training step (on a lab host: everything the
+rank sent, TCP/IP headers included)."""
+import argparse, json, os, resource, time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -33,8 +37,15 @@ def count_all_reduce():
 
 
 def register_hook(model, spec):
+    """The hook's state for dtrain's hook (its byte counters), else None."""
     if spec == "none":
-        return
+        return None
+    if spec.startswith("dtrain:"):
+        import dtrain
+
+        state = dtrain.hooks.CompressionState(codec=spec.split(":", 1)[1])
+        model.register_comm_hook(state, dtrain.hooks.compressed_allreduce_hook)
+        return state
     count_all_reduce()
     if spec == "fp16":
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
@@ -47,7 +58,15 @@ def register_hook(model, spec):
                                             warm_start=True)
         model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     else:
-        raise SystemExit(f"unknown --comm-hook {spec} (none, fp16, powersgd[:RANK])")
+        raise SystemExit(f"unknown --comm-hook {spec} (none, fp16, powersgd[:RANK], dtrain:CODEC)")
+    return None
+
+
+def tx_bytes(iface):
+    if not iface:
+        return 0
+    with open(f"/sys/class/net/{iface}/statistics/tx_bytes") as f:
+        return int(f.read())
 
 
 def main():
@@ -63,10 +82,13 @@ def main():
     p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--comm-hook", default="none", help="none, fp16, powersgd[:RANK]")
+    p.add_argument("--comm-hook", default="none", help="none, fp16, powersgd[:RANK], dtrain:CODEC")
+    p.add_argument("--count-iface", default="", help="count this interface's transmitted bytes")
     p.add_argument("--bucket-mb", type=float, default=25.0)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    if os.environ.get("DTRAIN_GLOO_HOST"):  # on a lab host (dtrain launch --netlab): its eth0
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
@@ -78,10 +100,11 @@ def main():
         tx, ty = tx[: a.limit_test], ty[: a.limit_test]
     net = pytorch_models.cnn() if a.model == "cnn" else pytorch_models.resnet18(x.shape[1])
     model = DDP(net, bucket_cap_mb=a.bucket_mb)
-    register_hook(model, a.comm_hook)
+    hook_state = register_hook(model, a.comm_hook)
     grad_bytes_per_step = sum(q.numel() * q.element_size() for q in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=5e-4)
     total, steps, loss_sum, seen = 0.0, 0, 0.0, 0
+    tx_start = tx_bytes(a.count_iface)
     for epoch in range(a.epochs):
         model.train()
         g = torch.Generator().manual_seed(epoch)
@@ -98,15 +121,20 @@ def main():
             seen += len(idx)
             steps += 1
         total += time.perf_counter() - start
+    tx_per_step = (tx_bytes(a.count_iface) - tx_start) / steps
     model.eval()
     with torch.no_grad():
         correct = sum((model(tx[i : i + 500]).argmax(1) == ty[i : i + 500]).sum().item()
                       for i in range(0, len(ty), 500))
-    stats = torch.tensor([total, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0], dtype=torch.float64)
+    stats = torch.tensor([total, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0,
+                          tx_per_step], dtype=torch.float64)
     dist.all_reduce(stats, op=dist.ReduceOp.MAX)
     sums = torch.tensor([loss_sum, seen], dtype=torch.float64)
     dist.all_reduce(sums)
-    wire_ratio = 1.0 if a.comm_hook == "none" else reduced_bytes / (grad_bytes_per_step * steps)
+    if hook_state is not None:
+        wire_ratio = hook_state.stats()["ratio"]
+    else:
+        wire_ratio = 1.0 if a.comm_hook == "none" else reduced_bytes / (grad_bytes_per_step * steps)
     if rank == 0:
         print(json.dumps({"impl": "pytorch-ddp", "model": a.model, "comm_hook": a.comm_hook,
                           "ranks": world, "batch_per_rank": a.batch_size, "steps": steps,
@@ -115,6 +143,7 @@ def main():
                           "peak_rss_max_bytes": int(stats[1].item()),
                           "train_loss": (sums[0] / sums[1]).item(), "test_acc": correct / len(ty),
                           "wire_ratio": wire_ratio, "threads": a.threads,
+                          "tx_bytes_per_step_max": stats[2].item() if a.count_iface else None,
                           "torch": torch.__version__}), flush=True)
 
 

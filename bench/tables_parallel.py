@@ -2,7 +2,7 @@
 """Markdown tables for docs/results.md from the pipeline and DDP benchmark data
 (docs/data/pipeline-*.jsonl, ddp-*.jsonl, syncbn.jsonl, scale-*.jsonl).
 Usage: python3 bench/tables_parallel.py SECTION
-  (bubble|schedules|ablation|ddp|resnet|hooks|compress|syncbn|scale|vsddp|vspytorch)"""
+  (bubble|schedules|ablation|ddp|resnet|hooks|compress|syncbn|scale|vsddp|vspytorch|pyhooks|pycodec)"""
 import json, statistics, sys
 from pathlib import Path
 from metrics_keys import K
@@ -185,6 +185,38 @@ def vsddp():
             continue
         body.append([r["run"], f'{r[K.samples_per_s]:.0f}', f'{r[K.epoch_s]:.1f}', f'{100 * r[K.test_acc]:.2f}'])
     print(table(["mode", "samples/s", "epoch s", "test acc %"], body))
+
+
+def pyhooks():
+    """PyTorch DDP with PyTorch's hooks and dtrain's (bench/python.sh hooks): per model, one
+    row per hook, loopback and 100 Mbit/s side by side."""
+    runs = rows("python-hooks.jsonl")
+    for model in ("cnn", "resnet18"):
+        by = {(r["net"], r["comm_hook"]): r for r in runs if r["model"] == model}
+        hooks = list(dict.fromkeys(h for _, h in by))
+        body = []
+        for hook in hooks:
+            loop, lab = by.get(("loopback", hook)), by.get(("100mbit", hook))
+            base = by.get(("100mbit", "none"))
+            tx = lab.get("tx_bytes_per_step_max") if lab else None
+            body.append([hook, f'{loop["wire_ratio"]:.3f}' if loop else "-",
+                         f"{tx / 1e6:.2f}" if tx else "-",
+                         f'{1e3 * loop[K.step_s]:.0f}' if loop else "-",
+                         f'{1e3 * lab[K.step_s]:.0f}' if lab else "-",
+                         f'{base[K.step_s] / lab[K.step_s]:.2f}x' if lab and base else "-",
+                         f'{100 * loop[K.test_acc]:.2f}' if loop and model == "cnn" else "-",
+                         f'{loop[K.train_loss]:.4f}' if loop else "-"])
+        if body:
+            print(f"\n{model}:\n")
+            print(table(["hook", "bytes / fp32", "MB sent / step (lab)", "step ms loopback",
+                         "step ms 100 Mbit/s", "speed-up at 100 Mbit/s", "test acc %", "train loss"], body))
+
+
+def pycodec():
+    body = [[r["codec"], f'{r["cpp_encode_gbps"]:.3f}', f'{r["py_encode_gbps"]:.3f}', f'{r["encode_py_over_cpp"]:.2f}',
+             f'{r["cpp_decode_gbps"]:.3f}', f'{r["py_decode_gbps"]:.3f}', f'{r["decode_py_over_cpp"]:.2f}']
+            for r in rows("python-codec.jsonl")]
+    print(table(["codec", "C++ enc GB/s", "Python enc GB/s", "ratio", "C++ dec GB/s", "Python dec GB/s", "ratio"], body))
 
 
 globals()[sys.argv[1]]()

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what dtrain builds and runs with (see DESIGN.md, "Dependencies"):
 #   1. Debian packages: compilers, CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
-#      iproute2 (ip, tc: the network lab);
+#      iproute2 (ip, tc: the network lab), Python headers (the Python package);
 #   2. LibTorch: the `torch` wheel of the Python package index, at the one version pinned in
 #      scripts/torch-version, into the project-local virtual environment (VENV, default .venv),
-#      by scripts/install-torch.sh.
+#      by scripts/install-torch.sh;
+#   3. the Python tools of scripts/python-tools.txt (scikit-build-core, pytest) into the same
+#      environment, by scripts/install-python-tools.sh.
 # Idempotent: does nothing when everything is present. Uses sudo when not root.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -17,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   iproute2
+  python3-dev
 )
 
 missing=()
@@ -41,3 +44,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 bash "$here/install-torch.sh"
+bash "$here/install-python-tools.sh"

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   dtrain::cli::register_scale(app, exit_code);
   dtrain::cli::register_launch(app, exit_code);
   dtrain::cli::register_netlab(app, exit_code);
+  dtrain::cli::register_codec(app, exit_code);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks: collective, p2p, codec");
   bench->require_subcommand(1);
   dtrain::cli::register_bench_collective(*bench, exit_code);

@@ -1,0 +1,132 @@
+// `dtrain codec encode|decode|inspect`: one tensor <-> one packet file, with the codecs the
+// wire uses. Tensors are raw little-endian values (numpy's tofile()); packets are the wire's
+// bytes (docs/wire-format.md). For scripts, tests (the Python package's packets are checked
+// against these) and looking at what a codec made.
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dtrain/cli/commands.h"
+#include "dtrain/cli/common.h"
+#include "dtrain/compress/codec.h"
+
+namespace dtrain::cli {
+namespace {
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_file(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+at::ScalarType parse_dtype(const std::string& name) {
+  static const std::map<std::string, at::ScalarType> kinds = {{"float32", at::kFloat},
+                                                              {"float64", at::kDouble},
+                                                              {"float16", at::kHalf},
+                                                              {"bfloat16", at::kBFloat16}};
+  const auto it = kinds.find(name);
+  if (it == kinds.end())
+    throw std::invalid_argument("--dtype " + name + ": float32, float64, float16 or bfloat16");
+  return it->second;
+}
+
+std::string describe(const compress::PacketInfo& info, size_t packet_bytes) {
+  std::ostringstream s;
+  s << "codec " << compress::to_string(info.spec) << ", " << c10::toString(info.dtype)
+    << ", shape [";
+  for (size_t i = 0; i < info.shape.size(); ++i)
+    s << (i ? "," : "") << info.shape[i];
+  s << "], " << info.numel << " values, " << packet_bytes << " bytes (header " << info.header_bytes
+    << ", table " << info.table_bytes << ", payload " << info.payload_bytes << "), ratio "
+    << compress::compression_ratio(packet_bytes, info.numel);
+  return s.str();
+}
+
+struct EncodeArgs {
+  std::string codec = "sortquant:8", shape, dtype = "float32", in, out;
+};
+
+void encode_file(const EncodeArgs& a) {
+  std::vector<int64_t> shape;
+  for (const int d : parse_int_list(a.shape, "--shape"))
+    shape.push_back(d);
+  const auto codec = compress::make_codec(a.codec);
+  std::vector<uint8_t> raw = read_file(a.in);
+  const at::ScalarType dtype = parse_dtype(a.dtype);
+  int64_t numel = 1;
+  for (const int64_t d : shape)
+    numel *= d;
+  const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  if (raw.size() != expected) {
+    throw std::invalid_argument(a.in + " holds " + std::to_string(raw.size()) + " bytes; shape " +
+                                a.shape + " of " + a.dtype + " needs " + std::to_string(expected));
+  }
+  const at::Tensor tensor =
+      at::from_blob(raw.data(), shape, at::TensorOptions().dtype(dtype)).clone();
+  const compress::Packet packet = compress::encode(*codec, tensor);
+  write_file(a.out, packet.data(), packet.size());
+  std::cout << describe(compress::inspect(packet.data(), packet.size()), packet.size()) << "\n";
+}
+
+void decode_file(const std::string& in, const std::string& out) {
+  const std::vector<uint8_t> packet = read_file(in);
+  const at::Tensor tensor = compress::decode(packet).contiguous();
+  write_file(out, tensor.data_ptr(), static_cast<size_t>(tensor.nbytes()));
+  std::cout << describe(compress::inspect(packet.data(), packet.size()), packet.size()) << "\n";
+}
+
+}  // namespace
+
+void register_codec(CLI::App& parent, int& exit_code) {
+  CLI::App* codec = parent.add_subcommand(
+      "codec", "code one tensor file into a packet file and back, or show a packet's header");
+  codec->require_subcommand(1);
+
+  auto enc = std::make_shared<EncodeArgs>();
+  CLI::App* encode = codec->add_subcommand(
+      "encode", "raw little-endian values (numpy tofile) -> a packet (the wire's bytes)");
+  encode->add_option("--codec", enc->codec, compress::codec_help())->capture_default_str();
+  encode->add_option("--shape", enc->shape, "the tensor's shape, e.g. 32,128,768")->required();
+  encode->add_option("--dtype", enc->dtype, "float32 | float64 | float16 | bfloat16")
+      ->capture_default_str();
+  encode->add_option("input", enc->in, "raw tensor file")->required();
+  encode->add_option("output", enc->out, "packet file to write")->required();
+  encode->callback([enc, &exit_code] {
+    encode_file(*enc);
+    exit_code = 0;
+  });
+
+  auto files = std::make_shared<std::pair<std::string, std::string>>();
+  CLI::App* decode = codec->add_subcommand(
+      "decode", "a packet -> raw little-endian values in the packet's dtype (shape printed)");
+  decode->add_option("input", files->first, "packet file")->required();
+  decode->add_option("output", files->second, "raw tensor file to write")->required();
+  decode->callback([files, &exit_code] {
+    decode_file(files->first, files->second);
+    exit_code = 0;
+  });
+
+  auto packet_path = std::make_shared<std::string>();
+  CLI::App* inspect = codec->add_subcommand("inspect", "check a packet and print its header");
+  inspect->add_option("packet", *packet_path, "packet file")->required();
+  inspect->callback([packet_path, &exit_code] {
+    const std::vector<uint8_t> packet = read_file(*packet_path);
+    std::cout << describe(compress::inspect(packet.data(), packet.size()), packet.size()) << "\n";
+    exit_code = 0;
+  });
+}
+
+}  // namespace dtrain::cli
