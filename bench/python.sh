@@ -50,7 +50,14 @@ for section in ${*:-hooks codec}; do
     done
     ;;
   codec)
-    "$py" bench/python_codec.py --binary "$bin" >docs/data/python-codec.jsonl
+    # Twice: with glibc's default malloc, which maps every large buffer afresh (a first
+    # touch of each page faults, expensive on this VM), and with large buffers kept in the
+    # heap as the dtrain binary itself does (main.cpp, mallopt): the difference is the
+    # allocator's, not a copy.
+    out=docs/data/python-codec.jsonl
+    "$py" bench/python_codec.py --binary "$bin" | sed 's/^{/{"malloc":"default",/' >"$out"
+    MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 \
+      "$py" bench/python_codec.py --binary "$bin" | sed 's/^{/{"malloc":"heap",/' >>"$out"
     ;;
   *)
     echo "unknown section $section (hooks, codec)" >&2

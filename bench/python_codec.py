@@ -4,7 +4,7 @@ for each codec, `dtrain bench codec` (C++, median of --reps) and dtrain.encode /
 dtrain.decode from Python on a tensor of the same size and distribution (median of the same
 reps), then one JSON line per codec with both and their ratio. The binding adds no copy of
 the tensor data, so the ratio should be ~1 on large tensors.
-  .venv/bin/python bench/python_codec.py [--codecs fp16,sortquant:8] [--numel 16M] [--reps 5]"""
+  .venv/bin/python bench/python_codec.py [--codecs fp16,sortquant:8] [--numel 16M] [--reps 9]"""
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
 import torch
@@ -20,6 +20,7 @@ def numel_of(text):
 def python_side(codec, n, reps, seed):
     x = torch.randn(n, generator=torch.Generator().manual_seed(seed))
     enc, dec = [], []
+    dtrain.decode(dtrain.encode(x, codec))  # warm-up: the allocator's first pages
     for _ in range(reps):
         start = time.perf_counter()
         packet = dtrain.encode(x, codec)
@@ -34,7 +35,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--codecs", default="fp16,uniform:8,sortquant:8,kmeans:4")
     p.add_argument("--numel", default="16M")
-    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--reps", type=int, default=9)
     p.add_argument("--binary", default=os.environ.get("DTRAIN", "build/dtrain"))
     a = p.parse_args()
     torch.set_num_threads(1)

@@ -213,10 +213,10 @@ def pyhooks():
 
 
 def pycodec():
-    body = [[r["codec"], f'{r["cpp_encode_gbps"]:.3f}', f'{r["py_encode_gbps"]:.3f}', f'{r["encode_py_over_cpp"]:.2f}',
+    body = [[r.get("malloc", "default"), r["codec"], f'{r["cpp_encode_gbps"]:.3f}', f'{r["py_encode_gbps"]:.3f}', f'{r["encode_py_over_cpp"]:.2f}',
              f'{r["cpp_decode_gbps"]:.3f}', f'{r["py_decode_gbps"]:.3f}', f'{r["decode_py_over_cpp"]:.2f}']
             for r in rows("python-codec.jsonl")]
-    print(table(["codec", "C++ enc GB/s", "Python enc GB/s", "ratio", "C++ dec GB/s", "Python dec GB/s", "ratio"], body))
+    print(table(["Python's malloc", "codec", "C++ enc GB/s", "Python enc GB/s", "ratio", "C++ dec GB/s", "Python dec GB/s", "ratio"], body))
 
 
 globals()[sys.argv[1]]()

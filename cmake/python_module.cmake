@@ -40,8 +40,9 @@ set_target_properties(dtrain_python PROPERTIES OUTPUT_NAME _C
                       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/dtrain)
 target_link_libraries(dtrain_python PRIVATE dtrain_codecs ${DTRAIN_TORCH_PYTHON_LIBRARY})
 target_compile_options(dtrain_python PRIVATE ${DTRAIN_WARNINGS})
-target_compile_definitions(dtrain_python PRIVATE DTRAIN_VERSION="${PROJECT_VERSION}"
-                           DTRAIN_TORCH_VERSION="${Torch_VERSION}")
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/dtrain/python/module.cpp PROPERTIES
+  COMPILE_DEFINITIONS "DTRAIN_VERSION=\"${PROJECT_VERSION}\";DTRAIN_TORCH_VERSION=\"${Torch_VERSION}\"")
+target_precompile_headers(dtrain_python REUSE_FROM dtrain_codecs)
 install(TARGETS dtrain_python LIBRARY DESTINATION dtrain)
 
 if(NOT DTRAIN_PYTHON_ONLY)
