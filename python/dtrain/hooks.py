@@ -117,28 +117,25 @@ def _average_bucket(state: CompressionState, bucket_index: int, flat: torch.Tens
     world, me = dist.get_world_size(group), dist.get_rank(group)
     bounds = _bounds(flat.numel(), world)
     pieces = [flat[bounds[j]:bounds[j + 1]] for j in range(world)]
-    codec = state.codec
+    # Every piece's packet size, known to every rank without a message.
+    sizes = [_C.packet_size(state.codec, [p.numel()]) for p in pieces]
 
     # Reduce-scatter: piece j, coded, to rank j; rank `me` receives its piece from every peer.
     empty = torch.empty(0, dtype=torch.uint8)
     outgoing = [empty if j == me else state._encode(bucket_index, "scatter", j, pieces[j])[0]
                 for j in range(world)]
     in_sizes = [p.numel() for p in outgoing]
-    mine = pieces[me].numel()
-    out_sizes = [0 if j == me else _C.packet_size(codec, [mine]) for j in range(world)]
+    out_sizes = [0 if j == me else sizes[me] for j in range(world)]
     incoming = torch.empty(sum(out_sizes), dtype=torch.uint8)
     dist.all_to_all_single(incoming, torch.cat(outgoing), out_sizes, in_sizes, group=group)
     total = pieces[me].to(torch.float32, copy=True)
-    offset = 0
-    for j in range(world):
-        if j != me:
-            total += _C.decode(incoming[offset:offset + out_sizes[j]], None).view(-1).float()
-            offset += out_sizes[j]
+    for part in incoming.split(sizes[me]):
+        total += _C.decode(part, None).view(-1).float()
     total /= world
 
     # All-gather of every owner's coded average, padded to the largest piece's packet.
     packet, decoded = state._encode(bucket_index, "gather", me, total)
-    widest = max(_C.packet_size(codec, [bounds[j + 1] - bounds[j]]) for j in range(world))
+    widest = max(sizes)
     padded = torch.zeros(widest, dtype=torch.uint8)
     padded[:packet.numel()] = packet
     gathered = [torch.empty(widest, dtype=torch.uint8) for _ in range(world)]
@@ -146,14 +143,13 @@ def _average_bucket(state: CompressionState, bucket_index: int, flat: torch.Tens
     pieces[me].copy_(decoded)
     for j in range(world):
         if j != me:
-            size = _C.packet_size(codec, [pieces[j].numel()])
-            pieces[j].copy_(_C.decode(gathered[j][:size], None).view(-1))
+            pieces[j].copy_(_C.decode(gathered[j][:sizes[j]], None).view(-1))
 
     with state._lock:
         state._buckets += 1
         state._bytes += sum(in_sizes) + (world - 1) * widest
-        state._fp32_bytes += 4 * (flat.numel() - mine) + (world - 1) * 4 * max(
-            bounds[j + 1] - bounds[j] for j in range(world))
+        widest_piece = max(p.numel() for p in pieces)
+        state._fp32_bytes += 4 * (flat.numel() - pieces[me].numel()) + (world - 1) * 4 * widest_piece
     return flat
 
 

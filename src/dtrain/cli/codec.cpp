@@ -6,7 +6,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -32,17 +31,6 @@ void write_file(const std::string& path, const void* data, size_t size) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-at::ScalarType parse_dtype(const std::string& name) {
-  static const std::map<std::string, at::ScalarType> kinds = {{"float32", at::kFloat},
-                                                              {"float64", at::kDouble},
-                                                              {"float16", at::kHalf},
-                                                              {"bfloat16", at::kBFloat16}};
-  const auto it = kinds.find(name);
-  if (it == kinds.end())
-    throw std::invalid_argument("--dtype " + name + ": float32, float64, float16 or bfloat16");
-  return it->second;
-}
-
 std::string describe(const compress::PacketInfo& info, size_t packet_bytes) {
   std::ostringstream s;
   s << "codec " << compress::to_string(info.spec) << ", " << c10::toString(info.dtype)
@@ -66,6 +54,8 @@ void encode_file(const EncodeArgs& a) {
   const auto codec = compress::make_codec(a.codec);
   std::vector<uint8_t> raw = read_file(a.in);
   const at::ScalarType dtype = parse_dtype(a.dtype);
+  if (!at::isFloatingType(dtype))
+    throw std::invalid_argument("--dtype " + a.dtype + ": float32, float64, float16 or bfloat16");
   int64_t numel = 1;
   for (const int64_t d : shape)
     numel *= d;
@@ -74,8 +64,8 @@ void encode_file(const EncodeArgs& a) {
     throw std::invalid_argument(a.in + " holds " + std::to_string(raw.size()) + " bytes; shape " +
                                 a.shape + " of " + a.dtype + " needs " + std::to_string(expected));
   }
-  const at::Tensor tensor =
-      at::from_blob(raw.data(), shape, at::TensorOptions().dtype(dtype)).clone();
+  // The file's bytes, coded in place (raw outlives the tensor).
+  const at::Tensor tensor = at::from_blob(raw.data(), shape, at::TensorOptions().dtype(dtype));
   const compress::Packet packet = compress::encode(*codec, tensor);
   write_file(a.out, packet.data(), packet.size());
   std::cout << describe(compress::inspect(packet.data(), packet.size()), packet.size()) << "\n";

@@ -265,4 +265,34 @@ TempFile::~TempFile() {
   unlink(path_.c_str());
 }
 
+at::ScalarType parse_dtype(const std::string& s) {
+  if (s == "float32" || s == "float") return at::kFloat;
+  if (s == "float64" || s == "double") return at::kDouble;
+  if (s == "float16" || s == "half") return at::kHalf;
+  if (s == "bfloat16") return at::kBFloat16;
+  if (s == "int32") return at::kInt;
+  if (s == "int64") return at::kLong;
+  throw std::invalid_argument("--dtype '" + s +
+                              "': expected float32, float64, float16, bfloat16, int32 or int64");
+}
+
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kInt:
+      return "int32";
+    case at::kLong:
+      return "int64";
+    default:
+      return "?";
+  }
+}
+
 }  // namespace dtrain::cli

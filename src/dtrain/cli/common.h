@@ -2,6 +2,8 @@
 // parsing, re-launching this binary on N local ranks, and result output.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -89,6 +91,10 @@ int64_t parse_size(const std::string& text);
 std::vector<int64_t> parse_sizes(const std::string& spec, double factor);
 std::vector<std::string> split_list(const std::string& text);
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag);
+// --dtype: float32 (float), float64 (double), float16 (half), bfloat16, int32, int64;
+// std::invalid_argument otherwise. dtype_name prints the first of each.
+at::ScalarType parse_dtype(const std::string& text);
+std::string dtype_name(at::ScalarType type);
 
 // Runs `body` as one rank of a job and prints rank 0's rows: directly when this process is
 // a launched rank (or -n is absent), else by launching this command line once per world

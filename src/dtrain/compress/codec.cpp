@@ -221,6 +221,20 @@ Packet encode(const Codec& codec, const at::Tensor& tensor) {
   return out;
 }
 
+size_t packet_size(const Codec& codec, const std::vector<int64_t>& shape) {
+  if (shape.size() > static_cast<size_t>(kMaxDims)) {
+    throw std::invalid_argument("packet_size: at most " + std::to_string(kMaxDims) + " dimensions");
+  }
+  int64_t n = 1;
+  for (const int64_t d : shape) {
+    if (d < 0) throw std::invalid_argument("packet_size: negative dimension");
+    n *= d;
+  }
+  PacketHeader header;
+  header.shape = shape;
+  return header.size() + codec.table_bytes(n) + codec.payload_bytes(n);
+}
+
 PacketInfo inspect(const uint8_t* data, size_t size) {
   const PacketHeader h = PacketHeader::read(data, size);
   PacketInfo info{};

@@ -76,6 +76,11 @@ inline std::unique_ptr<Codec> make_codec(const std::string& name) {
 
 // Any device's tensor (a CUDA tensor gives the same bytes as its CPU copy).
 Packet encode(const Codec& codec, const at::Tensor& tensor);
+// The exact size of the packet encode() makes for a tensor of `shape` (header, table and
+// payload), without coding: receivers size their buffers with it. Throws
+// std::invalid_argument on a negative dimension or more than 8 of them.
+size_t packet_size(const Codec& codec, const std::vector<int64_t>& shape);
+
 // Decodes any packet: the codec and its parameters come from the header. The tensor is on
 // the CPU unless a device is given.
 at::Tensor decode(const uint8_t* data, size_t size);

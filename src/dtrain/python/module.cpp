@@ -64,17 +64,8 @@ py::dict inspect(const at::Tensor& packet) {
   return d;
 }
 
-// Exact packet size for a tensor of `shape` under `codec_name` (receivers size buffers).
 size_t packet_size(const std::string& codec_name, const std::vector<int64_t>& shape) {
-  const auto codec = compress::make_codec(codec_name);
-  compress::PacketHeader header;
-  header.shape = shape;
-  int64_t n = 1;
-  for (const int64_t d : shape) {
-    if (d < 0) throw std::invalid_argument("packet_size: negative dimension");
-    n *= d;
-  }
-  return header.size() + codec->table_bytes(n) + codec->payload_bytes(n);
+  return compress::packet_size(*compress::make_codec(codec_name), shape);
 }
 
 // Error feedback with its codec: encode(x) codes x + residual and keeps what was lost.
