@@ -32,9 +32,15 @@ python: build
 	$(VENV)/bin/python -m pip install --disable-pip-version-check -q --no-build-isolation \
 	  --no-deps -C build-dir=$(BUILD_DIR) -C cmake.build-type=$(BUILD_TYPE) .
 
+# The main job; its results land in $(RUN_DIR): metrics (JSON lines), an HTML report of
+# charts and a Chrome trace of both ranks.
+RUN_DIR ?= out/run
 run: build python
+	mkdir -p $(RUN_DIR)
 	$(BUILD_DIR)/dtrain train --parallel pipeline -n 2 --placement ushape --client-blocks 1,1 \
-	  --model cnn --dataset fashion-mnist --epochs 1 --schedule gpipe --chunks 4 --compress sortquant:8
+	  --model cnn --dataset fashion-mnist --epochs 1 --schedule gpipe --chunks 4 --compress sortquant:8 \
+	  --metrics $(RUN_DIR)/metrics.jsonl --report $(RUN_DIR)/report.html --trace $(RUN_DIR)/trace.json
+	@echo "results: $(RUN_DIR)/metrics.jsonl, $(RUN_DIR)/report.html (open in a browser), $(RUN_DIR)/trace.json (https://ui.perfetto.dev or chrome://tracing)"
 
 test: build python
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what dtrain builds and runs with (see DESIGN.md, "Dependencies"):
 #   1. Debian packages: compilers, CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
-#      iproute2 (ip, tc: the network lab), Python headers (the Python package);
+#      iproute2 (ip, tc: the network lab), Python headers (the Python package), chromium
+#      (headless: the test that loads the HTML report in a browser);
 #   2. LibTorch: the `torch` wheel of the Python package index, at the one version pinned in
 #      scripts/torch-version, into the project-local virtual environment (VENV, default .venv),
 #      by scripts/install-torch.sh;
@@ -20,6 +21,7 @@ packages=(
   dataset-fashion-mnist
   iproute2
   python3-dev
+  chromium
 )
 
 missing=()

@@ -37,6 +37,7 @@ TEST(TagsTest, SpacesAndChannelsNeverCollide) {
                  CollectiveChannel::kScatterGather, CollectiveChannel::kSyncBatchNorm})
     EXPECT_TRUE(seen.insert(collective_tag(c)).second);
   EXPECT_TRUE(seen.insert(report_tag()).second);
+  EXPECT_TRUE(seen.insert(trace_tag()).second);
   const TagLayout ddp(TagSpace::kDdp, {{"phase", 1}, {"bucket", 23}});
   const TagLayout pipeline(TagSpace::kPipeline, {{"kind", 3}, {"stage", 10}, {"mb", 11}});
   // The largest tag of one space stays below the smallest of the next.

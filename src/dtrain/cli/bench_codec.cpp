@@ -182,7 +182,6 @@ int run(const Options& o) {
   for (const auto& d : dists) {  // validate names before the long work
     if (d != "activations") sample(d, 1, 0);
   }
-  const auto format = o.output.format;
   at::set_num_threads(o.threads);
 
   std::vector<metrics::Row> rows;
@@ -249,7 +248,7 @@ int run(const Options& o) {
       }
     }
   }
-  emit_rows(o.output.path, format, columns(), rows);
+  emit_output(o.output, columns(), rows);
   return 0;
 }
 

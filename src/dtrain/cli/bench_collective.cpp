@@ -8,6 +8,7 @@
 
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
+#include "dtrain/cli/tracing.h"
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/collectives.h"
 #include "dtrain/comm/exact_oracle.h"
@@ -16,6 +17,7 @@
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/report.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 
 namespace dtrain::cli {
 namespace {
@@ -34,6 +36,7 @@ struct Options {
   Output output;
   bool check = true;
   int64_t segment_bytes = 1024 * 1024;
+  std::string trace_path;
 };
 
 using Op = metrics::CollectiveKind;
@@ -218,6 +221,10 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   const auto sizes = parse_sizes(o.sizes, o.factor);
   const int p = g.size();
   const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+  std::vector<std::string> span_names;  // alive until the trace is written
+  for (const auto& algo : algos)
+    span_names.push_back(o.op + " " + algo);
+  TraceSession trace(o.trace_path, &g);
 
   std::vector<metrics::Row> rows;
   for (const int64_t bytes : sizes) {
@@ -237,8 +244,10 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       for (size_t a = 0; a < algos.size(); ++a) {
         for (int i = 0; i < o.iters; ++i) {
           restore(op, b);
-          total_s[a] +=
-              metrics::seconds([&] { run_once(op, algos[a], g, b, rop, o.segment_bytes); });
+          const auto t0 = metrics::Clock::now();
+          run_once(op, algos[a], g, b, rop, o.segment_bytes);
+          total_s[a] += metrics::trace::span_since("collective", span_names[a].c_str(), t0,
+                                                   count * elem, "bytes");
         }
         if (o.check && round + 1 == o.rounds) checks[a] = check(op, rop, p, count, b, dtype);
       }
@@ -280,6 +289,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       rows.push_back(row);
     }
   }
+  trace.finish();
   return rows;
 }
 
@@ -342,6 +352,9 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   sub->add_flag("--no-check{false}", o->check, "skip the exact result check");
   add_output_flags(sub, o->output);
+  sub->add_option("--trace", o->trace_path,
+                  "write a Chrome trace (JSON) of every rank's timed iterations, clocks aligned "
+                  "to rank 0 (with a list of world sizes: of the last)");
   sub->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

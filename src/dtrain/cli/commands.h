@@ -12,6 +12,7 @@ void register_codec(CLI::App& parent, int& exit_code);
 void register_train(CLI::App& parent, int& exit_code);
 void register_models(CLI::App& parent, int& exit_code);
 void register_scale(CLI::App& parent, int& exit_code);
+void register_report(CLI::App& parent, int& exit_code);
 void register_bench_collective(CLI::App& bench, int& exit_code);
 void register_bench_p2p(CLI::App& bench, int& exit_code);
 void register_bench_codec(CLI::App& bench, int& exit_code);

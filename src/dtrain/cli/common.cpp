@@ -12,6 +12,8 @@
 #include "dtrain/base/parse.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/launch.h"
+#include "dtrain/metrics/html_report.h"
+#include "dtrain/metrics/keys.h"
 #include "dtrain/netlab/lab.h"
 
 namespace dtrain::cli {
@@ -89,10 +91,13 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
   return out;
 }
 
-void add_output_flags(CLI::App* app, Output& output, const std::string& out_names) {
+void add_output_flags(CLI::App* app, Output& output, const std::string& out_names, bool report) {
   add_typed_option(app, "--format", output.format, metrics::parse_format, "table, csv or jsonl");
   if (!out_names.empty())
     app->add_option(out_names, output.path, "write results to this file instead of stdout");
+  if (report)
+    app->add_option("--report", output.report_path,
+                    "also write the results as an HTML page of charts (see dtrain report)");
 }
 
 std::vector<int> world_sizes(const RankFlags& flags) {
@@ -235,7 +240,7 @@ int run_ranked(const RankFlags& flags, const std::vector<int>& worlds, const Out
       metrics::write_jsonl(out, rows);
       if (!out) throw std::runtime_error("cannot write " + flags.results_file);
     } else {
-      emit_rows(output.path, output.format, output.columns, rows);
+      emit_output(output, output.columns, rows);
     }
     return 0;
   }
@@ -249,8 +254,46 @@ int run_ranked(const RankFlags& flags, const std::vector<int>& worlds, const Out
     }
   }
   std::ifstream in(results.path());
-  emit_rows(output.path, output.format, output.columns, metrics::read_jsonl(in, results.path()));
+  emit_output(output, output.columns, metrics::read_jsonl(in, results.path()));
   return 0;
+}
+
+void emit_output(const Output& output, const std::vector<metrics::Column>& columns,
+                 std::vector<metrics::Row> rows) {
+  stamp_command(rows);
+  emit_rows(output.path, output.format, columns, rows);
+  if (!output.report_path.empty()) write_rows_report(output.report_path, rows);
+}
+
+std::string command_line() {
+  std::string out;
+  const auto& args = program_args();
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string word = i == 0 ? "dtrain" : args[i];
+    if (word.empty() || word.find_first_of(" \t'\"$`\\;&|<>()*?!#~") != std::string::npos) {
+      std::string quoted = "'";
+      for (const char ch : word)
+        quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      word = quoted + "'";
+    }
+    out += (out.empty() ? "" : " ") + word;
+  }
+  return out;
+}
+
+void stamp_command(std::vector<metrics::Row>& rows) {
+  const std::string command = command_line();
+  for (auto& row : rows) {
+    if (row.is_object() && !row.contains(metrics::key::kCommand))
+      row[metrics::key::kCommand] = command;
+  }
+}
+
+void write_rows_report(const std::string& path, const std::vector<metrics::Row>& rows) {
+  metrics::ReportOptions options;
+  options.generated_by = command_line();
+  const auto result = metrics::write_report(path, {{"this run", rows, {}}}, options);
+  std::cerr << "report: " << path << " (" << result.charts << " charts)" << std::endl;
 }
 
 TempFile::TempFile(const std::string& stem) {

@@ -103,15 +103,30 @@ struct Output {
   std::string path;  // empty: stdout
   metrics::Format format = metrics::Format::kTable;
   std::vector<metrics::Column> columns;
+  std::string report_path;  // --report: an HTML page of the rows too
 };
-// --format (table, csv, jsonl) and, unless `out_names` is empty, the output file flag.
-void add_output_flags(CLI::App* app, Output& output, const std::string& out_names = "--out");
+// --format (table, csv, jsonl), unless `out_names` is empty the output file flag, and unless
+// `report` is false --report FILE.html.
+void add_output_flags(CLI::App* app, Output& output, const std::string& out_names = "--out",
+                      bool report = true);
 int run_ranked(const RankFlags& flags, const std::vector<int>& worlds, const Output& output,
                const std::function<std::vector<metrics::Row>(comm::Group&)>& body);
 
 // Writes rows in the chosen format to `out_path` (or stdout when empty).
 void emit_rows(const std::string& out_path, metrics::Format format,
                const std::vector<metrics::Column>& columns, const std::vector<metrics::Row>& rows);
+// The results of a command: rows stamped with the command line, written as `output` says
+// (file or stdout, format), and the HTML report when --report was given.
+void emit_output(const Output& output, const std::vector<metrics::Column>& columns,
+                 std::vector<metrics::Row> rows);
+
+// The command line as a user would type it again ("dtrain bench p2p -n 2 ..."), for the
+// provenance of results: every JSON line dtrain writes carries it as "command".
+std::string command_line();
+// Adds "command" to the rows that lack it.
+void stamp_command(std::vector<metrics::Row>& rows);
+// Writes the HTML report of `rows` (metrics/html_report.h) and says where on stderr.
+void write_rows_report(const std::string& path, const std::vector<metrics::Row>& rows);
 
 // A temporary file path, removed on destruction.
 class TempFile {

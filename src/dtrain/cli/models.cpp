@@ -26,7 +26,7 @@ void register_models(CLI::App& parent, int& exit_code) {
   sub->add_option("--num-classes", o->num_classes, "classes")->capture_default_str();
   sub->add_option("--width", o->width, "width multiplier")->capture_default_str();
   sub->add_option("--depth", o->depth, "mlp: hidden layers")->capture_default_str();
-  add_output_flags(sub, o->output, "");
+  add_output_flags(sub, o->output, "", false);
   sub->callback([o, &exit_code] {
     std::vector<int64_t> shape;
     for (int v : parse_int_list(o->input_shape, "--input-shape"))

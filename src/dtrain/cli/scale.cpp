@@ -130,7 +130,6 @@ void register_scale(CLI::App& parent, int& exit_code) {
       ->capture_default_str();
   add_output_flags(sub, o->output, "--out,--output");
   sub->callback([o, &exit_code] {
-    const auto format = o->output.format;
     if (o->epochs < 1) throw std::invalid_argument("--epochs must be at least 1");
     const auto ranks = parse_int_list(o->ranks, "-n");
     const auto batches = parse_int_list(o->batches, "--batch-size");
@@ -149,7 +148,7 @@ void register_scale(CLI::App& parent, int& exit_code) {
                   << std::endl;
       }
     }
-    emit_rows(o->output.path, format, metrics::scaling_columns(), metrics::scaling_rows(runs));
+    emit_output(o->output, metrics::scaling_columns(), metrics::scaling_rows(runs));
     exit_code = 0;  // a failed run (e.g. out of memory) is a result of the study, not an error
   });
 }

@@ -7,6 +7,7 @@
 #include "dtrain/base/names.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
+#include "dtrain/cli/tracing.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/parallel/pipeline/report.h"
@@ -26,6 +27,7 @@ std::string names_of(const std::vector<compress::CodecSpec>& specs) {
 struct Options {
   train::TrainConfig config;
   std::string input_shape = "1,28,28";
+  std::string trace_path;
   Output output;
   bool no_progress = false;
   bool quiet = false;
@@ -126,6 +128,9 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_option("--threads", o->threads, "intra-op threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   add_output_flags(sub, o->output, "");
+  sub->add_option("--trace", o->trace_path,
+                  "write a Chrome trace (JSON; Perfetto, chrome://tracing) of every rank: "
+                  "forward/backward, encode/decode, waits, all-reduces, optimizer steps");
   sub->add_flag("--no-progress", o->no_progress, "no progress line");
   sub->add_flag("--quiet", o->quiet, "no progress line and no table (results via --metrics)");
   auto& p = c.parallel.pipeline;
@@ -239,6 +244,7 @@ void register_train(CLI::App& parent, int& exit_code) {
     }
     o->config.data.input_shape = parse_shape(o->input_shape);
     o->config.progress = !o->no_progress && !o->quiet;
+    o->config.command = command_line();
     if (o->threads < 0) throw std::invalid_argument("--threads must be positive");
     // OpenMP may default to 1 thread under a CPU quota; use every core unless told.
     at::set_num_threads(o->threads > 0
@@ -251,12 +257,17 @@ void register_train(CLI::App& parent, int& exit_code) {
       group = join_world(o->ranks);
       if (o->threads > 0) at::set_num_threads(threads);
     }
+    TraceSession trace(o->trace_path, group.get());
     const auto history = train::train(o->config, group.get());
+    trace.finish();
     exit_code = 0;
-    if (history.empty() || (group && group->rank() != 0) || o->quiet) return;  // rank 0 reports
+    if (history.empty() || (group && group->rank() != 0)) return;  // rank 0 reports
     std::vector<metrics::Row> rows;
     for (const auto& h : history)
       rows.push_back(h.to_row());
+    stamp_command(rows);
+    if (!o->output.report_path.empty()) write_rows_report(o->output.report_path, rows);
+    if (o->quiet) return;
     metrics::write_rows(std::cout, format, train::epoch_columns(pipelined), rows);
     if (format != metrics::Format::kTable) return;
     namespace pp = parallel::pipeline;

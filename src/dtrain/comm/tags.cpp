@@ -50,9 +50,19 @@ int collective_tag(CollectiveChannel channel) {
   return layout.make({static_cast<int64_t>(channel)});
 }
 
-int report_tag() {
+namespace {
+const TagLayout& report_layout() {
   static const TagLayout layout(TagSpace::kReport, {{"report", 8}});
-  return layout.make({0});
+  return layout;
+}
+}  // namespace
+
+int report_tag() {
+  return report_layout().make({0});
+}
+
+int trace_tag() {
+  return report_layout().make({1});
 }
 
 }  // namespace dtrain::comm

@@ -62,4 +62,7 @@ int collective_tag(CollectiveChannel channel);
 // The tag of rank reports (a rank's measurements sent to rank 0 at the end of a run).
 int report_tag();
 
+// The tag of trace messages (clock synchronisation with rank 0, and each rank's events).
+int trace_tag();
+
 }  // namespace dtrain::comm

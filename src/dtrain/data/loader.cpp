@@ -1,5 +1,6 @@
 #include "dtrain/data/loader.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -64,7 +65,7 @@ std::optional<Batch> EpochLoader::next() {
   const auto t0 = metrics::Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !ready_.empty() || done_; });
-  wait_s_ += metrics::since(t0);
+  wait_s_ += metrics::trace::span_since("data", "data wait", t0);
   if (!ready_.empty()) {
     Batch b = std::move(ready_.front());
     ready_.pop_front();

@@ -81,5 +81,7 @@ inline constexpr char kFinalTestAcc[] = "final_test_acc";
 inline constexpr char kFinalTestLoss[] = "final_test_loss";
 inline constexpr char kTotalS[] = "total_s";
 inline constexpr char kThreads[] = "threads";
+// Every row dtrain writes as JSON lines: the command line that produced it.
+inline constexpr char kCommand[] = "command";
 
 }  // namespace dtrain::metrics::key

@@ -12,6 +12,7 @@
 #include "dtrain/compress/error_feedback.h"
 #include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 
 namespace dtrain::parallel {
 namespace {
@@ -148,7 +149,10 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
     hooks_.emplace_back(
         k, params_[k].register_hook([this, k](const at::Tensor& grad) { on_gradient(k, grad); }));
   }
-  worker_ = std::thread([this] { communicate(); });
+  worker_ = std::thread([this] {
+    metrics::trace::name_thread("ddp communication");
+    communicate();
+  });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -204,7 +208,8 @@ void DistributedDataParallel::communicate() {
     } catch (...) {
       failure = std::current_exception();
     }
-    const double took = since(t0);
+    const double took = metrics::trace::span_since("communication", "bucket all-reduce", t0,
+                                                   static_cast<int64_t>(index), "bucket");
     lock.lock();
     stats_.comm_s += took;
     stats_.grad_bytes += buckets_[index]->flat.numel() * 4;

@@ -88,6 +88,7 @@ struct TrainConfig {
   int64_t crop_padding = -1;  // -1: dataset default (4 for CIFAR-sized colour data, else 0)
   int flip = -1;              // -1: dataset default (off for digit-like data)
   std::string metrics_path;
+  std::string command;  // the command line, written into every metrics row ("command")
   std::string checkpoint_dir;
   bool resume = false;
   int64_t stop_after = 0;  // run at most this many epochs now (0: to the end); resume later

@@ -8,6 +8,7 @@
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 #include "dtrain/parallel/ddp.h"
 #include "dtrain/parallel/ddp_codec_tuner.h"
 #include "dtrain/parallel/syncbn.h"
@@ -59,13 +60,16 @@ class DdpEngine final : public Engine {
     ddp_->before_forward();
     const at::Tensor logits = model_->forward(batch.inputs);
     const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
-    const double forward_s = since(t);
+    const double forward_s = metrics::trace::span_since("compute", "forward", t);
     t = Clock::now();
     ddp_->set_sync(plan.sync);
     (plan.loss_scale == 1.0 ? loss : loss * plan.loss_scale).backward();
-    const double backward_s = since(t);
+    const double backward_s = metrics::trace::span_since("compute", "backward", t);
     t = Clock::now();
-    ddp_->finish_backward();
+    {
+      const metrics::trace::Span wait("communication", "wait for gradients");
+      ddp_->finish_backward();
+    }
     // At the second synchronized step of an epoch: the first may carry warm-up.
     if (tuner_ && plan.sync && ++synced_in_epoch_ == 2) calibrate(forward_s + backward_s);
     s.time_forward_s += forward_s;

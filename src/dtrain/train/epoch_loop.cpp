@@ -7,6 +7,7 @@
 #include "dtrain/data/sampler.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 #include "dtrain/train/optimizer.h"
 
 namespace dtrain::train {
@@ -86,7 +87,11 @@ EpochStats train_epoch(const EpochInputs& in, Engine& engine, torch::optim::Opti
     const StepPlan plan =
         step_plan(step, k, loader.batches(), c.batch_size, shard_size, batch->labels.size(0));
     const BatchResult r = engine.train_batch(on_device(*batch, engine.input_device()), lr, plan, s);
-    if (plan.sync) s.time_optimizer_s += metrics::seconds([&] { optimizer.step(); });
+    if (plan.sync) {
+      const auto t = Clock::now();
+      optimizer.step();
+      s.time_optimizer_s += metrics::trace::span_since("compute", "optimizer step", t);
+    }
     check_finite(r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.samples)), epoch, step);
     tally.add(r);
     ++step;

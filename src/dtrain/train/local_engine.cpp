@@ -5,6 +5,7 @@
 
 #include "dtrain/base/device.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 #include "dtrain/train/engine.h"
 
 namespace dtrain::train {
@@ -56,11 +57,11 @@ class LocalEngine final : public Engine {
     const at::Tensor logits = model_->forward(batch.inputs);
     const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
     synchronize(device_);
-    s.time_forward_s += since(t);
+    s.time_forward_s += metrics::trace::span_since("compute", "forward", t);
     t = Clock::now();
     (plan.loss_scale == 1.0 ? loss : loss * plan.loss_scale).backward();
     synchronize(device_);
-    s.time_backward_s += since(t);
+    s.time_backward_s += metrics::trace::span_since("compute", "backward", t);
     return score(logits, batch.labels, loss);
   }
 

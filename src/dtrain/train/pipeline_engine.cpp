@@ -4,6 +4,7 @@
 
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/keys.h"
+#include "dtrain/metrics/trace.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/optimizer.h"
@@ -118,6 +119,7 @@ void follow(pp::Pipeline& pipeline, torch::optim::Optimizer& optimizer) {
       set_learning_rate(optimizer, cmd.lr);
       optimizer.zero_grad();
       pipeline.execute(cmd);
+      const metrics::trace::Span span("compute", "optimizer step");
       optimizer.step();
     } else {
       pipeline.execute(cmd);

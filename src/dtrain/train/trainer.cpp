@@ -132,6 +132,12 @@ metrics::Row summary_row(const TrainConfig& c, const Loaded& in, int64_t paramet
   return summary;
 }
 
+// A metrics row as written: with the command line that produced it.
+metrics::Row stamped(metrics::Row row, const TrainConfig& c) {
+  if (!c.command.empty()) row[key::kCommand] = c.command;
+  return row;
+}
+
 std::ofstream open_metrics(const TrainConfig& c, bool leader) {
   std::ofstream out;
   if (c.metrics_path.empty() || !leader) return out;
@@ -174,15 +180,17 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
     s.peak_rss_bytes = metrics::peak_rss_bytes();
     record_cuda_memory(engine->input_device(), s);
     progress.finish(epoch_line(s, c.epochs));
-    if (metrics_out.is_open()) metrics::write_jsonl(metrics_out, {s.to_row()});
+    if (metrics_out.is_open()) metrics::write_jsonl(metrics_out, {stamped(s.to_row(), c)});
     if (!c.checkpoint_dir.empty() && leader)
       save_checkpoint(c.checkpoint_dir, epoch + 1, engine->checkpoint_module(), *optimizer);
     history.push_back(s);
   }
   engine->finish();
   if (metrics_out.is_open() && !history.empty()) {
-    metrics::write_jsonl(metrics_out, {summary_row(c, in, parameters,
-                                                   group != nullptr ? group->size() : 1, history)});
+    metrics::write_jsonl(
+        metrics_out,
+        {stamped(summary_row(c, in, parameters, group != nullptr ? group->size() : 1, history),
+                 c)});
   }
   return history;
 }

@@ -10,6 +10,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 #include "dtrain/models/registry.h"
 
 namespace dtrain::parallel::pipeline {
@@ -278,7 +279,9 @@ void Pipeline::forward(Step& step, const Op& op) {
     step.result.samples += y.size(0);
   }
   synchronize(device);
-  if (wire_->counting()) wire_->times().forward_s += since(t0);
+  const double forward_s = metrics::trace::span_since(
+      "compute", step.training ? "forward" : "eval forward", t0, op.micro_batch, "micro-batch");
+  if (wire_->counting()) wire_->times().forward_s += forward_s;
   if (!last) wire_->send_tensor(l.output, op.stage, op.stage + 1, op.micro_batch, false);
   if (step.training) step.live[{op.stage, op.micro_batch}] = std::move(l);
 }
@@ -297,7 +300,9 @@ void Pipeline::backward(Step& step, const Op& op) {
   else if (!last && l.output.requires_grad())
     l.output.backward(grad);
   synchronize(config_.device);
-  if (wire_->counting()) wire_->times().backward_s += since(t0);
+  const double backward_s =
+      metrics::trace::span_since("compute", "backward", t0, op.micro_batch, "micro-batch");
+  if (wire_->counting()) wire_->times().backward_s += backward_s;
   if (op.stage > 0)
     wire_->send_tensor(l.input.grad(), op.stage, op.stage - 1, op.micro_batch, true);
   step.live.erase(it);

@@ -7,6 +7,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/tags.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 
 namespace dtrain::parallel::pipeline {
 namespace {
@@ -111,7 +112,9 @@ void StageTransport::send_tensor(const at::Tensor& t, int from_stage, int to_sta
                              std::to_string(micro_batch) + " cannot be sent: " + e.what() +
                              " (training diverged? lower --lr)");
   }
-  if (counting_) times_.encode_s += since(t0);
+  const double encode_s =
+      metrics::trace::span_since("codec", "encode", t0, micro_batch, "micro-batch");
+  if (counting_) times_.encode_s += encode_s;
   if (counting_ && keep_samples_) {
     Sent& sent = sent_[{to_rank, gradient}];
     sent.sample = t.detach();
@@ -135,12 +138,15 @@ at::Tensor StageTransport::receive_tensor(int from_stage, int to_stage, int micr
   auto t0 = Clock::now();
   const auto packet = group_.recv_bytes(
       from_rank, tag(gradient ? kGradientTag : kActivationTag, to_stage, micro_batch));
-  const double waited = since(t0);
+  const double waited =
+      metrics::trace::span_since("communication", "receive wait", t0, micro_batch, "micro-batch");
   t0 = Clock::now();
   at::Tensor t = compress::decode(packet);
+  const double decode_s =
+      metrics::trace::span_since("codec", "decode", t0, micro_batch, "micro-batch");
   if (counting_) {
     times_.recv_wait_s += waited;
-    times_.decode_s += since(t0);
+    times_.decode_s += decode_s;
     auto& link = links_[{from_rank, gradient}];
     link.src = from_rank;
     link.dst = group_.rank();
@@ -161,7 +167,9 @@ at::Tensor StageTransport::receive_labels(int64_t samples, int micro_batch) {
   const auto t0 = Clock::now();
   at::Tensor y = at::empty({samples}, at::kLong);
   group_.recv(y, 0, tag(kLabelTag, 0, micro_batch));
-  if (counting_) times_.recv_wait_s += since(t0);
+  const double waited =
+      metrics::trace::span_since("communication", "receive wait", t0, micro_batch, "micro-batch");
+  if (counting_) times_.recv_wait_s += waited;
   return y;
 }
 
@@ -215,7 +223,8 @@ void StageTransport::wait_sends() {
   for (auto& p : pending_)
     p->request.wait();
   pending_.clear();
-  if (counting_) times_.send_wait_s += since(t0);
+  const double waited = metrics::trace::span_since("communication", "send wait", t0);
+  if (counting_) times_.send_wait_s += waited;
 }
 
 std::vector<LinkRecord> StageTransport::links() const {
