@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "dtrain/base/names.h"
 #include "dtrain/base/parse.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/launch.h"
@@ -308,34 +309,30 @@ TempFile::~TempFile() {
   unlink(path_.c_str());
 }
 
+namespace {
+// The canonical name of each type comes first (dtype_name prints it); then the aliases.
+const EnumNames<at::ScalarType> kDtypeNames("dtype", {{at::kFloat, "float32"},
+                                                      {at::kDouble, "float64"},
+                                                      {at::kHalf, "float16"},
+                                                      {at::kBFloat16, "bfloat16"},
+                                                      {at::kInt, "int32"},
+                                                      {at::kLong, "int64"},
+                                                      {at::kFloat, "float"},
+                                                      {at::kDouble, "double"},
+                                                      {at::kHalf, "half"}});
+}  // namespace
+
 at::ScalarType parse_dtype(const std::string& s) {
-  if (s == "float32" || s == "float") return at::kFloat;
-  if (s == "float64" || s == "double") return at::kDouble;
-  if (s == "float16" || s == "half") return at::kHalf;
-  if (s == "bfloat16") return at::kBFloat16;
-  if (s == "int32") return at::kInt;
-  if (s == "int64") return at::kLong;
-  throw std::invalid_argument("--dtype '" + s +
-                              "': expected float32, float64, float16, bfloat16, int32 or int64");
+  try {
+    return kDtypeNames.parse(s);
+  } catch (const std::invalid_argument&) {  // name the canonical choices only
+    throw std::invalid_argument("--dtype '" + s +
+                                "': expected float32, float64, float16, bfloat16, int32 or int64");
+  }
 }
 
 std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return "float32";
-    case at::kDouble:
-      return "float64";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kInt:
-      return "int32";
-    case at::kLong:
-      return "int64";
-    default:
-      return "?";
-  }
+  return kDtypeNames.to_string(t);
 }
 
 }  // namespace dtrain::cli

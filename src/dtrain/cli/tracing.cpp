@@ -28,10 +28,8 @@ void TraceSession::finish() {
   if (group_ != nullptr && group_->size() > 1) {
     spans = comm::write_merged_trace(*group_, path_, sync_, other);
   } else {
-    const auto events = metrics::trace::to_events(metrics::trace::collect(), 0, sync_.origin_ns, 0);
-    metrics::trace::write_file(path_, events, other);
-    for (const auto& e : events)
-      spans += e.value("ph", std::string()) == "X" ? 1 : 0;
+    spans = metrics::trace::write_file(
+        path_, metrics::trace::to_events(metrics::trace::collect(), 0, sync_.origin_ns, 0), other);
   }
   if (group_ == nullptr || group_->rank() == 0)
     std::cerr << "trace: " << path_ << " (" << spans

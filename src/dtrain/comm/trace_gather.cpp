@@ -79,11 +79,7 @@ int64_t write_merged_trace(Group& group, const std::string& path, const ClockSyn
                        {"rtt_us", part.value("rtt_ns", int64_t{0}) / 1e3}});
   }
   other_data["clock_sync"] = offsets;
-  metrics::trace::write_file(path, all, other_data);
-  int64_t spans = 0;
-  for (const auto& e : all)
-    spans += e.value("ph", std::string()) == "X" ? 1 : 0;
-  return spans;
+  return metrics::trace::write_file(path, all, other_data);
 }
 
 }  // namespace dtrain::comm

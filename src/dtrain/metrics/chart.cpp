@@ -297,7 +297,7 @@ Rendered render(const LineChart& chart) {
 
 Rendered render(const BarChart& chart) {
   const size_t n = chart.categories.size();
-  std::vector<double> values{chart.stacked ? 0.0 : std::numeric_limits<double>::quiet_NaN()};
+  std::vector<double> values;  // 0 comes from from_zero; a log axis could not show it
   for (size_t c = 0; c < n; ++c) {
     double sum = 0;
     for (const auto& series : chart.series) {

@@ -1,5 +1,6 @@
 #include "dtrain/metrics/html_report.h"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -59,8 +60,10 @@ std::string keys_of(const Row& row) {
 std::vector<Section> sections_for(const std::vector<RowRef>& refs, bool overlay,
                                   std::vector<ReportProblem>& problems) {
   std::vector<Section> out;
+  std::vector<Kind> kind_of;  // each row classified once
   for (const auto& r : refs) {
-    if (report_page::classify(*r.row) == Kind::kUnknown) {
+    kind_of.push_back(report_page::classify(*r.row));
+    if (kind_of.back() == Kind::kUnknown) {
       problems.push_back(
           {r.source, r.line, "no chart for this kind of row (keys: " + keys_of(*r.row) + ")"});
     }
@@ -68,11 +71,10 @@ std::vector<Section> sections_for(const std::vector<RowRef>& refs, bool overlay,
   for (const auto& [kinds, build] : builders()) {
     std::vector<RowRef> mine;
     std::set<std::string> sources;
-    for (const auto& r : refs) {
-      const Kind k = report_page::classify(*r.row);
-      if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) continue;
-      mine.push_back(r);
-      sources.insert(r.source);
+    for (size_t i = 0; i < refs.size(); ++i) {
+      if (std::find(kinds.begin(), kinds.end(), kind_of[i]) == kinds.end()) continue;
+      mine.push_back(refs[i]);
+      sources.insert(refs[i].source);
     }
     if (mine.empty()) continue;
     for (auto& s : build(mine, overlay && sources.size() > 1))

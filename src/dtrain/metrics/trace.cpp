@@ -141,8 +141,8 @@ nlohmann::json to_events(const std::vector<Track>& tracks, int pid, int64_t orig
   return events;
 }
 
-void write_file(const std::string& path, const nlohmann::json& events,
-                const nlohmann::json& other_data) {
+int64_t write_file(const std::string& path, const nlohmann::json& events,
+                   const nlohmann::json& other_data) {
   std::ofstream out(path);
   out << nlohmann::json{{"traceEvents", events},
                         {"displayTimeUnit", "ms"},
@@ -150,6 +150,10 @@ void write_file(const std::string& path, const nlohmann::json& events,
              .dump()
       << "\n";
   if (!out) throw std::runtime_error("cannot write " + path);
+  int64_t spans = 0;
+  for (const auto& e : events)
+    spans += e.value("ph", std::string()) == "X" ? 1 : 0;
+  return spans;
 }
 
 }  // namespace dtrain::metrics::trace

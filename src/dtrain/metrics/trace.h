@@ -81,7 +81,8 @@ nlohmann::json to_events(const std::vector<Track>& tracks, int pid, int64_t orig
                          int64_t offset_ns);
 
 // The whole file: {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}.
-void write_file(const std::string& path, const nlohmann::json& events,
-                const nlohmann::json& other_data);
+// Returns the number of spans ("X" events) written.
+int64_t write_file(const std::string& path, const nlohmann::json& events,
+                   const nlohmann::json& other_data);
 
 }  // namespace dtrain::metrics::trace
