@@ -19,10 +19,17 @@ training loop issues collectives of its own while backward runs.
 
 DDP rebuilds its buckets after the first iteration, so the error-feedback residuals are
 dropped once, at the end of that iteration (they would belong to other parameters).
+
+A bucket that fails (a NaN gradient, a dead peer) fails every bucket queued after it with
+the same error, without coding or sending them: the ranks' exchanges are out of step from
+there on, so the state cannot be used again. The worker is stopped and joined by close(),
+when the state is collected, or at interpreter exit, whichever comes first, so it never
+runs coding work while Python shuts down.
 """
 
 import queue
 import threading
+import weakref
 from typing import Dict, List, Tuple
 
 import torch
@@ -48,6 +55,7 @@ class CompressionState:
         self._buckets = 0
         self._jobs: "queue.Queue" = queue.Queue()
         self._worker = None
+        self._stop_worker = None
         self._lock = threading.Lock()
 
     def stats(self) -> Dict[str, object]:
@@ -84,27 +92,60 @@ class CompressionState:
         packet, decoded = encoder.encode(values)
         return packet, decoded.view(-1)
 
+    def close(self) -> None:
+        """Runs or fails the buckets already queued, then stops the worker thread. The
+        state takes no more buckets after this."""
+        if self._stop_worker is not None:
+            self._stop_worker()
+
     def _submit(self, job) -> torch.futures.Future:
         if self._worker is None:
-            self._worker = threading.Thread(target=self._run, name="dtrain-hook", daemon=True)
+            if self._stop_worker is not None:
+                raise RuntimeError("dtrain.hooks: this CompressionState was closed")
+            # The thread gets the queue, not self, so the state can be collected; the
+            # finalizer also runs at exit, before Python stops daemon threads mid-call.
+            self._worker = threading.Thread(target=_serve, args=(self._jobs,), name="dtrain-hook",
+                                            daemon=True)
             self._worker.start()
+            self._stop_worker = weakref.finalize(self, _stop, self._jobs, self._worker)
+        elif not self._stop_worker.alive:
+            raise RuntimeError("dtrain.hooks: this CompressionState was closed")
         future = torch.futures.Future()
         self._jobs.put((job, future))
         return future
-
-    def _run(self) -> None:
-        while True:
-            job, future = self._jobs.get()
-            try:
-                future.set_result(job())
-            except Exception as error:  # handed to DDP, which raises it in backward
-                future.set_exception(error)
 
     def _end_of_backward(self) -> None:
         with self._lock:
             self._iterations += 1
             if self._iterations == 1:
                 self._encoders.clear()  # DDP's buckets are rebuilt now: see the module doc
+
+
+_STOP = object()
+
+
+def _serve(jobs: "queue.Queue") -> None:
+    """The worker: runs (job, future) pairs in order until _STOP; after the first failure
+    it hands that error to every later future without running its job."""
+    failure = None
+    while True:
+        item = jobs.get()
+        if item is _STOP:
+            return
+        job, future = item
+        if failure is not None:
+            future.set_exception(RuntimeError(f"dtrain.hooks: an earlier bucket failed: {failure}"))
+            continue
+        try:
+            future.set_result(job())
+        except Exception as error:  # handed to DDP, which raises it in backward
+            failure = error
+            future.set_exception(error)
+
+
+def _stop(jobs: "queue.Queue", worker: threading.Thread) -> None:
+    jobs.put(_STOP)
+    worker.join()
 
 
 def _bounds(count: int, parts: int) -> List[int]:

@@ -113,3 +113,23 @@ def test_nan_gradient_raises_in_backward_on_every_rank():
 def test_bad_codec_is_refused_when_the_state_is_made():
     with pytest.raises(ValueError, match="kmeans:9"):
         dtrain.hooks.CompressionState(codec="kmeans:9")
+
+
+def test_a_failed_bucket_fails_the_queued_ones_without_running_them():
+    state = dtrain.hooks.CompressionState(codec="sortquant:8")
+    ran = []
+
+    def failing():
+        raise ValueError("NaN or Inf in bucket 0")
+
+    first = state._submit(failing)
+    second = state._submit(lambda: ran.append("bucket 1"))
+    with pytest.raises(ValueError, match="bucket 0"):
+        first.wait()
+    with pytest.raises(RuntimeError, match="earlier bucket failed: NaN or Inf in bucket 0"):
+        second.wait()
+    worker = state._worker
+    state.close()
+    assert ran == [] and not worker.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        state._submit(lambda: None)
