@@ -60,8 +60,10 @@ LinkTuner::LinkTuner(StageTransport& wire, const std::vector<int>& stage_rank,
   }
   pairs_.assign(pairs.begin(), pairs.end());
   // Until the first decision every tuned link carries the most compressive candidate.
-  for (const auto& [a, b] : pairs_)
-    wire_.set_link_codec(a == me ? b : a, candidates_.back());
+  for (const auto& [a, b] : pairs_) {
+    wire_.set_link_codec(a, b, candidates_.back());
+    wire_.set_link_codec(b, a, candidates_.back());
+  }
   wire_.keep_samples(true);
 }
 
@@ -105,9 +107,11 @@ LinkTuner::Measurement LinkTuner::measure(double compute_s) {
   return m;
 }
 
+// `codecs`: [[src, dst, codec name], ...], every link this rank sends or receives on.
 void LinkTuner::apply(const nlohmann::json& codecs) {
-  for (const auto& [dst, name] : codecs.items())
-    wire_.set_link_codec(std::stoi(dst), compress::parse_codec(name.get<std::string>()));
+  for (const auto& link : codecs)
+    wire_.set_link_codec(link.at(0).get<int>(), link.at(1).get<int>(),
+                         compress::parse_codec(link.at(2).get<std::string>()));
 }
 
 void LinkTuner::calibrate_as_follower(double compute_s) {
@@ -152,11 +156,13 @@ void LinkTuner::calibrate_as_driver(double compute_s, int micro_batches) {
   }
   const AutoInput input = to_input(all, micro_batches);
   choices_ = choose_codecs(input);
-  std::vector<nlohmann::json> codecs(static_cast<size_t>(g.size()), nlohmann::json::object());
+  // Both ends of a link learn its codec: the receiver sizes its buffers with it.
+  std::vector<nlohmann::json> codecs(static_cast<size_t>(g.size()), nlohmann::json::array());
   for (size_t i = 0; i < choices_.size(); ++i) {
     const LinkChoice& c = choices_[i];
-    codecs[static_cast<size_t>(c.src)][std::to_string(c.dst)] =
-        compress::to_string(candidates_[c.chosen]);
+    const nlohmann::json link = {c.src, c.dst, compress::to_string(candidates_[c.chosen])};
+    codecs[static_cast<size_t>(c.src)].push_back(link);
+    codecs[static_cast<size_t>(c.dst)].push_back(link);
     std::cerr << "auto: " << describe(c, input.links[i].costs) << std::endl;
   }
   for (int r = 1; r < g.size(); ++r) {

@@ -12,7 +12,7 @@
 //     candidate;
 //   - its compute (forward + backward) in that step.
 // Followers send this to the driver, which decides (choose_codecs) and sends each rank the
-// codecs of its outgoing links; packets describe themselves, so receivers need no notice.
+// codecs of the links it sends and receives on (a receiver sizes its buffers with them).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -226,11 +226,13 @@ StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
   for (auto& module : modules_)
     module->train(training);
   torch::AutoGradMode grad_mode(training);
-  for (const Op& op : step.schedule->by_rank[static_cast<size_t>(group_.rank())]) {
-    if (op.kind == OpKind::kForward)
-      forward(step, op);
+  const auto& ops = step.schedule->by_rank[static_cast<size_t>(group_.rank())];
+  for (size_t i = 0; i < ops.size(); ++i) {
+    post_receives(step, ops, i);
+    if (ops[i].kind == OpKind::kForward)
+      forward(step, ops[i]);
     else
-      backward(step, op);
+      backward(step, ops[i]);
   }
   gather_result(step);
   wire_->wait_sends();
@@ -250,6 +252,23 @@ void Pipeline::route_labels(Step& step) {
     wire_->send_labels(step.label_chunks[mb], step.loss_rank, static_cast<int>(mb));
 }
 
+// The inputs of the next few ops: a packet then moves as soon as its sender has it. A window,
+// not the whole step, so 1F1B's bound on live micro-batches also bounds receive buffers.
+void Pipeline::post_receives(const Step& step, const std::vector<Op>& ops, size_t next) {
+  constexpr size_t kOpsAheadPerStage = 4;
+  const size_t end = std::min(ops.size(), next + kOpsAheadPerStage * my_stages_.size());
+  for (size_t i = next; i < end; ++i) {
+    const Op& op = ops[i];
+    const int64_t samples = step.sizes[static_cast<size_t>(op.micro_batch)];
+    if (op.kind == OpKind::kForward && op.stage > 0)
+      wire_->expect_tensor({op.stage - 1, op.stage, op.micro_batch, false, samples});
+    if (op.kind == OpKind::kBackward && op.stage < step.last_stage)
+      wire_->expect_tensor({op.stage + 1, op.stage, op.micro_batch, true, samples});
+    if (op.kind == OpKind::kForward && op.stage == step.last_stage && group_.rank() != 0)
+      wire_->expect_labels(samples, op.micro_batch);
+  }
+}
+
 size_t Pipeline::local_index(int stage) const {
   return static_cast<size_t>(std::find(my_stages_.begin(), my_stages_.end(), stage) -
                              my_stages_.begin());
@@ -258,10 +277,12 @@ size_t Pipeline::local_index(int stage) const {
 void Pipeline::forward(Step& step, const Op& op) {
   const auto mb = static_cast<size_t>(op.micro_batch);
   const bool last = op.stage == step.last_stage;
+  const int64_t samples = step.sizes[mb];
   Live l;
   const c10::Device& device = config_.device;
-  l.input = (op.stage == 0 ? step.input_chunks[mb]
-                           : wire_->receive_tensor(op.stage - 1, op.stage, op.micro_batch, false))
+  l.input = (op.stage == 0
+                 ? step.input_chunks[mb]
+                 : wire_->receive_tensor({op.stage - 1, op.stage, op.micro_batch, false, samples}))
                 .to(device);
   if (step.training && op.stage > 0) l.input.requires_grad_(true);
   at::Tensor y;
@@ -282,7 +303,7 @@ void Pipeline::forward(Step& step, const Op& op) {
   const double forward_s = metrics::trace::span_since(
       "compute", step.training ? "forward" : "eval forward", t0, op.micro_batch, "micro-batch");
   if (wire_->counting()) wire_->times().forward_s += forward_s;
-  if (!last) wire_->send_tensor(l.output, op.stage, op.stage + 1, op.micro_batch, false);
+  if (!last) wire_->send_tensor(l.output, {op.stage, op.stage + 1, op.micro_batch, false, samples});
   if (step.training) step.live[{op.stage, op.micro_batch}] = std::move(l);
 }
 
@@ -290,9 +311,11 @@ void Pipeline::backward(Step& step, const Op& op) {
   auto it = step.live.find({op.stage, op.micro_batch});
   Live& l = it->second;
   const bool last = op.stage == step.last_stage;
+  const int64_t samples = step.sizes[static_cast<size_t>(op.micro_batch)];
   at::Tensor grad;
   if (!last)
-    grad = wire_->receive_tensor(op.stage + 1, op.stage, op.micro_batch, true).to(config_.device);
+    grad = wire_->receive_tensor({op.stage + 1, op.stage, op.micro_batch, true, samples})
+               .to(config_.device);
   const auto t0 = Clock::now();
   // A parameter-free first stage (a flatten) has nothing to differentiate.
   if (last && l.loss.requires_grad())
@@ -304,7 +327,7 @@ void Pipeline::backward(Step& step, const Op& op) {
       metrics::trace::span_since("compute", "backward", t0, op.micro_batch, "micro-batch");
   if (wire_->counting()) wire_->times().backward_s += backward_s;
   if (op.stage > 0)
-    wire_->send_tensor(l.input.grad(), op.stage, op.stage - 1, op.micro_batch, true);
+    wire_->send_tensor(l.input.grad(), {op.stage, op.stage - 1, op.micro_batch, true, samples});
   step.live.erase(it);
 }
 

@@ -42,6 +42,11 @@ struct StageTransport::Pending {
   comm::Request request;
 };
 
+struct StageTransport::Inbound {
+  at::Tensor buffer;  // the packet's bytes, or the labels
+  comm::Request request;
+};
+
 StageTransport::StageTransport(comm::Group& group, std::vector<int> stage_rank,
                                const EdgeCodecs& codecs)
     : group_(group),
@@ -69,19 +74,60 @@ int64_t StageTransport::max_micro_batches() {
   return tag_layout().limit(2);
 }
 
-bool StageTransport::compresses(int to_rank) const {
-  return all_edges_ || group_.rank() == 0 || to_rank == 0;
+bool StageTransport::compresses(int peer) const {
+  return all_edges_ || group_.rank() == 0 || peer == 0;
 }
 
-const compress::Codec& StageTransport::codec_for(int to_rank, bool gradient) const {
-  if (!compresses(to_rank)) return *plain_codec_;
-  const auto chosen = link_codecs_.find(to_rank);
+const compress::Codec& StageTransport::codec_for(int from_rank, int to_rank, bool gradient) const {
+  if (!compresses(from_rank == group_.rank() ? to_rank : from_rank)) return *plain_codec_;
+  const auto chosen = link_codecs_.find({from_rank, to_rank});
   if (chosen != link_codecs_.end()) return *chosen->second;
   return gradient ? *gradient_codec_ : *activation_codec_;
 }
 
-void StageTransport::set_link_codec(int to_rank, const compress::CodecSpec& spec) {
-  link_codecs_[to_rank] = compress::make_codec(spec);
+void StageTransport::set_link_codec(int from_rank, int to_rank, const compress::CodecSpec& spec) {
+  link_codecs_[{from_rank, to_rank}] = compress::make_codec(spec);
+}
+
+std::optional<size_t> StageTransport::packet_bytes(const Transfer& transfer) const {
+  const auto known = sample_shapes_.find(transfer.boundary());
+  if (known == sample_shapes_.end()) return std::nullopt;
+  std::vector<int64_t> shape{transfer.samples};
+  shape.insert(shape.end(), known->second.begin(), known->second.end());
+  return compress::packet_size(
+      codec_for(rank_of(transfer.from_stage), rank_of(transfer.to_stage), transfer.gradient),
+      shape);
+}
+
+namespace {
+std::string shape_text(at::IntArrayRef shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+std::string describe(const Transfer& t) {
+  return std::string(t.gradient ? "gradients" : "activations") + " from stage " +
+         std::to_string(t.from_stage) + " to " + std::to_string(t.to_stage) + ", micro-batch " +
+         std::to_string(t.micro_batch);
+}
+}  // namespace
+
+// Both ends learn a boundary's per-sample shape from its first tensor; later ones must
+// match it, or the receiver's buffer would have the wrong size.
+void StageTransport::learn_shape(const Transfer& transfer, const at::Tensor& t) {
+  if (t.dim() < 1 || t.size(0) != transfer.samples) {
+    throw std::runtime_error(describe(transfer) + " has shape " + shape_text(t.sizes()) +
+                             ": a pipeline boundary tensor must have the micro-batch's " +
+                             std::to_string(transfer.samples) + " samples as its first dimension");
+  }
+  const std::vector<int64_t> sample(t.sizes().begin() + 1, t.sizes().end());
+  const auto [known, first] = sample_shapes_.emplace(transfer.boundary(), sample);
+  if (!first && known->second != sample) {
+    throw std::runtime_error(describe(transfer) + " has per-sample shape " + shape_text(sample) +
+                             ", the boundary's first tensor had " + shape_text(known->second) +
+                             ": pipeline boundaries must keep their shape");
+  }
 }
 
 int StageTransport::tuning_tag(int purpose) {
@@ -95,78 +141,128 @@ void StageTransport::keep_sending(at::Tensor tensor, int to_rank, int tag) {
   pending_.push_back(std::move(p));
 }
 
-void StageTransport::send_tensor(const at::Tensor& t, int from_stage, int to_stage, int micro_batch,
-                                 bool gradient) {
-  const int to_rank = stage_rank_[static_cast<size_t>(to_stage)];
+void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) {
+  const int to_rank = rank_of(transfer.to_stage);
   if (to_rank == group_.rank()) {
-    local_handoff_[{gradient, to_stage, micro_batch}] = t.detach();
+    local_handoff_[{transfer.gradient, transfer.to_stage, transfer.micro_batch}] = t.detach();
     return;
   }
+  const bool length_first = !packet_bytes(transfer).has_value();
+  learn_shape(transfer, t);
   auto pending = std::make_unique<Pending>();
   const auto t0 = Clock::now();
   try {
-    pending->bytes = compress::encode(codec_for(to_rank, gradient), t.detach());
+    pending->bytes =
+        compress::encode(codec_for(group_.rank(), to_rank, transfer.gradient), t.detach());
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(std::string(gradient ? "gradients" : "activations") + " of stage " +
-                             std::to_string(from_stage) + ", micro-batch " +
-                             std::to_string(micro_batch) + " cannot be sent: " + e.what() +
+    throw std::runtime_error(describe(transfer) + " cannot be sent: " + e.what() +
                              " (training diverged? lower --lr)");
   }
   const double encode_s =
-      metrics::trace::span_since("codec", "encode", t0, micro_batch, "micro-batch");
+      metrics::trace::span_since("codec", "encode", t0, transfer.micro_batch, "micro-batch");
   if (counting_) times_.encode_s += encode_s;
   if (counting_ && keep_samples_) {
-    Sent& sent = sent_[{to_rank, gradient}];
+    Sent& sent = sent_[{to_rank, transfer.gradient}];
     sent.sample = t.detach();
     ++sent.messages;
   }
-  pending->request =
-      group_.isend_bytes(pending->bytes, to_rank,
-                         tag(gradient ? kGradientTag : kActivationTag, to_stage, micro_batch));
+  const int message_tag = tag(transfer.gradient ? kGradientTag : kActivationTag, transfer.to_stage,
+                              transfer.micro_batch);
+  if (length_first) {
+    pending->request = group_.isend_bytes(pending->bytes, to_rank, message_tag);
+  } else {
+    // from_blob does not own: `pending` keeps the bytes until the send completes.
+    pending->tensor = at::from_blob(pending->bytes.data(),
+                                    {static_cast<int64_t>(pending->bytes.size())}, at::kByte);
+    pending->request = group_.isend(pending->tensor, to_rank, message_tag);
+  }
   pending_.push_back(std::move(pending));
 }
 
-at::Tensor StageTransport::receive_tensor(int from_stage, int to_stage, int micro_batch,
-                                          bool gradient) {
-  const int from_rank = stage_rank_[static_cast<size_t>(from_stage)];
+void StageTransport::expect_tensor(const Transfer& transfer) {
+  const int from_rank = rank_of(transfer.from_stage);
+  if (from_rank == group_.rank()) return;
+  const int message_tag = tag(transfer.gradient ? kGradientTag : kActivationTag, transfer.to_stage,
+                              transfer.micro_batch);
+  if (inbound_.count(message_tag)) return;
+  const auto bytes = packet_bytes(transfer);
+  if (!bytes) return;
+  Inbound in;
+  in.buffer = at::empty({static_cast<int64_t>(*bytes)}, at::kByte);
+  in.request = group_.irecv(in.buffer, from_rank, message_tag);
+  inbound_.emplace(message_tag, std::move(in));
+}
+
+at::Tensor StageTransport::receive_tensor(const Transfer& transfer) {
+  const int from_rank = rank_of(transfer.from_stage);
   if (from_rank == group_.rank()) {
-    auto it = local_handoff_.find({gradient, to_stage, micro_batch});
+    auto it = local_handoff_.find({transfer.gradient, transfer.to_stage, transfer.micro_batch});
     at::Tensor t = it->second;
     local_handoff_.erase(it);
     return t;
   }
+  const int message_tag = tag(transfer.gradient ? kGradientTag : kActivationTag, transfer.to_stage,
+                              transfer.micro_batch);
+  expect_tensor(transfer);
   auto t0 = Clock::now();
-  const auto packet = group_.recv_bytes(
-      from_rank, tag(gradient ? kGradientTag : kActivationTag, to_stage, micro_batch));
-  const double waited =
-      metrics::trace::span_since("communication", "receive wait", t0, micro_batch, "micro-batch");
+  at::Tensor packet;
+  auto posted = inbound_.find(message_tag);
+  if (posted != inbound_.end()) {
+    posted->second.request.wait();
+    packet = std::move(posted->second.buffer);
+    inbound_.erase(posted);
+  } else {  // the boundary's first activation: its length comes first
+    auto bytes = group_.recv_bytes(from_rank, message_tag);
+    packet = at::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, at::kByte).clone();
+  }
+  const double waited = metrics::trace::span_since("communication", "receive wait", t0,
+                                                   transfer.micro_batch, "micro-batch");
   t0 = Clock::now();
-  at::Tensor t = compress::decode(packet);
+  at::Tensor t = compress::decode(packet.data_ptr<uint8_t>(), static_cast<size_t>(packet.numel()));
   const double decode_s =
-      metrics::trace::span_since("codec", "decode", t0, micro_batch, "micro-batch");
+      metrics::trace::span_since("codec", "decode", t0, transfer.micro_batch, "micro-batch");
+  learn_shape(transfer, t);
   if (counting_) {
     times_.recv_wait_s += waited;
     times_.decode_s += decode_s;
-    auto& link = links_[{from_rank, gradient}];
-    link.src = from_rank;
-    link.dst = group_.rank();
-    link.direction = gradient ? "backward" : "forward";
-    link.bytes += static_cast<int64_t>(packet.size());
-    link.fp32_bytes += 4 * t.numel();
-    link.messages += 1;
-    link.recv_time_s += waited;
+    count_received(transfer, static_cast<size_t>(packet.numel()), t, waited);
   }
   return t;
+}
+
+void StageTransport::count_received(const Transfer& transfer, size_t bytes, const at::Tensor& t,
+                                    double waited) {
+  const int from_rank = rank_of(transfer.from_stage);
+  auto& link = links_[{from_rank, transfer.gradient}];
+  link.src = from_rank;
+  link.dst = group_.rank();
+  link.direction = transfer.gradient ? "backward" : "forward";
+  link.bytes += static_cast<int64_t>(bytes);
+  link.fp32_bytes += 4 * t.numel();
+  link.messages += 1;
+  link.recv_time_s += waited;
 }
 
 void StageTransport::send_labels(const at::Tensor& labels, int to_rank, int micro_batch) {
   keep_sending(labels.contiguous(), to_rank, tag(kLabelTag, 0, micro_batch));
 }
 
+void StageTransport::expect_labels(int64_t samples, int micro_batch) {
+  const int message_tag = tag(kLabelTag, 0, micro_batch);
+  if (inbound_.count(message_tag)) return;
+  Inbound in;
+  in.buffer = at::empty({samples}, at::kLong);
+  in.request = group_.irecv(in.buffer, 0, message_tag);
+  inbound_.emplace(message_tag, std::move(in));
+}
+
 at::Tensor StageTransport::receive_labels(int64_t samples, int micro_batch) {
+  expect_labels(samples, micro_batch);
   const auto t0 = Clock::now();
-  at::Tensor y = at::empty({samples}, at::kLong);
-  group_.recv(y, 0, tag(kLabelTag, 0, micro_batch));
+  auto posted = inbound_.find(tag(kLabelTag, 0, micro_batch));
+  posted->second.request.wait();
+  at::Tensor y = std::move(posted->second.buffer);
+  inbound_.erase(posted);
   const double waited =
       metrics::trace::span_since("communication", "receive wait", t0, micro_batch, "micro-batch");
   if (counting_) times_.recv_wait_s += waited;

@@ -7,12 +7,22 @@
 // Compression: activations use the activation codec and gradients the gradient codec on
 // compressed edges (links touching rank 0, or every link); other edges carry "none".
 // Sends are asynchronous: the packet stays alive until wait_sends().
+//
+// Messages. A packet crosses as one message whose size both ends compute: the codec of the
+// link and direction (both know it, --compress auto included) applied to the shape
+// [samples] + the boundary's per-sample shape. The first activation on each boundary
+// teaches both ends that per-sample shape, so it alone goes length-first (two messages);
+// later tensors must keep it (a sender whose tensor changes shape fails with an error
+// saying so). Receives are posted ahead of need (expect_tensor): Gloo moves an unbound
+// message only once the receiver has posted its buffer, so a receive posted late costs a
+// round trip on the critical path.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -31,6 +41,14 @@ struct EdgeCodecs {
   bool all_edges = false;  // false: only links touching rank 0 are compressed
 };
 
+// One boundary tensor: activations go from stage v-1 to v, gradients from v+1 to v.
+struct Transfer {
+  int from_stage = 0, to_stage = 0, micro_batch = 0;
+  bool gradient = false;
+  int64_t samples = 0;  // the micro-batch's size: the tensor's first dimension
+  int boundary() const { return from_stage > to_stage ? from_stage : to_stage; }
+};
+
 class StageTransport {
  public:
   StageTransport(comm::Group& group, std::vector<int> stage_rank, const EdgeCodecs& codecs);
@@ -43,13 +61,17 @@ class StageTransport {
   static int64_t max_micro_batches();
 
   // Boundary tensors between stages (activations forward, gradients backward).
-  void send_tensor(const at::Tensor& t, int from_stage, int to_stage, int micro_batch,
-                   bool gradient);
-  at::Tensor receive_tensor(int from_stage, int to_stage, int micro_batch, bool gradient);
+  void send_tensor(const at::Tensor& t, const Transfer& transfer);
+  at::Tensor receive_tensor(const Transfer& transfer);
+  // Posts the receive of a tensor this rank will need, unless its packet size cannot be
+  // known yet (the boundary's first activation). Idempotent; a no-op for a stage on this
+  // rank. Every receive posted must be taken by receive_tensor in the same step.
+  void expect_tensor(const Transfer& transfer);
 
   // Labels from the driver to the rank of the loss (the linear chain).
   void send_labels(const at::Tensor& labels, int to_rank, int micro_batch);
   at::Tensor receive_labels(int64_t samples, int micro_batch);
+  void expect_labels(int64_t samples, int micro_batch);  // posts it ahead, as expect_tensor
 
   // The loss rank's [loss sum, correct, samples] to the driver.
   void send_result(const std::vector<double>& values);
@@ -65,11 +87,13 @@ class StageTransport {
 
   void wait_sends();
 
-  // --compress auto (link_tuner.h). A codec for every message this rank sends to `to_rank`
-  // (activations and gradients) on a compressed edge, replacing the edge codecs.
-  void set_link_codec(int to_rank, const compress::CodecSpec& spec);
-  // Whether messages to `to_rank` are compressed at all (links touching rank 0, or all).
-  bool compresses(int to_rank) const;
+  // --compress auto (link_tuner.h). The codec of every message from_rank sends to to_rank
+  // (activations and gradients) on a compressed edge, replacing the edge codecs. Both ends
+  // of the link must set it (the receiver sizes its buffers with it).
+  void set_link_codec(int from_rank, int to_rank, const compress::CodecSpec& spec);
+  // Whether messages between this rank and `peer` are compressed at all (links touching
+  // rank 0, or all).
+  bool compresses(int peer) const;
   // With keep_samples(true) (the tuner's): the last tensor this rank sent to each (rank,
   // gradient?) while counting, and how many were sent since reset_counters(), so the tuner
   // can code them with each candidate. Off otherwise: no tensor is kept past its send.
@@ -91,8 +115,13 @@ class StageTransport {
   void reset_counters();
 
  private:
-  const compress::Codec& codec_for(int to_rank, bool gradient) const;
+  const compress::Codec& codec_for(int from_rank, int to_rank, bool gradient) const;
+  int rank_of(int stage) const { return stage_rank_[static_cast<size_t>(stage)]; }
+  // The exact packet size of `transfer`, once its boundary's per-sample shape is known.
+  std::optional<size_t> packet_bytes(const Transfer& transfer) const;
+  void learn_shape(const Transfer& transfer, const at::Tensor& t);
   void keep_sending(at::Tensor tensor, int to_rank, int tag);
+  void count_received(const Transfer& transfer, size_t bytes, const at::Tensor& t, double waited);
 
   comm::Group& group_;
   std::vector<int> stage_rank_;
@@ -101,9 +130,12 @@ class StageTransport {
   struct Pending;
   std::vector<std::unique_ptr<Pending>> pending_;
   std::map<std::tuple<bool, int, int>, at::Tensor> local_handoff_;
+  struct Inbound;                                      // a receive posted ahead
+  std::map<int, Inbound> inbound_;                     // by tag
+  std::map<int, std::vector<int64_t>> sample_shapes_;  // boundary -> per-sample shape
   StageTimes times_;
   std::map<std::tuple<int, bool>, LinkRecord> links_;
-  std::map<int, std::unique_ptr<compress::Codec>> link_codecs_;
+  std::map<std::pair<int, int>, std::unique_ptr<compress::Codec>> link_codecs_;
   std::map<std::pair<int, bool>, Sent> sent_;
   bool keep_samples_ = false;
   bool counting_ = false;
