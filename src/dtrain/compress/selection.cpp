@@ -1,62 +1,163 @@
 #include "dtrain/compress/selection.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 namespace dtrain::compress {
+namespace {
 
-std::vector<float> order_statistics(const float* x, int64_t n, const std::vector<int64_t>& ranks) {
-  constexpr int kShift = 16;
-  constexpr size_t kBuckets = size_t{1} << (32 - kShift);
-  for (int64_t r : ranks) {
-    if (r < 0 || r >= n) throw std::out_of_range("order_statistics: rank out of range");
-  }
-  std::vector<float> result(ranks.size());
-  std::vector<uint32_t> counts(kBuckets, 0);
-  for (int64_t i = 0; i < n; ++i)
-    ++counts[order_key(x[i]) >> kShift];
-  if (has_non_finite(counts.data(), kShift)) {
-    throw std::invalid_argument("input contains NaN or Inf; codecs take finite values only");
-  }
-  if (ranks.empty()) return result;
+constexpr int kShift = 16;
+constexpr size_t kBuckets = size_t{1} << (32 - kShift);
+constexpr size_t kLowValues = size_t{1} << kShift;
 
-  // Radix select in two passes: the top 16 key bits locate each wanted rank's bucket, a
-  // second pass counts the low 16 bits of the values in those buckets only, which pins the
-  // rank to one full 32-bit key, i.e. one exact value. No gathering, no sorting; ties and
-  // large buckets (ReLU's zeros) cost no more than anything else.
-  std::vector<int64_t> below(kBuckets + 1, 0);
-  for (size_t b = 0; b < kBuckets; ++b)
-    below[b + 1] = below[b] + counts[b];
-  std::vector<int32_t> slot_of_bucket(kBuckets, -1);
-  std::vector<size_t> bucket_of(ranks.size());
-  int32_t slots = 0;
-  for (size_t w = 0; w < ranks.size(); ++w) {
-    const auto b = static_cast<size_t>(std::upper_bound(below.begin(), below.end(), ranks[w]) -
-                                       below.begin() - 1);
-    bucket_of[w] = b;
-    if (slot_of_bucket[b] < 0) slot_of_bucket[b] = slots++;
+float from_key(uint32_t key) {
+  const uint32_t bits = (key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key;  // invert order_key
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+// Where the wanted ranks fall after the first pass: each rank's bucket and the rank's
+// offset inside it, and the distinct buckets ("slots") in first-seen order.
+struct Located {
+  std::vector<size_t> bucket_of;
+  std::vector<int64_t> offset_in_bucket;
+  std::vector<size_t> wanted;
+  std::vector<int32_t> slot_of_bucket;  // -1 for buckets nobody asked for
+};
+
+Located locate(const std::vector<uint32_t>& counts, const std::vector<int64_t>& ranks) {
+  Located at;
+  at.bucket_of.resize(ranks.size());
+  at.offset_in_bucket.resize(ranks.size());
+  at.slot_of_bucket.assign(kBuckets, -1);
+  std::vector<size_t> order(ranks.size());
+  for (size_t w = 0; w < order.size(); ++w)
+    order[w] = w;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranks[a] < ranks[b]; });
+  size_t bucket = 0;
+  int64_t below = 0;  // values in buckets before `bucket`
+  for (const size_t w : order) {
+    while (below + counts[bucket] <= ranks[w])
+      below += counts[bucket++];
+    at.bucket_of[w] = bucket;
+    at.offset_in_bucket[w] = ranks[w] - below;
+    if (at.slot_of_bucket[bucket] < 0) {
+      at.slot_of_bucket[bucket] = static_cast<int32_t>(at.wanted.size());
+      at.wanted.push_back(bucket);
+    }
   }
-  std::vector<uint32_t> low_counts(static_cast<size_t>(slots) << 16, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t key = order_key(x[i]);
-    const int32_t slot = slot_of_bucket[key >> kShift];
-    if (slot >= 0) ++low_counts[(static_cast<size_t>(slot) << 16) | (key & 0xFFFF)];
+  return at;
+}
+
+// Second pass, histogram: the low 16 key bits of the values in the wanted buckets pin each
+// rank to one full key. Costs a 256 KiB count array per wanted bucket, whatever n is.
+// `crowded`: the wanted buckets hold many of the values (ReLU's zeros).
+std::vector<float> select_by_low_counts(const float* x, int64_t n, Located& at, bool crowded) {
+  std::vector<int32_t>& slot_of_bucket = at.slot_of_bucket;
+  const size_t slot_values = (at.wanted.size() + 1) * kLowValues;
+  std::vector<uint32_t> low_counts((crowded ? 2 : 1) * slot_values, 0);
+  auto low_index = [&](uint32_t key) {
+    const auto slot = static_cast<uint32_t>(slot_of_bucket[key >> kShift]);
+    return static_cast<size_t>(slot) * kLowValues + (key & 0xFFFF);
+  };
+  int64_t i = 0;
+  if (!crowded) {  // a branch on "wanted?" that is nearly always "no" predicts well
+    for (; i < n; ++i) {
+      const uint32_t key = order_key(x[i]);
+      if (slot_of_bucket[key >> kShift] >= 0) ++low_counts[low_index(key)];
+    }
+  } else {
+    // Crowded, the branch would mispredict (ReLU's zeros sit at random places): every other
+    // bucket counts into one more slot that nobody reads, and even and odd positions count
+    // apart, as in the first pass, so repeated keys do not chain their increments.
+    std::replace(slot_of_bucket.begin(), slot_of_bucket.end(), -1,
+                 static_cast<int32_t>(at.wanted.size()));
+    for (; i + 2 <= n; i += 2) {
+      ++low_counts[low_index(order_key(x[i]))];
+      ++low_counts[slot_values + low_index(order_key(x[i + 1]))];
+    }
+    if (i < n) ++low_counts[low_index(order_key(x[i]))];
+    for (size_t k = 0; k < slot_values; ++k)
+      low_counts[k] += low_counts[slot_values + k];
   }
-  for (size_t w = 0; w < ranks.size(); ++w) {
-    const size_t b = bucket_of[w];
-    const uint32_t* sub = low_counts.data() + (static_cast<size_t>(slot_of_bucket[b]) << 16);
-    int64_t remaining = ranks[w] - below[b];
+
+  std::vector<float> result(at.bucket_of.size());
+  for (size_t w = 0; w < result.size(); ++w) {
+    const size_t b = at.bucket_of[w];
+    const uint32_t* sub = low_counts.data() + static_cast<size_t>(slot_of_bucket[b]) * kLowValues;
+    int64_t remaining = at.offset_in_bucket[w];
     uint32_t low = 0;
     while (remaining >= sub[low])
       remaining -= sub[low++];
-    const uint32_t key = (static_cast<uint32_t>(b) << kShift) | low;
-    const uint32_t bits = (key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key;  // invert order_key
-    float v;
-    std::memcpy(&v, &bits, 4);
-    result[w] = v;
+    result[w] = from_key((static_cast<uint32_t>(b) << kShift) | low);
   }
   return result;
+}
+
+// Second pass, gathering: the keys of the values in the wanted buckets, sorted. Costs
+// m log m for the m values gathered; no per-bucket memory.
+std::vector<float> select_by_gathering(const float* x, int64_t n,
+                                       const std::vector<uint32_t>& counts, const Located& at) {
+  std::vector<size_t> buckets = at.wanted;
+  std::sort(buckets.begin(), buckets.end());
+  std::vector<int64_t> gathered_before(buckets.size());  // by slot: keys of lower buckets
+  int64_t m = 0;
+  for (const size_t b : buckets) {
+    gathered_before[static_cast<size_t>(at.slot_of_bucket[b])] = m;
+    m += counts[b];
+  }
+  std::vector<uint32_t> keys;
+  keys.reserve(static_cast<size_t>(m));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t key = order_key(x[i]);
+    if (at.slot_of_bucket[key >> kShift] >= 0) keys.push_back(key);
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<float> result(at.bucket_of.size());
+  for (size_t w = 0; w < result.size(); ++w) {
+    const size_t b = at.bucket_of[w];
+    const int64_t before = gathered_before[static_cast<size_t>(at.slot_of_bucket[b])];
+    result[w] = from_key(keys[static_cast<size_t>(before + at.offset_in_bucket[w])]);
+  }
+  return result;
+}
+
+}  // namespace
+
+std::vector<float> order_statistics(const float* x, int64_t n, const std::vector<int64_t>& ranks) {
+  for (int64_t r : ranks) {
+    if (r < 0 || r >= n) throw std::out_of_range("order_statistics: rank out of range");
+  }
+  // Two count arrays, even and odd positions: a value that repeats (ReLU's zeros) then
+  // chains each increment on the one two back, not on the previous one.
+  std::vector<uint32_t> counts(kBuckets, 0), odd_counts(kBuckets, 0);
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    ++counts[order_key(x[i]) >> kShift];
+    ++odd_counts[order_key(x[i + 1]) >> kShift];
+  }
+  if (i < n) ++counts[order_key(x[i]) >> kShift];
+  for (size_t b = 0; b < kBuckets; ++b)
+    counts[b] += odd_counts[b];
+  if (has_non_finite(counts.data(), kShift)) {
+    throw std::invalid_argument("input contains NaN or Inf; codecs take finite values only");
+  }
+  if (ranks.empty()) return {};
+
+  // The second pass pins each rank to one full key. Which way is cheaper depends on how
+  // many values the wanted buckets hold (m) and how many buckets there are: estimated in
+  // value-sized operations (a count array costs its zeroing and its merge).
+  Located at = locate(counts, ranks);
+  double m = 0;
+  for (const size_t b : at.wanted)
+    m += counts[b];
+  const double histogram_cost = 0.5 * static_cast<double>((at.wanted.size() + 1) * kLowValues);
+  const double gathering_cost = 2.0 * m * std::log2(m + 2.0);
+  if (gathering_cost < histogram_cost) return select_by_gathering(x, n, counts, at);
+  return select_by_low_counts(x, n, at, m * 16 > static_cast<double>(n));
 }
 
 }  // namespace dtrain::compress

@@ -1,8 +1,10 @@
-// Exact order statistics of a float array without sorting it, in linear time: a radix
-// select over an order-preserving 32-bit key of each value. One pass histograms the top 16
-// key bits (and finds NaN/Inf for free in the outermost buckets); a second pass counts the
-// low 16 bits of the values in the buckets that hold the wanted ranks only, which pins
-// each rank to one full key, i.e. one exact value. No gathering, no sorting.
+// Exact order statistics of a float array without sorting it: a radix select over an
+// order-preserving 32-bit key of each value. One pass histograms the top 16 key bits (and
+// finds NaN/Inf for free in the outermost buckets); a second pass pins each wanted rank to
+// one full key, i.e. one exact value, either by counting the low 16 bits of the values in
+// the buckets that hold wanted ranks (linear; a 256 KiB count array per such bucket) or,
+// when those buckets hold few values or are many (small tensors, sortquant with many
+// groups), by gathering those values' keys and sorting just them.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,10 @@ inline uint32_t order_key(float x) {
   uint32_t u;
   static_assert(sizeof(u) == sizeof(x));
   __builtin_memcpy(&u, &x, 4);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  // Negatives: all bits flipped; others: the sign bit set. Arithmetic, not a select, so
+  // no compiler turns it into a branch on the sign (random signs would mispredict).
+  const uint32_t negative = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31);
+  return u ^ (negative | 0x80000000u);
 }
 
 // Values at the given 0-based ranks of x[0, n) in ascending order (ranks need not be

@@ -1,0 +1,95 @@
+// compress::order_statistics (selection.h) against a sorted copy: both second passes
+// (counting low key bits when the wanted buckets hold many values, gathering and sorting
+// when they hold few), ties, signed zeros, many ranks, NaN.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "dtrain/compress/selection.h"
+
+namespace dtrain::compress {
+namespace {
+
+std::vector<int64_t> spread_ranks(int64_t n, int count) {
+  std::vector<int64_t> ranks;
+  for (int k = 0; k < count; ++k)
+    ranks.push_back(k * (n - 1) / std::max(1, count - 1));
+  std::reverse(ranks.begin(), ranks.end());  // any order, repeats allowed
+  ranks.push_back(ranks.front());
+  return ranks;
+}
+
+void expect_like_sorting(const std::vector<float>& x, const std::vector<int64_t>& ranks) {
+  std::vector<float> sorted = x;
+  std::sort(sorted.begin(), sorted.end(), [](float a, float b) {
+    return order_key(a) < order_key(b);  // -0 before +0, as the keys order them
+  });
+  const std::vector<float> got = order_statistics(x.data(), static_cast<int64_t>(x.size()), ranks);
+  ASSERT_EQ(got.size(), ranks.size());
+  for (size_t w = 0; w < ranks.size(); ++w) {
+    const float want = sorted[static_cast<size_t>(ranks[w])];
+    EXPECT_EQ(order_key(got[w]), order_key(want)) << "rank " << ranks[w];
+  }
+}
+
+std::vector<float> sample(int64_t n, bool relu, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x)
+    v = relu ? std::max(0.f, normal(gen)) : normal(gen);
+  return x;
+}
+
+TEST(OrderStatistics, ReluCountsTheCrowdedZeroBucket) {
+  // Half the values are +0: the wanted buckets hold ~n/2 values, so the low bits are counted.
+  const auto x = sample(1 << 20, true, 1);
+  expect_like_sorting(x, spread_ranks(1 << 20, 9));
+}
+
+TEST(OrderStatistics, DenseBucketsAreCountedWithoutACrowd) {
+  // Uniform in [1, 2): 128 buckets of ~8K values; three wanted buckets hold too many values
+  // to gather cheaply, too few to be crowded.
+  std::mt19937 gen(4);
+  std::uniform_real_distribution<float> uniform(1.f, 2.f);
+  std::vector<float> x(1 << 20);
+  for (auto& v : x)
+    v = uniform(gen);
+  expect_like_sorting(x, {0, 1000, (1 << 20) - 1});
+}
+
+TEST(OrderStatistics, GaussianGathersTheFewValuesOfTheWantedBuckets) {
+  // Four ranks in a spread of ~2000 occupied buckets: a few thousand values to gather.
+  const auto x = sample(1 << 20, false, 2);
+  expect_like_sorting(x, {0, (1 << 20) / 3, (1 << 20) / 2, (1 << 20) - 1});
+}
+
+TEST(OrderStatistics, ManyRanksSmallInputsTiesAndSignedZeros) {
+  expect_like_sorting(sample(1 << 16, false, 3), spread_ranks(1 << 16, 4096));
+  expect_like_sorting({3.f}, {0, 0});
+  expect_like_sorting(std::vector<float>(1000, 1.5f), {0, 999, 500});
+  std::vector<float> zeros;
+  for (int i = 0; i < 4000; ++i)
+    zeros.push_back(i % 3 == 0 ? -0.f : (i % 3 == 1 ? 0.f : -1e-40f));  // a denormal too
+  expect_like_sorting(zeros, spread_ranks(4000, 17));
+  const float big = std::numeric_limits<float>::max();
+  expect_like_sorting({big, -big, 0.f, std::numeric_limits<float>::denorm_min()}, {0, 1, 2, 3});
+}
+
+TEST(OrderStatistics, NonFiniteInputAndBadRanksAreErrors) {
+  std::vector<float> x(100, 1.f);
+  x[57] = std::nanf("");
+  EXPECT_THROW(order_statistics(x.data(), 100, {0}), std::invalid_argument);
+  x[57] = -std::numeric_limits<float>::infinity();
+  EXPECT_THROW(order_statistics(x.data(), 100, {0}), std::invalid_argument);
+  x[57] = 1.f;
+  EXPECT_THROW(order_statistics(x.data(), 100, {100}), std::out_of_range);
+  EXPECT_THROW(order_statistics(x.data(), 100, {-1}), std::out_of_range);
+}
+
+}  // namespace
+}  // namespace dtrain::compress
