@@ -77,6 +77,24 @@ def codec_ratios(name):
               f"{kr['encode_ms'] / km['encode_ms']:.0f}x | {km['mse_over_var'] / kr['mse_over_var']:.4f} |")
 
 
+def small_targets(name, p2p_name):
+    """Issue 13: auto vs Gloo's own all-reduce at small sizes, and vs two one-way p2p
+    latencies of the same size (the p2p file written right after)."""
+    latency = {r["bytes"]: r["latency_us"] for r in rows(p2p_name)}
+    times = {}
+    for r in rows(name):
+        times[(r["world"], r["bytes"], r["algo"])] = r["time_us"]
+    print("| ranks | size | auto (us) | native (us) | auto / native | 2 x one-way p2p (us) | auto / (2 x p2p) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for (world, size_bytes, algo), t in sorted(times.items()):
+        if algo != "auto":
+            continue
+        native = times[(world, size_bytes, "native")]
+        two = 2 * latency[size_bytes] if world == 2 and size_bytes in latency else None
+        print(f"| {world} | {size(size_bytes)} | {t:.0f} | {native:.0f} | {t / native:.2f} | "
+              f"{'' if two is None else f'{two:.0f}'} | {'' if two is None else f'{t / two:.2f}'} |")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     globals()[what](*[int(a) if a.isdigit() else a for a in sys.argv[2:]])
