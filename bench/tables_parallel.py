@@ -2,7 +2,8 @@
 """Markdown tables for docs/results.md from the pipeline and DDP benchmark data
 (docs/data/pipeline-*.jsonl, ddp-*.jsonl, syncbn.jsonl, scale-*.jsonl).
 Usage: python3 bench/tables_parallel.py SECTION
-  (bubble|schedules|ablation|ddp|resnet|hooks|compress|syncbn|scale|vsddp|vspytorch|pyhooks|pycodec)"""
+  (bubble|schedules|ablation|ddp|resnet|hooks|compress|syncbn|scale|vsddp|vspytorch|pyhooks|pycodec)
+  or a table function with its arguments: ddp_vs_pytorch FILE.jsonl"""
 import json, statistics, sys
 from pathlib import Path
 from metrics_keys import K
@@ -219,4 +220,4 @@ def pycodec():
     print(table(["Python's malloc", "codec", "C++ enc GB/s", "Python enc GB/s", "ratio", "C++ dec GB/s", "Python dec GB/s", "ratio"], body))
 
 
-globals()[sys.argv[1]]()
+globals()[sys.argv[1]](*sys.argv[2:])
