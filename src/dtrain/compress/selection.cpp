@@ -19,6 +19,26 @@ float from_key(uint32_t key) {
   return v;
 }
 
+// counts[index(order_key(x[i]))] over x[0, n), into `size` counters. Even and odd positions
+// count into two arrays, merged at the end: a key that repeats (ReLU's zeros) then chains
+// each increment on the one two back, not on the previous one.
+template <class Index>
+std::vector<uint32_t> count_keys(const float* x, int64_t n, size_t size, Index index) {
+  std::vector<uint32_t> counts(2 * size, 0);
+  uint32_t* const even = counts.data();
+  uint32_t* const odd = even + size;
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    ++even[index(order_key(x[i]))];
+    ++odd[index(order_key(x[i + 1]))];
+  }
+  if (i < n) ++even[index(order_key(x[i]))];
+  for (size_t k = 0; k < size; ++k)
+    even[k] += odd[k];
+  counts.resize(size);
+  return counts;
+}
+
 // Where the wanted ranks fall after the first pass: each rank's bucket and the rank's
 // offset inside it, and the distinct buckets ("slots") in first-seen order.
 struct Located {
@@ -58,30 +78,23 @@ Located locate(const std::vector<uint32_t>& counts, const std::vector<int64_t>& 
 std::vector<float> select_by_low_counts(const float* x, int64_t n, Located& at, bool crowded) {
   std::vector<int32_t>& slot_of_bucket = at.slot_of_bucket;
   const size_t slot_values = (at.wanted.size() + 1) * kLowValues;
-  std::vector<uint32_t> low_counts((crowded ? 2 : 1) * slot_values, 0);
   auto low_index = [&](uint32_t key) {
     const auto slot = static_cast<uint32_t>(slot_of_bucket[key >> kShift]);
     return static_cast<size_t>(slot) * kLowValues + (key & 0xFFFF);
   };
-  int64_t i = 0;
+  std::vector<uint32_t> low_counts;
   if (!crowded) {  // a branch on "wanted?" that is nearly always "no" predicts well
-    for (; i < n; ++i) {
+    low_counts.assign(slot_values, 0);
+    for (int64_t i = 0; i < n; ++i) {
       const uint32_t key = order_key(x[i]);
       if (slot_of_bucket[key >> kShift] >= 0) ++low_counts[low_index(key)];
     }
   } else {
     // Crowded, the branch would mispredict (ReLU's zeros sit at random places): every other
-    // bucket counts into one more slot that nobody reads, and even and odd positions count
-    // apart, as in the first pass, so repeated keys do not chain their increments.
+    // bucket counts into one more slot that nobody reads.
     std::replace(slot_of_bucket.begin(), slot_of_bucket.end(), -1,
                  static_cast<int32_t>(at.wanted.size()));
-    for (; i + 2 <= n; i += 2) {
-      ++low_counts[low_index(order_key(x[i]))];
-      ++low_counts[slot_values + low_index(order_key(x[i + 1]))];
-    }
-    if (i < n) ++low_counts[low_index(order_key(x[i]))];
-    for (size_t k = 0; k < slot_values; ++k)
-      low_counts[k] += low_counts[slot_values + k];
+    low_counts = count_keys(x, n, slot_values, low_index);
   }
 
   std::vector<float> result(at.bucket_of.size());
@@ -131,17 +144,8 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
   for (int64_t r : ranks) {
     if (r < 0 || r >= n) throw std::out_of_range("order_statistics: rank out of range");
   }
-  // Two count arrays, even and odd positions: a value that repeats (ReLU's zeros) then
-  // chains each increment on the one two back, not on the previous one.
-  std::vector<uint32_t> counts(kBuckets, 0), odd_counts(kBuckets, 0);
-  int64_t i = 0;
-  for (; i + 2 <= n; i += 2) {
-    ++counts[order_key(x[i]) >> kShift];
-    ++odd_counts[order_key(x[i + 1]) >> kShift];
-  }
-  if (i < n) ++counts[order_key(x[i]) >> kShift];
-  for (size_t b = 0; b < kBuckets; ++b)
-    counts[b] += odd_counts[b];
+  const std::vector<uint32_t> counts =
+      count_keys(x, n, kBuckets, [](uint32_t key) { return key >> kShift; });
   if (has_non_finite(counts.data(), kShift)) {
     throw std::invalid_argument("input contains NaN or Inf; codecs take finite values only");
   }

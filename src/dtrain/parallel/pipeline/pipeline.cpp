@@ -252,6 +252,18 @@ void Pipeline::route_labels(Step& step) {
     wire_->send_labels(step.label_chunks[mb], step.loss_rank, static_cast<int>(mb));
 }
 
+// The tensor `op` receives: a forward its stage's input from the stage before, a backward
+// the gradient of its output from the stage after; none for the first forward and the last
+// backward. The one definition both posting ahead and receiving use.
+std::optional<Transfer> Pipeline::input_of(const Step& step, const Op& op) {
+  const int64_t samples = step.sizes[static_cast<size_t>(op.micro_batch)];
+  if (op.kind == OpKind::kForward && op.stage > 0)
+    return Transfer{op.stage - 1, op.stage, op.micro_batch, false, samples};
+  if (op.kind == OpKind::kBackward && op.stage < step.last_stage)
+    return Transfer{op.stage + 1, op.stage, op.micro_batch, true, samples};
+  return std::nullopt;
+}
+
 // The inputs of the next few ops: a packet then moves as soon as its sender has it. A window,
 // not the whole step, so 1F1B's bound on live micro-batches also bounds receive buffers.
 void Pipeline::post_receives(const Step& step, const std::vector<Op>& ops, size_t next) {
@@ -259,13 +271,9 @@ void Pipeline::post_receives(const Step& step, const std::vector<Op>& ops, size_
   const size_t end = std::min(ops.size(), next + kOpsAheadPerStage * my_stages_.size());
   for (size_t i = next; i < end; ++i) {
     const Op& op = ops[i];
-    const int64_t samples = step.sizes[static_cast<size_t>(op.micro_batch)];
-    if (op.kind == OpKind::kForward && op.stage > 0)
-      wire_->expect_tensor({op.stage - 1, op.stage, op.micro_batch, false, samples});
-    if (op.kind == OpKind::kBackward && op.stage < step.last_stage)
-      wire_->expect_tensor({op.stage + 1, op.stage, op.micro_batch, true, samples});
+    if (const auto input = input_of(step, op)) wire_->expect_tensor(*input);
     if (op.kind == OpKind::kForward && op.stage == step.last_stage && group_.rank() != 0)
-      wire_->expect_labels(samples, op.micro_batch);
+      wire_->expect_labels(step.sizes[static_cast<size_t>(op.micro_batch)], op.micro_batch);
   }
 }
 
@@ -280,10 +288,8 @@ void Pipeline::forward(Step& step, const Op& op) {
   const int64_t samples = step.sizes[mb];
   Live l;
   const c10::Device& device = config_.device;
-  l.input = (op.stage == 0
-                 ? step.input_chunks[mb]
-                 : wire_->receive_tensor({op.stage - 1, op.stage, op.micro_batch, false, samples}))
-                .to(device);
+  const auto input = input_of(step, op);
+  l.input = (input ? wire_->receive_tensor(*input) : step.input_chunks[mb]).to(device);
   if (step.training && op.stage > 0) l.input.requires_grad_(true);
   at::Tensor y;
   if (last)
@@ -313,9 +319,8 @@ void Pipeline::backward(Step& step, const Op& op) {
   const bool last = op.stage == step.last_stage;
   const int64_t samples = step.sizes[static_cast<size_t>(op.micro_batch)];
   at::Tensor grad;
-  if (!last)
-    grad = wire_->receive_tensor({op.stage + 1, op.stage, op.micro_batch, true, samples})
-               .to(config_.device);
+  if (const auto input = input_of(step, op))
+    grad = wire_->receive_tensor(*input).to(config_.device);
   const auto t0 = Clock::now();
   // A parameter-free first stage (a flatten) has nothing to differentiate.
   if (last && l.loss.requires_grad())

@@ -108,6 +108,7 @@ class Pipeline {
   struct Live;
   StepResult run(bool training, int64_t batch, const at::Tensor& inputs, const at::Tensor& labels);
   void route_labels(Step& step);
+  static std::optional<Transfer> input_of(const Step& step, const Op& op);
   void post_receives(const Step& step, const std::vector<Op>& ops, size_t next);
   void forward(Step& step, const Op& op);
   void backward(Step& step, const Op& op);

@@ -32,6 +32,9 @@ const comm::TagLayout& tag_layout() {
 int tag(TagKind kind, int stage = 0, int micro_batch = 0) {
   return tag_layout().make({kind, stage, micro_batch});
 }
+int tag(const Transfer& t) {
+  return tag(t.gradient ? kGradientTag : kActivationTag, t.to_stage, t.micro_batch);
+}
 constexpr int64_t kMaxReportBytes = int64_t{1} << 24;
 
 }  // namespace
@@ -147,7 +150,7 @@ void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) 
     local_handoff_[{transfer.gradient, transfer.to_stage, transfer.micro_batch}] = t.detach();
     return;
   }
-  const bool length_first = !packet_bytes(transfer).has_value();
+  const bool length_first = sample_shapes_.count(transfer.boundary()) == 0;
   learn_shape(transfer, t);
   auto pending = std::make_unique<Pending>();
   const auto t0 = Clock::now();
@@ -166,8 +169,7 @@ void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) 
     sent.sample = t.detach();
     ++sent.messages;
   }
-  const int message_tag = tag(transfer.gradient ? kGradientTag : kActivationTag, transfer.to_stage,
-                              transfer.micro_batch);
+  const int message_tag = tag(transfer);
   if (length_first) {
     pending->request = group_.isend_bytes(pending->bytes, to_rank, message_tag);
   } else {
@@ -179,18 +181,27 @@ void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) 
   pending_.push_back(std::move(pending));
 }
 
-void StageTransport::expect_tensor(const Transfer& transfer) {
-  const int from_rank = rank_of(transfer.from_stage);
-  if (from_rank == group_.rank()) return;
-  const int message_tag = tag(transfer.gradient ? kGradientTag : kActivationTag, transfer.to_stage,
-                              transfer.micro_batch);
-  if (inbound_.count(message_tag)) return;
-  const auto bytes = packet_bytes(transfer);
-  if (!bytes) return;
+void StageTransport::post_receive(int message_tag, int from_rank, at::Tensor buffer) {
   Inbound in;
-  in.buffer = at::empty({static_cast<int64_t>(*bytes)}, at::kByte);
+  in.buffer = std::move(buffer);
   in.request = group_.irecv(in.buffer, from_rank, message_tag);
   inbound_.emplace(message_tag, std::move(in));
+}
+
+at::Tensor StageTransport::take_receive(int message_tag) {
+  auto posted = inbound_.find(message_tag);
+  posted->second.request.wait();
+  at::Tensor buffer = std::move(posted->second.buffer);
+  inbound_.erase(posted);
+  return buffer;
+}
+
+void StageTransport::expect_tensor(const Transfer& transfer) {
+  const int from_rank = rank_of(transfer.from_stage);
+  if (from_rank == group_.rank() || inbound_.count(tag(transfer))) return;
+  const auto bytes = packet_bytes(transfer);
+  if (bytes)
+    post_receive(tag(transfer), from_rank, at::empty({static_cast<int64_t>(*bytes)}, at::kByte));
 }
 
 at::Tensor StageTransport::receive_tensor(const Transfer& transfer) {
@@ -201,16 +212,12 @@ at::Tensor StageTransport::receive_tensor(const Transfer& transfer) {
     local_handoff_.erase(it);
     return t;
   }
-  const int message_tag = tag(transfer.gradient ? kGradientTag : kActivationTag, transfer.to_stage,
-                              transfer.micro_batch);
+  const int message_tag = tag(transfer);
   expect_tensor(transfer);
   auto t0 = Clock::now();
   at::Tensor packet;
-  auto posted = inbound_.find(message_tag);
-  if (posted != inbound_.end()) {
-    posted->second.request.wait();
-    packet = std::move(posted->second.buffer);
-    inbound_.erase(posted);
+  if (inbound_.count(message_tag)) {
+    packet = take_receive(message_tag);
   } else {  // the boundary's first activation: its length comes first
     auto bytes = group_.recv_bytes(from_rank, message_tag);
     packet = at::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, at::kByte).clone();
@@ -249,20 +256,13 @@ void StageTransport::send_labels(const at::Tensor& labels, int to_rank, int micr
 
 void StageTransport::expect_labels(int64_t samples, int micro_batch) {
   const int message_tag = tag(kLabelTag, 0, micro_batch);
-  if (inbound_.count(message_tag)) return;
-  Inbound in;
-  in.buffer = at::empty({samples}, at::kLong);
-  in.request = group_.irecv(in.buffer, 0, message_tag);
-  inbound_.emplace(message_tag, std::move(in));
+  if (!inbound_.count(message_tag)) post_receive(message_tag, 0, at::empty({samples}, at::kLong));
 }
 
 at::Tensor StageTransport::receive_labels(int64_t samples, int micro_batch) {
   expect_labels(samples, micro_batch);
   const auto t0 = Clock::now();
-  auto posted = inbound_.find(tag(kLabelTag, 0, micro_batch));
-  posted->second.request.wait();
-  at::Tensor y = std::move(posted->second.buffer);
-  inbound_.erase(posted);
+  at::Tensor y = take_receive(tag(kLabelTag, 0, micro_batch));
   const double waited =
       metrics::trace::span_since("communication", "receive wait", t0, micro_batch, "micro-batch");
   if (counting_) times_.recv_wait_s += waited;
