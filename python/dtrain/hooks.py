@@ -56,6 +56,7 @@ class CompressionState:
         self._jobs: "queue.Queue" = queue.Queue()
         self._worker = None
         self._stop_worker = None
+        self._closed = False
         self._lock = threading.Lock()
 
     def stats(self) -> Dict[str, object]:
@@ -95,21 +96,20 @@ class CompressionState:
     def close(self) -> None:
         """Runs or fails the buckets already queued, then stops the worker thread. The
         state takes no more buckets after this."""
+        self._closed = True
         if self._stop_worker is not None:
             self._stop_worker()
 
     def _submit(self, job) -> torch.futures.Future:
+        if self._closed:
+            raise RuntimeError("dtrain.hooks: this CompressionState was closed")
         if self._worker is None:
-            if self._stop_worker is not None:
-                raise RuntimeError("dtrain.hooks: this CompressionState was closed")
             # The thread gets the queue, not self, so the state can be collected; the
             # finalizer also runs at exit, before Python stops daemon threads mid-call.
             self._worker = threading.Thread(target=_serve, args=(self._jobs,), name="dtrain-hook",
                                             daemon=True)
             self._worker.start()
             self._stop_worker = weakref.finalize(self, _stop, self._jobs, self._worker)
-        elif not self._stop_worker.alive:
-            raise RuntimeError("dtrain.hooks: this CompressionState was closed")
         future = torch.futures.Future()
         self._jobs.put((job, future))
         return future

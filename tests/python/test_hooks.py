@@ -133,3 +133,11 @@ def test_a_failed_bucket_fails_the_queued_ones_without_running_them():
     assert ran == [] and not worker.is_alive()
     with pytest.raises(RuntimeError, match="closed"):
         state._submit(lambda: None)
+
+
+def test_a_state_closed_before_its_first_bucket_takes_none():
+    state = dtrain.hooks.CompressionState(codec="none")
+    state.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        state._submit(lambda: None)
+    assert state._worker is None
