@@ -2,7 +2,8 @@
 # Installs what dtrain builds and runs with (see DESIGN.md, "Dependencies"):
 #   1. Debian packages: compilers, CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
 #      iproute2 (ip, tc: the network lab), Python headers (the Python package), chromium
-#      (headless: the test that loads the HTML report in a browser);
+#      (headless: the test that loads the HTML report in a browser), fortunes (the text demo
+#      task's data: scripts/make-text-demo.py);
 #   2. LibTorch: the `torch` wheel of the Python package index, at the one version pinned in
 #      scripts/torch-version, into the project-local virtual environment (VENV, default .venv),
 #      by scripts/install-torch.sh;
@@ -19,6 +20,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  fortunes
   iproute2
   python3-dev
   chromium

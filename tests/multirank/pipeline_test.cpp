@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "../support/models.h"
+#include "../support/pipeline_follower.h"
 #include "../support/ranks.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/compress/codec.h"
@@ -112,7 +113,7 @@ PipelineRun run_pipeline(const ModelFactory& factory, PipelineConfig config, int
     if (p.is_driver()) {
       for (const auto& [x, y] : batches()) {
         opt.zero_grad();
-        const StepResult r = p.train_batch(x, y, 0.1);
+        const StepResult r = p.train_batch(x, y, {}, 0.1);
         EXPECT_EQ(r.samples, kBatch);
         run.final_loss = r.loss_sum / kBatch;
         opt.step();
@@ -122,13 +123,7 @@ PipelineRun run_pipeline(const ModelFactory& factory, PipelineConfig config, int
       run.reports = p.collect_reports();
       p.stop();
     } else {
-      for (;;) {
-        const Command c = p.next_command();
-        if (c.kind == CommandKind::kStop) break;
-        if (c.kind == CommandKind::kTrain) opt.zero_grad();
-        p.execute(c);
-        if (c.kind == CommandKind::kTrain) opt.step();
-      }
+      testing::follow(p, opt);
     }
     ParamMap mine;
     for (const auto& stage : p.stage_modules())

@@ -25,6 +25,7 @@ TEST(ModelZooTest, ReferenceParameterCounts) {
 TEST(ModelZooTest, EveryModelOnEveryInputShapeAndBlocksComposeToTheModel) {
   torch::manual_seed(0);
   for (const auto& [name, what] : model_catalog()) {
+    if (name == "roberta") continue;  // text: roberta_test.cpp
     for (const auto& shape : std::vector<std::vector<int64_t>>{{1, 28, 28}, {3, 32, 32}}) {
       auto model = make_model(config(name, shape, 7));
       model->eval();
@@ -41,7 +42,7 @@ TEST(ModelZooTest, EveryModelOnEveryInputShapeAndBlocksComposeToTheModel) {
       }
       EXPECT_TRUE(torch::equal(y, whole)) << name << ": blocks do not compose to the model";
       EXPECT_EQ(block_params, parameter_count(*model)) << name;
-      const auto info = describe(model, shape);
+      const auto info = describe(model, torch::zeros(batch_shape).narrow(0, 0, 1));
       EXPECT_EQ(info.size(), model->size());
       EXPECT_EQ(info.back().output_shape, (std::vector<int64_t>{7})) << name;
     }
@@ -50,7 +51,7 @@ TEST(ModelZooTest, EveryModelOnEveryInputShapeAndBlocksComposeToTheModel) {
 
 TEST(ModelZooTest, FirstAndLastBoundariesHaveTheSeedsShapes) {
   auto model = make_model(config("mobilenetv2", {3, 32, 32}));
-  const auto info = describe(model, {3, 32, 32});
+  const auto info = describe(model, torch::zeros({1, 3, 32, 32}));
   EXPECT_EQ(info.front().output_shape,
             (std::vector<int64_t>{32, 32, 32}));  // after the first layer
   const auto& head = info[info.size() - 2];
@@ -60,7 +61,7 @@ TEST(ModelZooTest, FirstAndLastBoundariesHaveTheSeedsShapes) {
 
 TEST(ModelZooTest, CnnAndMlpBlocksForPipelines) {
   auto cnn = make_model(config("cnn", {1, 28, 28}));
-  const auto info = describe(cnn, {1, 28, 28});
+  const auto info = describe(cnn, torch::zeros({1, 1, 28, 28}));
   ASSERT_EQ(info.size(), 3u);  // f1l1 leaves conv2 alone on the server
   EXPECT_EQ(info[0].output_shape, (std::vector<int64_t>{32, 14, 14}));
   EXPECT_EQ(info[1].output_shape, (std::vector<int64_t>{64, 7, 7}));

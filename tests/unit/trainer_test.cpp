@@ -101,7 +101,7 @@ TEST(TrainConfigTest, BadValuesAreRejected) {
   TrainConfig c = small_run("");
   c.epochs = 0;
   EXPECT_THROW(train(c), std::invalid_argument);
-  EXPECT_THROW(parse_lr_schedule("linear"), std::invalid_argument);
+  EXPECT_THROW(parse_lr_schedule("exponential"), std::invalid_argument);
   EXPECT_EQ(parse_lr_schedule(to_string(LrSchedule::kStep)), LrSchedule::kStep);
   c = small_run("");
   c.parallel.mode = ParallelMode::kDdp;  // without a process group
@@ -110,6 +110,20 @@ TEST(TrainConfigTest, BadValuesAreRejected) {
   c.checkpoint_dir.clear();
   c.resume = true;
   EXPECT_THROW(train(c), std::invalid_argument);
+  c = small_run("");
+  c.model.name = "roberta";  // reads tokens, not images
+  EXPECT_THROW(train(c), std::invalid_argument);
+}
+
+TEST(LearningRateTest, LinearWarmsUpThenDecaysToZero) {
+  OptimConfig o;
+  o.lr = 2e-5;
+  o.schedule = LrSchedule::kLinear;
+  o.warmup_epochs = 1;
+  EXPECT_NEAR(learning_rate(o, 0.5, 5), 1e-5, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 1.0, 5), 2e-5, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 3.0, 5), 1e-5, 1e-12);
+  EXPECT_NEAR(learning_rate(o, 5.0, 5), 0.0, 1e-12);
 }
 
 }  // namespace

@@ -47,6 +47,13 @@ std::string self_executable() {
   return path;
 }
 
+void add_transformer_flags(CLI::App* app, models::TransformerConfig& t) {
+  app->add_option("--layers", t.layers, "roberta: encoder layers")->capture_default_str();
+  app->add_option("--hidden", t.hidden, "roberta: hidden size")->capture_default_str();
+  app->add_option("--heads", t.heads, "roberta: attention heads")->capture_default_str();
+  app->add_option("--ffn", t.ffn, "roberta: feed-forward size (default: 4 x --hidden)");
+}
+
 void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
   app->add_option("-n,--nprocs", flags.nprocs,
                   allow_list

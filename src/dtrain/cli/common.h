@@ -14,6 +14,7 @@
 
 #include "dtrain/comm/world.h"
 #include "dtrain/metrics/report.h"
+#include "dtrain/models/registry.h"
 
 namespace dtrain::comm {
 class Group;
@@ -66,6 +67,9 @@ CLI::Option* add_typed_option(CLI::App* app, const std::string& name, T& target,
 
 // -n, --master-addr, --master-port, --gloo-host, --gloo-iface, --timeout, --netlab.
 void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list);
+
+// --layers, --hidden, --heads, --ffn: a transformer's sizes (roberta-base by default).
+void add_transformer_flags(CLI::App* app, models::TransformerConfig& config);
 
 // Parsed -n values (empty when -n was not given).
 std::vector<int> world_sizes(const RankFlags& flags);

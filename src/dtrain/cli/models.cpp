@@ -12,6 +12,8 @@ void register_models(CLI::App& parent, int& exit_code) {
   struct Options {
     std::string model;
     std::string input_shape = "1,28,28";
+    int64_t max_seq_len = 128;
+    models::TransformerConfig transformer;
     int64_t num_classes = 10;
     double width = 1.0;
     int64_t depth = 2;
@@ -26,6 +28,9 @@ void register_models(CLI::App& parent, int& exit_code) {
   sub->add_option("--num-classes", o->num_classes, "classes")->capture_default_str();
   sub->add_option("--width", o->width, "width multiplier")->capture_default_str();
   sub->add_option("--depth", o->depth, "mlp: hidden layers")->capture_default_str();
+  sub->add_option("--max-seq-len", o->max_seq_len, "roberta: tokens per sample")
+      ->capture_default_str();
+  add_transformer_flags(sub, o->transformer);
   add_output_flags(sub, o->output, "", false);
   sub->callback([o, &exit_code] {
     std::vector<int64_t> shape;
@@ -43,8 +48,10 @@ void register_models(CLI::App& parent, int& exit_code) {
       mc.num_classes = o->num_classes;
       mc.width = o->width;
       mc.depth = o->depth;
+      mc.transformer = o->transformer;
+      if (models::takes_tokens(mc)) mc.input_shape = {o->max_seq_len};
       auto model = models::make_model(mc);
-      for (const auto& b : models::describe(model, shape)) {
+      for (const auto& b : models::describe(model, models::sample_input(mc, 1))) {
         metrics::Row r;
         r["model"] = name;
         r["block"] = b.name;

@@ -80,11 +80,22 @@ void register_train(CLI::App& parent, int& exit_code) {
       "train",
       "train a model from the zoo on a dataset: one process, or a pipeline over -n ranks; "
       "per-epoch table, JSON lines with --metrics");
-  sub->add_option("--model", c.model.name, "mlp, cnn, resnet18, mobilenetv2 (see `dtrain models`)")
+  sub->add_option("--model", c.model.name,
+                  "mlp, cnn, resnet18, mobilenetv2, roberta (see `dtrain models`)")
       ->capture_default_str();
+  add_transformer_flags(sub, c.model.transformer);
+  sub->add_option("--weights", c.weights_path,
+                  "pretrained weights (safetensors; Hugging Face's names for roberta), loaded "
+                  "before training; missing and unexpected names are listed");
   sub->add_option("--width", c.model.width, "width multiplier")->capture_default_str();
   sub->add_option("--depth", c.model.depth, "mlp: hidden layers")->capture_default_str();
-  sub->add_option("--dataset", c.data.name, "fashion-mnist, mnist, cifar10, cifar100, synthetic")
+  sub->add_option("--dataset", c.data.name,
+                  "fashion-mnist, mnist, cifar10, cifar100, synthetic, glue (text: --task)")
+      ->capture_default_str();
+  sub->add_option("--task", c.data.task, "glue: rte or cola (train.tsv, dev.tsv in --data-dir)");
+  sub->add_option("--tokenizer-dir", c.data.tokenizer_dir,
+                  "glue: vocab.json and merges.txt of a byte-level BPE (default: --data-dir)");
+  sub->add_option("--max-seq-len", c.data.max_seq_len, "glue: tokens per example (padded)")
       ->capture_default_str();
   sub->add_option("--data-dir", c.data.data_dir,
                   "dataset folder (default: /usr/share/datasets/fashion-mnist for fashion-mnist, "
@@ -99,13 +110,13 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_option("--batch-size", c.batch_size, "mini-batch size")->capture_default_str();
   sub->add_option("--test-batch-size", c.test_batch_size, "evaluation batch size")
       ->capture_default_str();
-  add_typed_option(sub, "--optimizer", c.optim.kind, train::parse_optimizer, "sgd or adam");
+  add_typed_option(sub, "--optimizer", c.optim.kind, train::parse_optimizer, "sgd, adam or adamw");
   sub->add_option("--lr", c.optim.lr, "peak learning rate")->capture_default_str();
   sub->add_option("--momentum", c.optim.momentum, "SGD momentum")->capture_default_str();
   sub->add_option("--weight-decay", c.optim.weight_decay, "L2 weight decay")->capture_default_str();
   sub->add_flag("--nesterov", c.optim.nesterov, "Nesterov momentum");
   add_typed_option(sub, "--lr-schedule", c.optim.schedule, train::parse_lr_schedule,
-                   "learning-rate schedule: constant, step or cosine");
+                   "learning-rate schedule: constant, step, cosine or linear (decay to 0)");
   sub->add_option("--warmup-epochs", c.optim.warmup_epochs, "linear warm-up, in epochs")
       ->capture_default_str();
   sub->add_option("--step-size", c.optim.step_size, "step schedule: epochs per decay")
@@ -242,7 +253,8 @@ void register_train(CLI::App& parent, int& exit_code) {
       exit_code = *status;
       return;
     }
-    o->config.data.input_shape = parse_shape(o->input_shape);
+    if (o->config.data.name == "synthetic")
+      o->config.data.input_shape = parse_shape(o->input_shape);
     o->config.progress = !o->no_progress && !o->quiet;
     o->config.command = command_line();
     if (o->threads < 0) throw std::invalid_argument("--threads must be positive");
@@ -268,7 +280,9 @@ void register_train(CLI::App& parent, int& exit_code) {
     stamp_command(rows);
     if (!o->output.report_path.empty()) write_rows_report(o->output.report_path, rows);
     if (o->quiet) return;
-    metrics::write_rows(std::cout, format, train::epoch_columns(pipelined), rows);
+    metrics::write_rows(
+        std::cout, format,
+        train::epoch_columns(pipelined, rows.back().contains(metrics::key::kTestMcc)), rows);
     if (format != metrics::Format::kTable) return;
     namespace pp = parallel::pipeline;
     const metrics::Row last = history.back().to_row();

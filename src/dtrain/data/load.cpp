@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "dtrain/data/dataset.h"
+#include "dtrain/data/glue.h"
 
 namespace dtrain::data {
 namespace {
@@ -89,9 +90,11 @@ Splits load(const DataConfig& c) {
     s.test = cifar_split(dir, {"test.bin"}, true, "cifar100-test");
   } else if (c.name == "synthetic") {
     s = make_synthetic(c);
+  } else if (c.name == "glue") {
+    s = load_glue(c);
   } else {
     throw std::invalid_argument("unknown dataset '" + c.name +
-                                "' (fashion-mnist, mnist, cifar10, cifar100, synthetic)");
+                                "' (fashion-mnist, mnist, cifar10, cifar100, synthetic, glue)");
   }
   return s;
 }

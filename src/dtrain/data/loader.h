@@ -19,8 +19,9 @@
 namespace dtrain::data {
 
 struct Batch {
-  at::Tensor inputs;  // float32 [B, C, H, W]
+  at::Tensor inputs;  // float32 [B, C, H, W]; text: token ids int64 [B, T]
   at::Tensor labels;  // int64 [B]
+  at::Tensor mask;    // text: uint8 [B, T] attention mask; undefined for images
 };
 
 class EpochLoader {

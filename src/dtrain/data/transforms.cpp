@@ -23,6 +23,7 @@ Normalization channel_stats(const at::Tensor& images) {
 
 at::Tensor make_batch(const at::Tensor& images, const Normalization& norm, const Augment& augment,
                       at::Generator& gen) {
+  if (images.scalar_type() == at::kLong) return images;
   at::Tensor x = to_unit_float(images);
   const int64_t b = x.size(0), h = x.size(2), w = x.size(3);
   if (augment.crop_padding > 0) {

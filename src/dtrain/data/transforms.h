@@ -22,7 +22,7 @@ struct Augment {
 };
 
 // images [B, C, H, W] (uint8 scaled by 1/255, or float as is) -> normalized float32 batch,
-// augmented with `gen` when training.
+// augmented with `gen` when training. Token ids (int64) pass through unchanged.
 at::Tensor make_batch(const at::Tensor& images, const Normalization& norm, const Augment& augment,
                       at::Generator& gen);
 

@@ -12,6 +12,7 @@ inline constexpr char kTrainLoss[] = "train_loss";
 inline constexpr char kTrainAcc[] = "train_acc";
 inline constexpr char kTestLoss[] = "test_loss";
 inline constexpr char kTestAcc[] = "test_acc";
+inline constexpr char kTestMcc[] = "test_mcc";  // Matthews correlation: CoLA-like tasks only
 inline constexpr char kSamplesPerS[] = "samples_per_s";
 inline constexpr char kEpochS[] = "epoch_s";
 inline constexpr char kLr[] = "lr";
@@ -79,6 +80,7 @@ inline constexpr char kBatchSize[] = "batch_size";
 inline constexpr char kGradAccumSteps[] = "grad_accum_steps";
 inline constexpr char kFinalTestAcc[] = "final_test_acc";
 inline constexpr char kFinalTestLoss[] = "final_test_loss";
+inline constexpr char kFinalTestMcc[] = "final_test_mcc";
 inline constexpr char kTotalS[] = "total_s";
 inline constexpr char kThreads[] = "threads";
 // Every row dtrain writes as JSON lines: the command line that produced it.

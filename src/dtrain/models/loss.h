@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <functional>
 #include <string>
 
@@ -21,5 +22,13 @@ std::string to_string(LossKind kind);
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
 
 LossFn make_loss(LossKind kind);
+
+// Two-class outputs ([B, 2] logits): counts of (label, prediction) at index
+// 2 * label + prediction, what Matthews correlation needs; zeros for other outputs.
+std::array<int64_t, 4> count_confusion(const at::Tensor& logits, const at::Tensor& labels);
+
+// Matthews correlation of a two-class confusion matrix (count_confusion's layout); 0 when
+// a row or column is empty, as scikit-learn defines it.
+double matthews_correlation(const std::array<int64_t, 4>& confusion);
 
 }  // namespace dtrain::models

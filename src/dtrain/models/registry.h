@@ -10,14 +10,35 @@
 
 namespace dtrain::models {
 
+// A transformer encoder's sizes (roberta). The roberta-base defaults are Hugging Face's
+// RobertaConfig; the FFN is 4 x hidden unless set.
+struct TransformerConfig {
+  int64_t layers = 12;
+  int64_t hidden = 768;
+  int64_t heads = 12;
+  int64_t ffn = 0;  // 0: 4 x hidden (3072 for roberta-base)
+  int64_t vocab = 50265;
+  int64_t max_positions = 514;  // learned positions; real ones start past the padding index
+  int64_t pad_id = 1;
+  double layer_norm_eps = 1e-5;
+  double dropout = 0.1;  // hidden, attention probabilities and classifier
+};
+
 struct ModelConfig {
   std::string name = "cnn";
   int64_t in_channels = 1;
   int64_t num_classes = 10;
   double width = 1.0;  // mobilenetv2 width multiplier; mlp/cnn scale their widths
   int64_t depth = 2;   // mlp: hidden layers (each its own block)
-  std::vector<int64_t> input_shape{1, 28, 28};  // C, H, W (mlp flattens it)
+  std::vector<int64_t> input_shape{1, 28, 28};  // C, H, W (mlp flattens it); text: {T}
+  TransformerConfig transformer;                // roberta only
 };
+
+// Whether the model reads token ids ([B, T] int64) rather than images.
+bool takes_tokens(const ModelConfig& config);
+
+// A batch of `batch` zero inputs of the model's input shape and type (token id 0 for text).
+at::Tensor sample_input(const ModelConfig& config, int64_t batch);
 
 // Builds the named model, initialised as its reference architecture is. Throws
 // std::invalid_argument for unknown names or unusable shapes.
@@ -32,9 +53,9 @@ struct BlockInfo {
   std::vector<int64_t> output_shape;  // for one sample (no batch dimension)
 };
 
-// Runs one sample through the blocks and reports each block's output shape.
-std::vector<BlockInfo> describe(torch::nn::Sequential& model,
-                                const std::vector<int64_t>& input_shape);
+// Runs one sample (`input`, batch 1) through the blocks and reports each block's output
+// shape.
+std::vector<BlockInfo> describe(torch::nn::Sequential& model, const at::Tensor& input);
 
 int64_t parameter_count(const torch::nn::Module& module);
 

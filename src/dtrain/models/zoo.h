@@ -11,5 +11,6 @@ torch::nn::Sequential make_mlp(const ModelConfig& c);
 torch::nn::Sequential make_cnn(const ModelConfig& c);
 torch::nn::Sequential make_resnet18(const ModelConfig& c);
 torch::nn::Sequential make_mobilenetv2(const ModelConfig& c);
+torch::nn::Sequential make_roberta(const ModelConfig& c);
 
 }  // namespace dtrain::models

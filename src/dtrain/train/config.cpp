@@ -8,11 +8,13 @@ namespace dtrain::train {
 namespace {
 
 const EnumNames<OptimizerKind> kOptimizerNames("optimizer", {{OptimizerKind::kSgd, "sgd"},
-                                                             {OptimizerKind::kAdam, "adam"}});
+                                                             {OptimizerKind::kAdam, "adam"},
+                                                             {OptimizerKind::kAdamW, "adamw"}});
 const EnumNames<LrSchedule> kLrScheduleNames("learning-rate schedule",
                                              {{LrSchedule::kConstant, "constant"},
                                               {LrSchedule::kStep, "step"},
-                                              {LrSchedule::kCosine, "cosine"}});
+                                              {LrSchedule::kCosine, "cosine"},
+                                              {LrSchedule::kLinear, "linear"}});
 const EnumNames<ParallelMode> kParallelNames("parallel mode",
                                              {{ParallelMode::kNone, "none"},
                                               {ParallelMode::kPipeline, "pipeline"},
@@ -49,6 +51,11 @@ void validate(const TrainConfig& c, bool has_group) {
   require(c.optim.lr > 0, "--lr must be positive");
   require(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   require(c.grad_accum_steps >= 1, "--grad-accum-steps must be at least 1");
+  const bool text = c.data.name == "glue";
+  require(text == models::takes_tokens(c.model),
+          text ? "--dataset glue is text: use --model roberta"
+               : "--model roberta reads token ids: use --dataset glue");
+  require(!text || c.data.max_seq_len >= 4, "--max-seq-len must be at least 4");
   const ParallelMode mode = c.parallel.mode;
   require(mode == ParallelMode::kNone || has_group,
           "--parallel pipeline and ddp need a process group");

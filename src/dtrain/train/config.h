@@ -21,13 +21,13 @@
 
 namespace dtrain::train {
 
-enum class OptimizerKind { kSgd, kAdam };
-enum class LrSchedule { kConstant, kStep, kCosine };
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+enum class LrSchedule { kConstant, kStep, kCosine, kLinear };
 enum class ParallelMode { kNone, kPipeline, kDdp };
 
-OptimizerKind parse_optimizer(const std::string& name);  // sgd | adam
+OptimizerKind parse_optimizer(const std::string& name);  // sgd | adam | adamw
 std::string to_string(OptimizerKind kind);
-LrSchedule parse_lr_schedule(const std::string& name);  // constant | step | cosine
+LrSchedule parse_lr_schedule(const std::string& name);  // constant | step | cosine | linear
 std::string to_string(LrSchedule schedule);
 ParallelMode parse_parallel_mode(const std::string& name);  // none | pipeline | ddp
 std::string to_string(ParallelMode mode);
@@ -90,6 +90,7 @@ struct TrainConfig {
   std::string metrics_path;
   std::string command;  // the command line, written into every metrics row ("command")
   std::string checkpoint_dir;
+  std::string weights_path;  // pretrained weights (safetensors) loaded before training
   bool resume = false;
   int64_t stop_after = 0;  // run at most this many epochs now (0: to the end); resume later
   bool progress = true;

@@ -9,6 +9,7 @@
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/models/batch_context.h"
 #include "dtrain/parallel/ddp.h"
 #include "dtrain/parallel/ddp_codec_tuner.h"
 #include "dtrain/parallel/syncbn.h"
@@ -58,6 +59,7 @@ class DdpEngine final : public Engine {
     model_->train();
     auto t = Clock::now();
     ddp_->before_forward();
+    const models::AttentionMaskScope scope(batch.mask);
     const at::Tensor logits = model_->forward(batch.inputs);
     const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
     const double forward_s = metrics::trace::span_since("compute", "forward", t);
@@ -78,8 +80,8 @@ class DdpEngine final : public Engine {
     return score(logits, batch.labels, loss);
   }
 
-  BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
-    return evaluate_batch(model_, loss_, inputs, labels);
+  BatchResult eval_batch(const data::Batch& batch) override {
+    return evaluate_batch(model_, loss_, batch);
   }
 
   void end_epoch(EpochStats& s) override {

@@ -5,6 +5,7 @@
 
 #include <torch/nn/modules/container/sequential.h>
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct BatchResult {
   double loss_sum = 0;  // sum of per-sample losses
   int64_t correct = 0;
   int64_t samples = 0;
+  std::array<int64_t, 4> confusion{};  // two-class tasks (models::count_confusion)
 };
 
 // How one mini-batch takes part in an optimizer step (gradient accumulation).
@@ -47,7 +49,7 @@ class Engine {
   // parameters(). Adds its compute and communication time to `stats`.
   virtual BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan& plan,
                                   EpochStats& stats) = 0;
-  virtual BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) = 0;
+  virtual BatchResult eval_batch(const data::Batch& batch) = 0;
   // After an epoch's training steps, before evaluation: mode-specific reports.
   virtual void end_epoch(EpochStats& /*stats*/) {}
   // After the last epoch.
@@ -63,7 +65,7 @@ at::Tensor mean_loss(const models::LossFn& loss, const at::Tensor& logits,
                      const at::Tensor& labels);
 // The whole model on one batch in eval mode, without gradients.
 BatchResult evaluate_batch(torch::nn::Sequential& model, const models::LossFn& loss,
-                           const at::Tensor& inputs, const at::Tensor& labels);
+                           const data::Batch& batch);
 
 // The model on `device`; forward and backward times include waiting for the device.
 std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss,
@@ -76,7 +78,8 @@ std::unique_ptr<Engine> make_ddp_engine(comm::Group& group, torch::nn::Sequentia
 // the data (the others did not), and a sample batch for --balance auto.
 struct PipelineSetup {
   const TrainConfig& config;
-  const data::Dataset* train_set;  // rank 0 only
+  const models::ModelConfig& model;  // completed from the data (input shape, classes)
+  const data::Dataset* train_set;    // rank 0 only
   const data::Normalization& norm;
 };
 // Pipeline mode: builds this rank's stages of `model` (which it empties, so only those
@@ -85,8 +88,9 @@ struct PipelineSetup {
 std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequential& model,
                                              const PipelineSetup& setup);
 
-// Pipeline mode: rank 0 tells the others, which load no data, the model's input shape and
-// class count (`failed`: rank 0 could not load the data, and every rank throws).
+// Pipeline mode: rank 0 tells the others, which load no data, the model's input shape,
+// class count and (text) vocabulary size and padding id (`failed`: rank 0 could not load
+// the data, and every rank throws).
 void share_model_shape(comm::Group& group, models::ModelConfig& model, bool failed);
 
 }  // namespace dtrain::train

@@ -47,6 +47,7 @@ data::Batch on_device(const data::Batch& batch, const c10::Device& device) {
   data::Batch b = batch;
   b.inputs = batch.inputs.to(device);
   b.labels = batch.labels.to(device);
+  if (batch.mask.defined()) b.mask = batch.mask.to(device);
   return b;
 }
 
@@ -118,23 +119,29 @@ EpochStats train_epoch(const EpochInputs& in, Engine& engine, torch::optim::Opti
   return s;
 }
 
-std::pair<double, double> evaluate(Engine& engine, const data::Dataset& d,
-                                   const data::Normalization& norm, int64_t batch_size) {
+Evaluation evaluate(Engine& engine, const data::Dataset& d, const data::Normalization& norm,
+                    int64_t batch_size) {
   const int64_t first = d.size() * engine.rank() / engine.world();
   const int64_t end = d.size() * (engine.rank() + 1) / engine.world();
-  std::vector<double> totals{0, 0};
+  std::vector<double> totals(6, 0.0);  // loss, correct, confusion (4)
   at::Generator unused = at::detail::createCPUGenerator(0);
   for (int64_t begin = first; begin < end; begin += batch_size) {
     const int64_t n = std::min(batch_size, end - begin);
     const at::Tensor x = data::make_batch(d.images.narrow(0, begin, n), norm, {}, unused);
-    const data::Batch b = on_device({x, d.labels.narrow(0, begin, n)}, engine.input_device());
-    const BatchResult r = engine.eval_batch(b.inputs, b.labels);
+    const at::Tensor mask = d.masks.defined() ? d.masks.narrow(0, begin, n) : at::Tensor();
+    const BatchResult r = engine.eval_batch(
+        on_device({x, d.labels.narrow(0, begin, n), mask}, engine.input_device()));
     totals[0] += r.loss_sum;
     totals[1] += static_cast<double>(r.correct);
+    for (size_t i = 0; i < r.confusion.size(); ++i)
+      totals[2 + i] += static_cast<double>(r.confusion[i]);
   }
   engine.sum_over_ranks(totals);
   const double size = static_cast<double>(std::max<int64_t>(1, d.size()));
-  return {totals[0] / size, totals[1] / size};
+  std::array<int64_t, 4> confusion{};
+  for (size_t i = 0; i < confusion.size(); ++i)
+    confusion[i] = static_cast<int64_t>(totals[2 + i]);
+  return {totals[0] / size, totals[1] / size, models::matthews_correlation(confusion)};
 }
 
 }  // namespace dtrain::train

@@ -26,9 +26,14 @@ struct EpochInputs {
 EpochStats train_epoch(const EpochInputs& in, Engine& engine, torch::optim::Optimizer& optimizer,
                        int64_t epoch, metrics::ProgressLine& progress);
 
-// Mean loss and accuracy over a dataset. Data-parallel ranks evaluate contiguous shares of
-// it and sum.
-std::pair<double, double> evaluate(Engine& engine, const data::Dataset& d,
-                                   const data::Normalization& norm, int64_t batch_size);
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+  double matthews = 0;  // two-class tasks
+};
+
+// Mean loss, accuracy and Matthews correlation over a dataset. Data-parallel ranks evaluate
+// contiguous shares of it and sum.
+Evaluation evaluate(Engine& engine, const data::Dataset& d, const data::Normalization& norm,
+                    int64_t batch_size);
 
 }  // namespace dtrain::train

@@ -27,7 +27,7 @@ metrics::Row EpochStats::to_row() const {
   return r;
 }
 
-std::vector<metrics::Column> epoch_columns(bool pipeline) {
+std::vector<metrics::Column> epoch_columns(bool pipeline, bool matthews) {
   std::vector<metrics::Column> columns{{key::kEpoch, "epoch"},
                                        {key::kTrainLoss, "train loss", 4},
                                        {key::kTrainAcc, "train acc", 4},
@@ -41,6 +41,7 @@ std::vector<metrics::Column> epoch_columns(bool pipeline) {
                                        {key::kTimeOptimizerS, "opt(s)", 2},
                                        {key::kTimeCommS, "comm(s)", 2},
                                        {key::kPeakRssBytes, "peakRSS(B)"}};
+  if (matthews) columns.insert(columns.begin() + 5, {key::kTestMcc, "test MCC", 4});
   if (pipeline) {
     columns.push_back({key::kCompressionRatio, "wire/fp32", 4});
     columns.push_back({key::kBubbleMeasured, "bubble", 3});

@@ -22,6 +22,7 @@ struct EpochStats {
 };
 
 // The per-epoch table for people (pipeline: with its wire ratio and bubble columns).
-std::vector<metrics::Column> epoch_columns(bool pipeline = false);
+// With `matthews`, a test MCC column.
+std::vector<metrics::Column> epoch_columns(bool pipeline = false, bool matthews = false);
 
 }  // namespace dtrain::train

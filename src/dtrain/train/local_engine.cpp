@@ -6,6 +6,7 @@
 #include "dtrain/base/device.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/models/batch_context.h"
 #include "dtrain/train/engine.h"
 
 namespace dtrain::train {
@@ -21,6 +22,7 @@ BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::
   r.samples = labels.size(0);
   r.loss_sum = loss.item<double>() * static_cast<double>(r.samples);
   r.correct = logits.argmax(1).eq(labels).sum().item<int64_t>();
+  r.confusion = models::count_confusion(logits, labels);
   return r;
 }
 
@@ -30,11 +32,12 @@ at::Tensor mean_loss(const models::LossFn& loss, const at::Tensor& logits,
 }
 
 BatchResult evaluate_batch(torch::nn::Sequential& model, const models::LossFn& loss,
-                           const at::Tensor& inputs, const at::Tensor& labels) {
+                           const data::Batch& batch) {
   torch::NoGradGuard no_grad;
   model->eval();
-  const at::Tensor logits = model->forward(inputs);
-  return score(logits, labels, mean_loss(loss, logits, labels));
+  const models::AttentionMaskScope scope(batch.mask);
+  const at::Tensor logits = model->forward(batch.inputs);
+  return score(logits, batch.labels, mean_loss(loss, logits, batch.labels));
 }
 
 namespace {
@@ -54,6 +57,7 @@ class LocalEngine final : public Engine {
                           EpochStats& s) override {
     model_->train();
     auto t = Clock::now();
+    const models::AttentionMaskScope scope(batch.mask);
     const at::Tensor logits = model_->forward(batch.inputs);
     const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
     synchronize(device_);
@@ -65,8 +69,8 @@ class LocalEngine final : public Engine {
     return score(logits, batch.labels, loss);
   }
 
-  BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
-    return evaluate_batch(model_, loss_, inputs, labels);
+  BatchResult eval_batch(const data::Batch& batch) override {
+    return evaluate_batch(model_, loss_, batch);
   }
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }

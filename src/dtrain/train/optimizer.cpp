@@ -1,6 +1,7 @@
 #include "dtrain/train/optimizer.h"
 
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
@@ -18,6 +19,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& o,
     case OptimizerKind::kAdam:
       return std::make_unique<torch::optim::Adam>(
           params, torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+    case OptimizerKind::kAdamW:  // decoupled weight decay (Loshchilov and Hutter), as the seeds'
+      return std::make_unique<torch::optim::AdamW>(
+          params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
   }
   throw std::invalid_argument("unknown optimizer");
 }
@@ -32,6 +36,8 @@ double learning_rate(const OptimConfig& o, double epoch, int64_t total_epochs) {
       return o.lr * std::pow(o.gamma, std::floor(after / std::max<int64_t>(1, o.step_size)));
     case LrSchedule::kCosine:
       return o.lr * 0.5 * (1 + std::cos(M_PI * std::min(1.0, after / span)));
+    case LrSchedule::kLinear:  // to zero at the end, as transformers' linear schedule
+      return o.lr * std::max(0.0, 1.0 - after / span);
     case LrSchedule::kConstant:
       break;
   }

@@ -5,6 +5,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/models/batch_context.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/optimizer.h"
@@ -15,7 +16,7 @@ namespace {
 namespace pp = parallel::pipeline;
 
 BatchResult to_batch_result(const pp::StepResult& r) {
-  return {r.loss_sum, r.correct, r.samples};
+  return {r.loss_sum, r.correct, r.samples, r.confusion};
 }
 
 class PipelineEngine final : public Engine {
@@ -34,11 +35,11 @@ class PipelineEngine final : public Engine {
 
   BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan&,
                           EpochStats&) override {
-    return to_batch_result(pipeline_->train_batch(batch.inputs, batch.labels, lr));
+    return to_batch_result(pipeline_->train_batch(batch.inputs, batch.labels, batch.mask, lr));
   }
 
-  BatchResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels) override {
-    return to_batch_result(pipeline_->eval_batch(inputs, labels));
+  BatchResult eval_batch(const data::Batch& batch) override {
+    return to_batch_result(pipeline_->eval_batch(batch.inputs, batch.labels, batch.mask));
   }
 
   void end_epoch(EpochStats& s) override {
@@ -81,6 +82,8 @@ std::vector<double> block_weights(comm::Group& group, torch::nn::Sequential& mod
         1, std::min(train_set.size(), c.batch_size / std::max(1, c.parallel.pipeline.chunks)));
     at::Generator gen = at::detail::createCPUGenerator(c.seed);
     const at::Tensor x = data::make_batch(train_set.images.narrow(0, 0, n), setup.norm, {}, gen);
+    const models::AttentionMaskScope scope(
+        train_set.masks.defined() ? train_set.masks.narrow(0, 0, n) : at::Tensor());
     const auto times = pp::measure_block_times(model, x, 3);
     for (size_t i = 0; i < times.size(); ++i)
       t[static_cast<int64_t>(i)] = times[i];
@@ -92,8 +95,9 @@ std::vector<double> block_weights(comm::Group& group, torch::nn::Sequential& mod
   return w;
 }
 
-pp::PipelineConfig pipeline_config(const TrainConfig& c, int rank, int ranks, int64_t blocks,
+pp::PipelineConfig pipeline_config(const PipelineSetup& setup, int rank, int ranks, int64_t blocks,
                                    const std::vector<double>& weights) {
+  const TrainConfig& c = setup.config;
   const auto& o = c.parallel.pipeline;
   pp::PipelineConfig pc;
   pc.partition = pp::make_partition(o.placement, ranks, blocks, o.balance, weights, o.client_first,
@@ -106,6 +110,7 @@ pp::PipelineConfig pipeline_config(const TrainConfig& c, int rank, int ranks, in
   pc.auto_compress = o.auto_compress;
   pc.loss = models::make_loss(c.loss);
   pc.device = rank == 0 ? c.client_device.value_or(c.device) : c.device;
+  if (models::takes_tokens(setup.model)) pc.mask_length = setup.model.input_shape.at(0);
   return pc;
 }
 
@@ -134,7 +139,7 @@ std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequ
   const auto weights = block_weights(group, model, setup);
   auto pipeline =
       std::make_unique<pp::Pipeline>(group, model,
-                                     pipeline_config(setup.config, group.rank(), group.size(),
+                                     pipeline_config(setup, group.rank(), group.size(),
                                                      static_cast<int64_t>(model->size()), weights));
   model = torch::nn::Sequential(nullptr);  // keep only this rank's blocks alive
   if (group.rank() == 0) return std::make_unique<PipelineEngine>(std::move(pipeline));
@@ -143,23 +148,27 @@ std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequ
   return nullptr;
 }
 
+// One message: [classes (-1: failed), vocabulary, padding id, dimensions, shape (<= 3)].
 void share_model_shape(comm::Group& group, models::ModelConfig& mc, bool failed) {
-  auto t = at::zeros({4}, at::kLong);
+  auto t = at::zeros({7}, at::kLong);
   if (group.rank() == 0) {
-    if (failed) {
-      t[3] = -1;
-    } else {
-      for (int i = 0; i < 3; ++i)
-        t[i] = mc.input_shape[static_cast<size_t>(i)];
-      t[3] = mc.num_classes;
-    }
+    t[0] = failed ? -1 : mc.num_classes;
+    t[1] = mc.transformer.vocab;
+    t[2] = mc.transformer.pad_id;
+    t[3] = static_cast<int64_t>(mc.input_shape.size());
+    for (size_t i = 0; i < mc.input_shape.size() && i < 3; ++i)
+      t[4 + static_cast<int64_t>(i)] = mc.input_shape[i];
   }
   group.native_broadcast(t, 0);
   if (group.rank() == 0) return;
-  if (t[3].item<int64_t>() < 0)
+  if (t[0].item<int64_t>() < 0)
     throw std::runtime_error(group.describe() + ": rank 0 could not load the data (see its error)");
-  mc.input_shape = {t[0].item<int64_t>(), t[1].item<int64_t>(), t[2].item<int64_t>()};
-  mc.num_classes = t[3].item<int64_t>();
+  mc.num_classes = t[0].item<int64_t>();
+  mc.transformer.vocab = t[1].item<int64_t>();
+  mc.transformer.pad_id = t[2].item<int64_t>();
+  mc.input_shape.clear();
+  for (int64_t i = 0; i < std::min<int64_t>(3, t[3].item<int64_t>()); ++i)
+    mc.input_shape.push_back(t[4 + i].item<int64_t>());
 }
 
 }  // namespace dtrain::train

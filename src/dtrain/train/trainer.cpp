@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
 
 #include "dtrain/comm/group.h"
@@ -13,6 +14,7 @@
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/progress.h"
+#include "dtrain/models/weights.h"
 #include "dtrain/train/checkpoint.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/epoch_loop.h"
@@ -26,6 +28,7 @@ data::Dataset limit(data::Dataset d, int64_t n) {
   if (n > 0 && n < d.size()) {
     d.images = d.images.narrow(0, 0, n);
     d.labels = d.labels.narrow(0, 0, n);
+    if (d.masks.defined()) d.masks = d.masks.narrow(0, 0, n);
   }
   return d;
 }
@@ -52,11 +55,15 @@ Loaded load(const TrainConfig& c, comm::Group* group, bool holds_data) {
       in.train_set = limit(splits.train, c.limit_train);
       in.test_set = limit(splits.test, c.limit_test);
       in.digit_like = splits.digit_like;
+      if (splits.vocab_size > 0) {
+        in.model.transformer.vocab = splits.vocab_size;
+        in.model.transformer.pad_id = splits.pad_id;
+      }
     } catch (...) {
       if (pipelined) share_model_shape(*group, in.model, true);
       throw;
     }
-    in.norm = data::channel_stats(in.train_set.images);
+    if (!models::takes_tokens(in.model)) in.norm = data::channel_stats(in.train_set.images);
     in.model.input_shape = in.train_set.images.sizes().slice(1).vec();
     in.model.num_classes = in.train_set.num_classes;
   }
@@ -72,7 +79,7 @@ std::unique_ptr<Engine> build_engine(const TrainConfig& c, comm::Group* group,
   switch (c.parallel.mode) {
     case ParallelMode::kPipeline:
       return make_pipeline_engine(*group, model,
-                                  {c, holds_data ? &in.train_set : nullptr, in.norm});
+                                  {c, in.model, holds_data ? &in.train_set : nullptr, in.norm});
     case ParallelMode::kDdp:
       return make_ddp_engine(*group, std::move(model), c);
     case ParallelMode::kNone:
@@ -83,6 +90,7 @@ std::unique_ptr<Engine> build_engine(const TrainConfig& c, comm::Group* group,
 
 data::Augment default_augment(const TrainConfig& c, const Loaded& in) {
   data::Augment augment;
+  if (in.model.input_shape.size() != 3) return augment;  // text
   const bool colour32 = in.model.input_shape[1] >= 32 && !in.digit_like;
   augment.crop_padding = c.crop_padding >= 0 ? c.crop_padding : (colour32 ? 4 : 0);
   augment.flip = c.flip >= 0 ? c.flip == 1 : !in.digit_like && colour32;
@@ -101,8 +109,11 @@ std::string epoch_line(const EpochStats& s, int64_t epochs) {
   std::ostringstream line;
   line << "epoch " << s.epoch << "/" << epochs << ": train loss " << std::fixed
        << std::setprecision(4) << s.train_loss << ", test acc " << std::setprecision(2)
-       << 100 * s.test_acc << "%, " << std::setprecision(0) << s.samples_per_s << " samples/s, "
-       << std::setprecision(1) << s.epoch_s << " s";
+       << 100 * s.test_acc << "%, ";
+  if (s.extra.contains(key::kTestMcc))
+    line << "test MCC " << std::setprecision(4) << s.extra[key::kTestMcc].get<double>() << ", ";
+  line << std::setprecision(0) << s.samples_per_s << " samples/s, " << std::setprecision(1)
+       << s.epoch_s << " s";
   return line.str();
 }
 
@@ -120,6 +131,8 @@ metrics::Row summary_row(const TrainConfig& c, const Loaded& in, int64_t paramet
   summary[key::kGradAccumSteps] = c.grad_accum_steps;
   summary[key::kFinalTestAcc] = history.back().test_acc;
   summary[key::kFinalTestLoss] = history.back().test_loss;
+  if (history.back().extra.contains(key::kTestMcc))
+    summary[key::kFinalTestMcc] = history.back().extra[key::kTestMcc];
   double total = 0, samples = 0;
   for (const auto& h : history) {
     total += h.epoch_s;
@@ -156,6 +169,11 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
   // Every rank builds the same initial model: pipeline stages keep their blocks of it.
   torch::manual_seed(c.seed);
   torch::nn::Sequential model = models::make_model(in.model);
+  if (!c.weights_path.empty()) {
+    const models::WeightsReport loaded = models::load_weights(model, in.model, c.weights_path);
+    if (holds_data && (group == nullptr || group->rank() == 0))
+      std::cerr << c.weights_path << ": " << models::summary(loaded) << std::endl;
+  }
   const int64_t parameters = models::parameter_count(*model);
   const auto engine = build_engine(c, group, std::move(model), in, holds_data);
   if (!engine) return {};  // a pipeline follower, done
@@ -176,7 +194,10 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
   for (int64_t epoch = first_epoch; epoch < end_epoch; ++epoch) {
     EpochStats s = train_epoch(inputs, *engine, *optimizer, epoch, progress);
     engine->end_epoch(s);
-    std::tie(s.test_loss, s.test_acc) = evaluate(*engine, in.test_set, in.norm, c.test_batch_size);
+    const Evaluation test = evaluate(*engine, in.test_set, in.norm, c.test_batch_size);
+    s.test_loss = test.loss;
+    s.test_acc = test.accuracy;
+    if (in.test_set.matthews) s.extra[key::kTestMcc] = test.matthews;
     s.peak_rss_bytes = metrics::peak_rss_bytes();
     record_cuda_memory(engine->input_device(), s);
     progress.finish(epoch_line(s, c.epochs));

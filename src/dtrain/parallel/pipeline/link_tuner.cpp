@@ -17,8 +17,12 @@
 namespace dtrain::parallel::pipeline {
 
 namespace {
-
 enum Purpose { kPing = 0, kData = 1, kMeasurements = 2, kCodecs = 3 };
+}  // namespace
+
+// Named, not anonymous: LinkTuner::Measurement holds them (a member of a type with linkage
+// must have linkage too, which GCC checks when the file is part of a unity batch).
+namespace calibration {
 
 // A rank's calibration message to the driver, and the one definition of its JSON (by key:
 // a missing key is an error naming it).
@@ -38,13 +42,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProbedLink, src, dst, rate, latency)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SentCost, bytes, encode_s, decode_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SentLink, dst, messages, costs)
 
-}  // namespace
+}  // namespace calibration
 
 struct LinkTuner::Measurement {
   int rank = 0;
   double compute_s = 0;
-  std::vector<ProbedLink> probes;  // both directions of each link this rank initiated
-  std::vector<SentLink> links;     // this rank's outgoing compressed links
+  std::vector<calibration::ProbedLink> probes;  // both directions of each link this rank initiated
+  std::vector<calibration::SentLink> links;     // this rank's outgoing compressed links
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkTuner::Measurement, rank, compute_s, probes, links)
 
@@ -86,11 +90,11 @@ LinkTuner::Measurement LinkTuner::measure(double compute_s) {
   Measurement m{wire_.group().rank(), compute_s, {}, {}};
   probe_pairs(m);
   const double steps = static_cast<double>(std::max<int64_t>(1, wire_.times().steps));
-  std::map<int, SentLink> links;
+  std::map<int, calibration::SentLink> links;
   for (const auto& [to, sent] : wire_.sent()) {
     const int dst = to.first;
     if (!wire_.compresses(dst)) continue;
-    SentLink& link = links[dst];
+    calibration::SentLink& link = links[dst];
     link.dst = dst;
     link.costs.resize(candidates_.size());
     const double per_step = static_cast<double>(sent.messages) / steps;
@@ -127,7 +131,7 @@ void LinkTuner::calibrate_as_follower(double compute_s) {
 AutoInput LinkTuner::to_input(const std::vector<Measurement>& all, int micro_batches) const {
   AutoInput input;
   input.micro_batches = micro_batches;
-  std::map<std::pair<int, int>, ProbedLink> probes;
+  std::map<std::pair<int, int>, calibration::ProbedLink> probes;
   for (const auto& m : all) {
     input.compute_s.push_back(m.compute_s);
     for (const auto& p : m.probes)
@@ -135,10 +139,10 @@ AutoInput LinkTuner::to_input(const std::vector<Measurement>& all, int micro_bat
   }
   for (const auto& m : all) {
     for (const auto& l : m.links) {
-      const ProbedLink& probe = probes.at({m.rank, l.dst});
+      const calibration::ProbedLink& probe = probes.at({m.rank, l.dst});
       LinkMeasurement lm{m.rank, l.dst, probe.rate, probe.latency, l.messages, {}};
       for (size_t i = 0; i < candidates_.size(); ++i) {
-        const SentCost& c = l.costs.at(i);
+        const calibration::SentCost& c = l.costs.at(i);
         lm.costs.push_back({candidates_[i], c.bytes, c.encode_s, c.decode_s});
       }
       input.links.push_back(std::move(lm));

@@ -11,6 +11,7 @@
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/models/batch_context.h"
 #include "dtrain/models/registry.h"
 
 namespace dtrain::parallel::pipeline {
@@ -40,7 +41,7 @@ int64_t fingerprint(const PipelineConfig& c, int64_t blocks, int64_t parameters)
   std::string text = std::to_string(blocks) + "/" + std::to_string(parameters) + "/" +
                      to_string(c.schedule) + "/" + std::to_string(c.micro_batches) + "/" +
                      to_string(c.codecs.activations) + "/" + to_string(c.codecs.gradients) + "/" +
-                     std::to_string(c.codecs.all_edges);
+                     std::to_string(c.codecs.all_edges) + "/mask:" + std::to_string(c.mask_length);
   if (c.auto_compress) {
     text += "/auto:" + std::to_string(c.auto_compress->min_bits);
     for (const auto& spec : c.auto_compress->candidates)
@@ -147,7 +148,7 @@ void Pipeline::execute(const Command& c) {
   switch (c.kind) {
     case CommandKind::kTrain:
     case CommandKind::kEval:
-      run(c.kind == CommandKind::kTrain, c.batch, {}, {});
+      run(c.kind == CommandKind::kTrain, c.batch, {}, {}, {});
       break;
     case CommandKind::kReport:
       wire_->send_report(local_report());
@@ -163,9 +164,21 @@ void Pipeline::execute(const Command& c) {
   }
 }
 
-StepResult Pipeline::train_batch(const at::Tensor& inputs, const at::Tensor& labels, double lr) {
+// Before any command goes out: a follower told to run a step waits for its tensors.
+void Pipeline::check_mask(int64_t batch, const at::Tensor& mask) const {
+  if (config_.mask_length == 0) return;
+  if (!mask.defined() || mask.dim() != 2 || mask.size(0) != batch ||
+      mask.size(1) != config_.mask_length)
+    throw std::invalid_argument("pipeline: a text batch needs its attention mask [" +
+                                std::to_string(batch) + ", " + std::to_string(config_.mask_length) +
+                                "]");
+}
+
+StepResult Pipeline::train_batch(const at::Tensor& inputs, const at::Tensor& labels,
+                                 const at::Tensor& mask, double lr) {
+  check_mask(inputs.size(0), mask);
   wire_->send_command({CommandKind::kTrain, inputs.size(0), lr});
-  const StepResult result = run(true, inputs.size(0), inputs, labels);
+  const StepResult result = run(true, inputs.size(0), inputs, labels, mask);
   // The second step of an epoch: the first may carry warm-up (allocator, kernels' setup).
   if (tuner_ && calibrate_due_ && wire_->times().steps >= 2) {
     wire_->send_command({CommandKind::kCalibrate, 0, 0});
@@ -179,9 +192,11 @@ std::vector<metrics::Row> Pipeline::auto_rows() const {
   return tuner_ ? tuner_->rows() : std::vector<metrics::Row>{};
 }
 
-StepResult Pipeline::eval_batch(const at::Tensor& inputs, const at::Tensor& labels) {
+StepResult Pipeline::eval_batch(const at::Tensor& inputs, const at::Tensor& labels,
+                                const at::Tensor& mask) {
+  check_mask(inputs.size(0), mask);
   wire_->send_command({CommandKind::kEval, inputs.size(0), 0});
-  return run(false, inputs.size(0), inputs, labels);
+  return run(false, inputs.size(0), inputs, labels, mask);
 }
 
 void Pipeline::stop() {
@@ -200,13 +215,14 @@ struct Pipeline::Step {
   const Schedule* schedule = nullptr;
   int last_stage = 0;
   int loss_rank = 0;
-  std::vector<at::Tensor> input_chunks, label_chunks;  // driver only
-  std::map<std::pair<int, int>, Live> live;            // (stage, micro-batch) awaiting backward
+  std::vector<at::Tensor> input_chunks, label_chunks, mask_chunks;  // driver only
+  std::map<std::pair<int, int>, Live> live;  // (stage, micro-batch) awaiting backward
+  std::map<int, at::Tensor> received_masks;  // followers: by micro-batch
   StepResult result;
 };
 
 StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
-                         const at::Tensor& labels) {
+                         const at::Tensor& labels, const at::Tensor& mask) {
   const auto step_start = Clock::now();
   const double compute_before = wire_->times().forward_s + wire_->times().backward_s;
   wire_->set_counting(training);
@@ -221,7 +237,10 @@ StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
   if (group_.rank() == 0) {
     step.input_chunks = split_rows(inputs, step.sizes);
     step.label_chunks = split_rows(labels.contiguous(), step.sizes);
-    route_labels(step);
+    if (config_.mask_length > 0) {
+      step.mask_chunks = split_rows(mask.to(at::kCPU, at::kByte).contiguous(), step.sizes);
+    }
+    route_driver_data(step);
   }
   for (auto& module : modules_)
     module->train(training);
@@ -245,11 +264,31 @@ StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
   return step.result;
 }
 
-// The linear chain computes the loss on the last rank: the driver sends it the labels.
-void Pipeline::route_labels(Step& step) {
-  if (step.loss_rank == 0) return;
-  for (size_t mb = 0; mb < step.label_chunks.size(); ++mb)
-    wire_->send_labels(step.label_chunks[mb], step.loss_rank, static_cast<int>(mb));
+// The linear chain computes the loss on the last rank: the driver sends it the labels. Text
+// batches: every other rank runs a forward, and gets the attention mask.
+void Pipeline::route_driver_data(Step& step) {
+  using Data = StageTransport::DriverData;
+  for (size_t mb = 0; mb < step.label_chunks.size(); ++mb) {
+    const int micro_batch = static_cast<int>(mb);
+    if (step.loss_rank != 0)
+      wire_->send_driver_data(Data::kLabels, step.label_chunks[mb], step.loss_rank, micro_batch);
+    if (config_.mask_length > 0)
+      for (int r = 1; r < group_.size(); ++r)
+        wire_->send_driver_data(Data::kMask, step.mask_chunks[mb], r, micro_batch);
+  }
+}
+
+// A forward's attention mask: the driver's own chunk, or the one it sent this rank (taken
+// once per micro-batch, by its first forward here, and kept for later stages).
+at::Tensor Pipeline::mask_of(Step& step, int micro_batch) {
+  if (config_.mask_length == 0) return {};
+  const auto mb = static_cast<size_t>(micro_batch);
+  if (group_.rank() == 0) return step.mask_chunks[mb];
+  auto& kept = step.received_masks;
+  if (auto it = kept.find(micro_batch); it != kept.end()) return it->second;
+  return kept[micro_batch] = wire_->receive_driver_data(StageTransport::DriverData::kMask,
+                                                        {step.sizes[mb], config_.mask_length},
+                                                        at::kByte, micro_batch);
 }
 
 // The tensor `op` receives: a forward its stage's input from the stage before, a backward
@@ -272,8 +311,14 @@ void Pipeline::post_receives(const Step& step, const std::vector<Op>& ops, size_
   for (size_t i = next; i < end; ++i) {
     const Op& op = ops[i];
     if (const auto input = input_of(step, op)) wire_->expect_tensor(*input);
+    const int64_t samples = step.sizes[static_cast<size_t>(op.micro_batch)];
+    using Data = StageTransport::DriverData;
     if (op.kind == OpKind::kForward && op.stage == step.last_stage && group_.rank() != 0)
-      wire_->expect_labels(step.sizes[static_cast<size_t>(op.micro_batch)], op.micro_batch);
+      wire_->expect_driver_data(Data::kLabels, {samples}, at::kLong, op.micro_batch);
+    if (op.kind == OpKind::kForward && config_.mask_length > 0 && group_.rank() != 0 &&
+        !step.received_masks.count(op.micro_batch))
+      wire_->expect_driver_data(Data::kMask, {samples, config_.mask_length}, at::kByte,
+                                op.micro_batch);
   }
 }
 
@@ -294,16 +339,24 @@ void Pipeline::forward(Step& step, const Op& op) {
   at::Tensor y;
   if (last)
     y = (group_.rank() == 0 ? step.label_chunks[mb]
-                            : wire_->receive_labels(step.sizes[mb], op.micro_batch))
+                            : wire_->receive_driver_data(StageTransport::DriverData::kLabels,
+                                                         {samples}, at::kLong, op.micro_batch))
             .to(device);
+  const at::Tensor mask = mask_of(step, op.micro_batch);
   const auto t0 = Clock::now();
-  l.output = modules_[local_index(op.stage)]->forward(l.input);
+  {
+    const models::AttentionMaskScope scope(mask.defined() ? mask.to(device) : mask);
+    l.output = modules_[local_index(op.stage)]->forward(l.input);
+  }
   if (last) {
     const double b = static_cast<double>(step.batch);
     l.loss = config_.loss(l.output, y) / b;
     step.result.loss_sum += l.loss.item<double>() * b;
     step.result.correct += l.output.argmax(1).eq(y).sum().item<int64_t>();
     step.result.samples += y.size(0);
+    const auto counts = models::count_confusion(l.output, y);
+    for (size_t i = 0; i < counts.size(); ++i)
+      step.result.confusion[i] += counts[i];
   }
   synchronize(device);
   const double forward_s = metrics::trace::span_since(
@@ -341,13 +394,18 @@ void Pipeline::gather_result(Step& step) {
   if (step.loss_rank == 0) return;
   StepResult& r = step.result;
   if (group_.rank() == step.loss_rank) {
-    wire_->send_result(
-        {r.loss_sum, static_cast<double>(r.correct), static_cast<double>(r.samples)});
+    std::vector<double> values{r.loss_sum, static_cast<double>(r.correct),
+                               static_cast<double>(r.samples)};
+    for (const int64_t c : r.confusion)
+      values.push_back(static_cast<double>(c));
+    wire_->send_result(values);
   } else if (group_.rank() == 0) {
     const auto v = wire_->receive_result(step.loss_rank);
     r.loss_sum = v[0];
     r.correct = static_cast<int64_t>(v[1]);
     r.samples = static_cast<int64_t>(v[2]);
+    for (size_t i = 0; i < r.confusion.size(); ++i)
+      r.confusion[i] = static_cast<int64_t>(v[3 + i]);
   }
 }
 

@@ -29,6 +29,7 @@
 
 #include <torch/nn/modules/container/sequential.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -63,12 +64,16 @@ struct PipelineConfig {
   // (packets), so ranks may differ (a CPU client with GPU servers).
   c10::Device device{c10::kCPU};
   models::LossFn loss = models::make_loss(models::LossKind::kCrossEntropy);
+  // Text batches: the length T of their attention masks ([B, T]), which the driver sends
+  // to every rank that runs a forward (models/batch_context.h); 0: batches have none.
+  int64_t mask_length = 0;
 };
 
 struct StepResult {
   double loss_sum = 0;  // sum of per-sample losses
   int64_t correct = 0;
   int64_t samples = 0;
+  std::array<int64_t, 4> confusion{};  // two-class tasks: models::count_confusion
 };
 
 class Pipeline {
@@ -90,8 +95,10 @@ class Pipeline {
 
   // Driver only. One mini-batch through the pipeline; training accumulates gradients into
   // every rank's parameters (the followers' callers step their optimizers with `lr`).
-  StepResult train_batch(const at::Tensor& inputs, const at::Tensor& labels, double lr);
-  StepResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels);
+  // `mask`: the batch's attention mask when config().mask_length > 0, else undefined.
+  StepResult train_batch(const at::Tensor& inputs, const at::Tensor& labels, const at::Tensor& mask,
+                         double lr);
+  StepResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels, const at::Tensor& mask);
   // Every rank's counters since the last call (rank order); resets them.
   std::vector<RankReport> collect_reports();
   // --compress auto: the last choice per link (metrics::key::kAutoLinks rows).
@@ -106,8 +113,11 @@ class Pipeline {
  private:
   struct Step;  // one mini-batch in flight: its micro-batches, live activations, result
   struct Live;
-  StepResult run(bool training, int64_t batch, const at::Tensor& inputs, const at::Tensor& labels);
-  void route_labels(Step& step);
+  StepResult run(bool training, int64_t batch, const at::Tensor& inputs, const at::Tensor& labels,
+                 const at::Tensor& mask);
+  void route_driver_data(Step& step);
+  void check_mask(int64_t batch, const at::Tensor& mask) const;
+  at::Tensor mask_of(Step& step, int micro_batch);
   static std::optional<Transfer> input_of(const Step& step, const Op& op);
   void post_receives(const Step& step, const std::vector<Op>& ops, size_t next);
   void forward(Step& step, const Op& op);

@@ -22,7 +22,8 @@ enum TagKind {
   kLabelTag = 3,
   kResultTag = 4,
   kCommandTag = 5,
-  kTuningTag = 6
+  kTuningTag = 6,
+  kMaskTag = 7
 };
 const comm::TagLayout& tag_layout() {
   static const comm::TagLayout layout(comm::TagSpace::kPipeline,
@@ -250,19 +251,28 @@ void StageTransport::count_received(const Transfer& transfer, size_t bytes, cons
   link.recv_time_s += waited;
 }
 
-void StageTransport::send_labels(const at::Tensor& labels, int to_rank, int micro_batch) {
-  keep_sending(labels.contiguous(), to_rank, tag(kLabelTag, 0, micro_batch));
+namespace {
+int driver_data_tag(StageTransport::DriverData what, int micro_batch) {
+  return tag(what == StageTransport::DriverData::kLabels ? kLabelTag : kMaskTag, 0, micro_batch);
+}
+}  // namespace
+
+void StageTransport::send_driver_data(DriverData what, const at::Tensor& t, int to_rank,
+                                      int micro_batch) {
+  keep_sending(t.contiguous(), to_rank, driver_data_tag(what, micro_batch));
 }
 
-void StageTransport::expect_labels(int64_t samples, int micro_batch) {
-  const int message_tag = tag(kLabelTag, 0, micro_batch);
-  if (!inbound_.count(message_tag)) post_receive(message_tag, 0, at::empty({samples}, at::kLong));
+void StageTransport::expect_driver_data(DriverData what, at::IntArrayRef shape,
+                                        at::ScalarType dtype, int micro_batch) {
+  const int message_tag = driver_data_tag(what, micro_batch);
+  if (!inbound_.count(message_tag)) post_receive(message_tag, 0, at::empty(shape, dtype));
 }
 
-at::Tensor StageTransport::receive_labels(int64_t samples, int micro_batch) {
-  expect_labels(samples, micro_batch);
+at::Tensor StageTransport::receive_driver_data(DriverData what, at::IntArrayRef shape,
+                                               at::ScalarType dtype, int micro_batch) {
+  expect_driver_data(what, shape, dtype, micro_batch);
   const auto t0 = Clock::now();
-  at::Tensor y = take_receive(tag(kLabelTag, 0, micro_batch));
+  at::Tensor y = take_receive(driver_data_tag(what, micro_batch));
   const double waited =
       metrics::trace::span_since("communication", "receive wait", t0, micro_batch, "micro-batch");
   if (counting_) times_.recv_wait_s += waited;
@@ -270,14 +280,16 @@ at::Tensor StageTransport::receive_labels(int64_t samples, int micro_batch) {
 }
 
 void StageTransport::send_result(const std::vector<double>& values) {
+  if (static_cast<int64_t>(values.size()) != kResultValues)
+    throw std::logic_error("a pipeline result has " + std::to_string(kResultValues) + " values");
   auto t = at::tensor(values, at::kDouble);
   group_.send(t, 0, tag(kResultTag));
 }
 
 std::vector<double> StageTransport::receive_result(int from_rank) {
-  auto t = at::empty({3}, at::kDouble);
+  auto t = at::empty({kResultValues}, at::kDouble);
   group_.recv(t, from_rank, tag(kResultTag));
-  return {t[0].item<double>(), t[1].item<double>(), t[2].item<double>()};
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + kResultValues);
 }
 
 void StageTransport::send_command(const Command& command) {

@@ -68,12 +68,20 @@ class StageTransport {
   // rank. Every receive posted must be taken by receive_tensor in the same step.
   void expect_tensor(const Transfer& transfer);
 
-  // Labels from the driver to the rank of the loss (the linear chain).
-  void send_labels(const at::Tensor& labels, int to_rank, int micro_batch);
-  at::Tensor receive_labels(int64_t samples, int micro_batch);
-  void expect_labels(int64_t samples, int micro_batch);  // posts it ahead, as expect_tensor
+  // Per-micro-batch tensors the driver hands out beside the boundary tensors, sent exact:
+  // the labels (to the rank of the loss in a linear chain) and a text batch's attention
+  // mask (to every rank that runs a forward). The receiver gives shape and dtype.
+  enum class DriverData { kLabels, kMask };
+  void send_driver_data(DriverData what, const at::Tensor& t, int to_rank, int micro_batch);
+  at::Tensor receive_driver_data(DriverData what, at::IntArrayRef shape, at::ScalarType dtype,
+                                 int micro_batch);
+  // Posts it ahead, as expect_tensor.
+  void expect_driver_data(DriverData what, at::IntArrayRef shape, at::ScalarType dtype,
+                          int micro_batch);
 
-  // The loss rank's [loss sum, correct, samples] to the driver.
+  // The loss rank's result to the driver: [loss sum, correct, samples, the four counts of
+  // a two-class confusion matrix].
+  static constexpr int64_t kResultValues = 7;
   void send_result(const std::vector<double>& values);
   std::vector<double> receive_result(int from_rank);
 
