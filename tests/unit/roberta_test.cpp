@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "dtrain/compress/codec.h"
 #include "dtrain/models/batch_context.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/models/roberta.h"
@@ -183,6 +184,38 @@ TEST(RobertaTest, WeightsReportMissingAndUnexpectedAndRefuseWrongShapes) {
   }
   write_safetensors(file, {{"unrelated", torch::zeros({2})}});
   EXPECT_THROW(load_weights(model, c, file), std::runtime_error);
+}
+
+// Seed 001's boundary: [B, 128, 768] activations of an encoder layer through the sort
+// quantizer at 16/12/8/4 bits: shape kept, the seeds' ratios, error growing as bits fall.
+TEST(RobertaTest, SortQuantizationOfEncoderActivations) {
+  ModelConfig c = small_config(128);
+  c.transformer.hidden = 768;
+  c.transformer.heads = 12;
+  c.transformer.layers = 1;
+  c.transformer.max_positions = 514;
+  auto model = make_model(c);
+  const auto [ids, mask] = padded_batch(128);
+  at::Tensor x;
+  {
+    torch::NoGradGuard no_grad;
+    model->eval();
+    const AttentionMaskScope scope(mask);
+    x = model->begin()[1].forward(model->begin()[0].forward(ids));
+  }
+  ASSERT_EQ(x.sizes(), (std::vector<int64_t>{2, 128, 768}));
+  double previous_error = 0;
+  for (const int bits : {16, 12, 8, 4}) {
+    const auto codec = compress::make_codec("sortquant:" + std::to_string(bits));
+    const auto packet = compress::encode(*codec, x);
+    const at::Tensor y = compress::decode(packet);
+    ASSERT_EQ(y.sizes(), x.sizes());
+    EXPECT_NEAR(compress::compression_ratio(packet.size(), x.numel()), bits / 32.0, 0.01) << bits;
+    const double error = (y - x).pow(2).mean().item<double>() / x.var().item<double>();
+    EXPECT_GT(error, previous_error) << bits;
+    EXPECT_LT(error, bits >= 8 ? 1e-3 : 0.05) << bits;
+    previous_error = error;
+  }
 }
 
 TEST(RobertaTest, TokenIdsOutsideTheVocabularyAreAnError) {
