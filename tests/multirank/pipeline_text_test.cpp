@@ -11,6 +11,7 @@
 #include "../support/pipeline_follower.h"
 #include "../support/ranks.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/compress/codec.h"
 #include "dtrain/models/batch_context.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
@@ -74,7 +75,12 @@ ParamMap reference() {
   return state_of(*model);
 }
 
-ParamMap run_pipeline(const Partition& partition, int ranks) {
+struct TextRun {
+  ParamMap params;
+  comm::LinkStats rank0_to_1;  // rank 0's counters of its link to rank 1, over the steps
+};
+
+TextRun run_pipeline(const Partition& partition, int ranks) {
   std::vector<torch::nn::Sequential> models;
   for (int r = 0; r < ranks; ++r)
     models.push_back(make_encoder());
@@ -83,10 +89,11 @@ ParamMap run_pipeline(const Partition& partition, int ranks) {
   config.schedule = ScheduleKind::k1F1B;
   config.micro_batches = 4;
   config.mask_length = kLength;
-  ParamMap all;
+  TextRun run;
   std::mutex mu;
   testing::run_ranks(ranks, [&](comm::Group& g) {
     Pipeline p(g, models[static_cast<size_t>(g.rank())], config);
+    g.reset_link_stats();
     torch::optim::SGD opt(p.parameters(), torch::optim::SGDOptions(0.1));
     if (p.is_driver()) {
       for (const auto& b : batches()) {
@@ -94,6 +101,7 @@ ParamMap run_pipeline(const Partition& partition, int ranks) {
         EXPECT_EQ(p.train_batch(b.ids, b.labels, b.mask, 0.1).samples, kBatch);
         opt.step();
       }
+      run.rank0_to_1 = g.link_stats(1);
       EXPECT_THROW(p.eval_batch(batches()[0].ids, batches()[0].labels, {}),
                    std::invalid_argument);  // a text batch without its mask
       p.stop();
@@ -103,9 +111,9 @@ ParamMap run_pipeline(const Partition& partition, int ranks) {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& stage : p.stage_modules())
       for (const auto& [k, v] : state_of(*stage))
-        all[k] = v;
+        run.params[k] = v;
   });
-  return all;
+  return run;
 }
 
 void expect_equal(const ParamMap& got, const ParamMap& want) {
@@ -116,12 +124,21 @@ void expect_equal(const ParamMap& got, const ParamMap& want) {
 
 TEST(PipelineTextTest, UShapeF2L2EqualsSingleProcess) {
   const Partition p = make_partition(Placement::kUShape, 2, 6, {2}, {}, 2, 2);
-  expect_equal(run_pipeline(p, 2), reference());
+  const TextRun run = run_pipeline(p, 2);
+  expect_equal(run.params, reference());
+  // Rank 0 sends per step a command and, per micro-batch, layer0's activations, the
+  // attention mask and (backward) the gradient of layer2's output: no token ids, no labels. Only
+  // the boundary's first activation carries an 8-byte length first.
+  const int64_t micro = kBatch / 4;
+  const auto boundary = static_cast<int64_t>(
+      compress::encode(*compress::make_codec("none"), at::zeros({micro, kLength, 32})).size());
+  const int64_t per_step = 3 * 8 + 4 * (boundary + micro * kLength) + 4 * boundary;
+  EXPECT_EQ(run.rank0_to_1.send.bytes, kSteps * per_step + 8);
 }
 
 TEST(PipelineTextTest, LinearChainOfThreeEqualsSingleProcess) {
   const Partition p = make_partition(Placement::kLinear, 3, 6, {2, 2, 2}, {});
-  expect_equal(run_pipeline(p, 3), reference());
+  expect_equal(run_pipeline(p, 3).params, reference());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/trace.h"
 #include "dtrain/models/batch_context.h"
+#include "dtrain/parallel/pipeline/block_times.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/optimizer.h"

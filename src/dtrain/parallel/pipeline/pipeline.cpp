@@ -430,24 +430,4 @@ std::vector<RankReport> Pipeline::collect_reports() {
   return out;
 }
 
-std::vector<double> measure_block_times(torch::nn::Sequential& model, const at::Tensor& input,
-                                        int repeats) {
-  const size_t n = model->size();
-  std::vector<double> total(n, 0.0);
-  for (int rep = 0; rep <= repeats; ++rep) {  // pass 0 warms up
-    at::Tensor x = input;
-    for (size_t b = 0; b < n; ++b) {
-      const at::Tensor in = x.detach().requires_grad_(b > 0);
-      const auto t0 = Clock::now();
-      const at::Tensor out = model->begin()[static_cast<std::ptrdiff_t>(b)].forward(in);
-      out.backward(at::ones_like(out));
-      if (rep > 0) total[b] += since(t0);
-      x = out;
-    }
-  }
-  for (auto& t : total)
-    t /= std::max(1, repeats);
-  return total;
-}
-
 }  // namespace dtrain::parallel::pipeline

@@ -20,7 +20,8 @@
 //
 // Files: partition.h (which blocks where), schedule.h (the order of forward and backward
 // ops), command.h (the driver/follower protocol), transport.h (messages, codecs, counters),
-// report.h (what ranks measured), this file (running a schedule on this rank's stages).
+// report.h (what ranks measured), block_times.h (--balance auto's weights), this file (running a
+// schedule on this rank's stages).
 //
 // Errors. Every rank checks at construction that all ranks agree on the configuration
 // (an all-reduce of a fingerprint), so mismatched flags fail on every rank instead of
@@ -140,10 +141,5 @@ class Pipeline {
   bool calibrate_due_ = true;       // at the second training step of each epoch
   double last_step_compute_s_ = 0;  // forward + backward of this rank's last training step
 };
-
-// Mean forward+backward seconds of each block of `model` on `input`, over `repeats`
-// passes after one warm-up: the weights of --balance auto.
-std::vector<double> measure_block_times(torch::nn::Sequential& model, const at::Tensor& input,
-                                        int repeats);
 
 }  // namespace dtrain::parallel::pipeline
