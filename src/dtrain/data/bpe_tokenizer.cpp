@@ -99,7 +99,8 @@ const std::string& byte_symbol(unsigned char byte) {
 }
 
 BpeTokenizer BpeTokenizer::from_dir(const std::string& dir) {
-  return BpeTokenizer(read_vocab(dir + "/vocab.json"), read_merges(dir + "/merges.txt"));
+  auto vocab = read_vocab(dir + "/vocab.json");  // first: its error names the folder's main file
+  return BpeTokenizer(std::move(vocab), read_merges(dir + "/merges.txt"));
 }
 
 BpeTokenizer::BpeTokenizer(std::unordered_map<std::string, int64_t> vocab,

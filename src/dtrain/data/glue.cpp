@@ -103,6 +103,7 @@ Dataset read_glue_split(const std::string& path, GlueTask task, const BpeTokeniz
 Splits load_glue(const DataConfig& c) {
   if (c.data_dir.empty())
     throw std::invalid_argument("--dataset glue needs --data-dir (the task's train.tsv, dev.tsv)");
+  if (c.task.empty()) throw std::invalid_argument("--dataset glue needs --task rte|cola");
   const GlueTask task = parse_glue_task(c.task);
   const BpeTokenizer tokenizer =
       BpeTokenizer::from_dir(c.tokenizer_dir.empty() ? c.data_dir : c.tokenizer_dir);
