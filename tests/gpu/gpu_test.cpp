@@ -137,5 +137,19 @@ TEST(GpuDeviceTest, BadDeviceNamesAreClearErrors) {
   }
 }
 
+TEST(GpuDeviceTest, MalformedLocalRankIsAnErrorNotGpuZero) {
+  SKIP_WITHOUT_CUDA();
+  const char* before = std::getenv("LOCAL_RANK");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("LOCAL_RANK", "one", 1);
+  EXPECT_THROW(parse_device("cuda"), std::invalid_argument);
+  setenv("LOCAL_RANK", "0", 1);
+  EXPECT_EQ(parse_device("cuda").index(), 0);
+  if (before != nullptr)
+    setenv("LOCAL_RANK", saved.c_str(), 1);
+  else
+    unsetenv("LOCAL_RANK");
+}
+
 }  // namespace
 }  // namespace dtrain

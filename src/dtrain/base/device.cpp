@@ -29,7 +29,14 @@ c10::Device parse_device(const std::string& text) {
   int64_t index = 0;
   if (text == "cuda") {
     const char* local_rank = std::getenv("LOCAL_RANK");
-    if (local_rank != nullptr) index = parse_integer(local_rank, 0, 1 << 20).value_or(0) % count;
+    if (local_rank != nullptr) {
+      // A malformed LOCAL_RANK must not quietly put every rank on GPU 0.
+      const auto parsed = parse_integer(local_rank, 0, 1 << 20);
+      if (!parsed)
+        throw std::invalid_argument("device 'cuda': LOCAL_RANK='" + std::string(local_rank) +
+                                    "' is not a local rank (0 or more); give --device cuda:N");
+      index = *parsed % count;
+    }
   } else {
     const auto parsed = parse_integer(text.substr(5), 0, count - 1);
     if (!parsed)
