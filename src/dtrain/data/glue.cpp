@@ -7,8 +7,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "dtrain/base/names.h"
+
 namespace dtrain::data {
 namespace {
+
+const EnumNames<GlueTask> kGlueTaskNames("GLUE task",
+                                         {{GlueTask::kRte, "rte"}, {GlueTask::kCola, "cola"}});
 
 std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> fields;
@@ -58,13 +63,11 @@ Example parse_row(const std::vector<std::string>& f, GlueTask task, const std::s
 }  // namespace
 
 GlueTask parse_glue_task(const std::string& name) {
-  if (name == "rte") return GlueTask::kRte;
-  if (name == "cola") return GlueTask::kCola;
-  throw std::invalid_argument("unknown GLUE task '" + name + "' (rte, cola)");
+  return kGlueTaskNames.parse(name);
 }
 
 std::string to_string(GlueTask task) {
-  return task == GlueTask::kRte ? "rte" : "cola";
+  return kGlueTaskNames.to_string(task);
 }
 
 Dataset read_glue_split(const std::string& path, GlueTask task, const BpeTokenizer& tokenizer,

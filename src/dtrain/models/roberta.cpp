@@ -51,9 +51,11 @@ struct RobertaEmbeddingsImpl : nn::Module {
                 "roberta takes token ids [batch, sequence] as int64, got ", ids.sizes(), " ",
                 ids.scalar_type());
     const int64_t vocab = words->weight.size(0);
-    TORCH_CHECK(
-        ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 && ids.max().item<int64_t>() < vocab),
-        "token id outside the vocabulary of ", vocab);
+    if (ids.numel() > 0) {  // one pass for both bounds: this runs on every forward
+      const auto [low, high] = at::aminmax(ids);
+      TORCH_CHECK(low.item<int64_t>() >= 0 && high.item<int64_t>() < vocab,
+                  "token id outside the vocabulary of ", vocab);
+    }
     TORCH_CHECK(ids.size(1) + pad_id < positions->weight.size(0), "sequence of ", ids.size(1),
                 " tokens exceeds the ", positions->weight.size(0) - pad_id - 1, " positions");
     const torch::Tensor real = ids.ne(pad_id).to(torch::kLong);

@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "dtrain/base/shape_text.h"
 #include "dtrain/models/roberta.h"
 #include "dtrain/models/safetensors.h"
 
@@ -13,13 +14,6 @@ namespace {
 
 std::vector<std::string> checkpoint_names(const ModelConfig& config, const std::string& name) {
   return config.name == "roberta" ? roberta_weight_names(name) : std::vector<std::string>{name};
-}
-
-std::string shape_text(at::IntArrayRef sizes) {
-  std::string s = "[";
-  for (size_t i = 0; i < sizes.size(); ++i)
-    s += (i ? "," : "") + std::to_string(sizes[i]);
-  return s + "]";
 }
 
 std::string listed(const std::vector<std::string>& names) {

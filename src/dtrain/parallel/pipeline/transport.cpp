@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dtrain/base/shape_text.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/tags.h"
 #include "dtrain/metrics/timer.h"
@@ -104,12 +105,6 @@ std::optional<size_t> StageTransport::packet_bytes(const Transfer& transfer) con
 }
 
 namespace {
-std::string shape_text(at::IntArrayRef shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? "," : "") + std::to_string(shape[i]);
-  return text + "]";
-}
 std::string describe(const Transfer& t) {
   return std::string(t.gradient ? "gradients" : "activations") + " from stage " +
          std::to_string(t.from_stage) + " to " + std::to_string(t.to_stage) + ", micro-batch " +
