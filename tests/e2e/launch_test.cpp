@@ -36,6 +36,27 @@ TEST(LaunchTest, AFailingRankStopsTheOthersAndItsStatusIsReturned) {
   EXPECT_NE(p.err().find("rank 1 exited with status 7"), std::string::npos) << p.err();
 }
 
+// Rank 1 fails on the first start only: every rank is started again, with DTRAIN_RESTART=1,
+// and the launcher says so.
+TEST(LaunchTest, MaxRestartsStartsEveryRankAgainAndSaysSo) {
+  Process p({DTRAIN_BINARY, "launch", "-n", "2", "--max-restarts", "2", "--", "sh", "-c",
+             "if [ \"$DTRAIN_RESTART\" = 0 ] && [ \"$RANK\" = 1 ]; then exit 3; fi; "
+             "if [ \"$DTRAIN_RESTART\" = 0 ]; then exec sleep 60; fi; echo start $DTRAIN_RESTART"});
+  ASSERT_EQ(p.wait_for(60s), 0) << p.err();
+  EXPECT_NE(p.err().find("[launch] rank 1 exited with status 3; stopping the other ranks"),
+            std::string::npos)
+      << p.err();
+  EXPECT_NE(p.err().find("restarting every rank (restart 1 of 2"), std::string::npos) << p.err();
+  EXPECT_NE(p.err().find("finished after 1 restart"), std::string::npos) << p.err();
+  EXPECT_NE(p.out().find("[rank 0] start 1"), std::string::npos) << p.out();
+  EXPECT_NE(p.out().find("[rank 1] start 1"), std::string::npos) << p.out();
+  // A job that keeps failing: K restarts, then its status.
+  Process q(
+      {DTRAIN_BINARY, "launch", "-n", "2", "--max-restarts", "2", "--", "sh", "-c", "exit 5"});
+  EXPECT_EQ(q.wait_for(60s), 5) << q.err();
+  EXPECT_NE(q.err().find("gave up after 2 restarts"), std::string::npos) << q.err();
+}
+
 TEST(LaunchTest, MissingCommandIsAUsageError) {
   Process p({DTRAIN_BINARY, "launch", "-n", "2"});
   EXPECT_NE(p.wait_for(30s), 0);

@@ -71,6 +71,28 @@ TEST_P(CollectivesTest, ReduceScatterAndAllGatherMatchTheDefinition) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
+// The wire check's two framings round-trip exactly, with it on and off: small payloads
+// carry the check appended, large ones go in pieces (256 KiB .. 4 MiB) and a check message.
+TEST(GroupTest, CheckedMessagesOfEverySizeArriveExactly) {
+  testing::run_ranks(2, [](Group& g) {
+    for (const bool check : {true, false}) {
+      g.set_wire_check(check);
+      for (const int64_t n :
+           {int64_t{1}, int64_t{65536}, int64_t{262144}, int64_t{262145}, int64_t{9 << 20} + 3}) {
+        const at::Tensor want = at::arange(n, at::kInt).to(at::kByte);
+        if (g.rank() == 0) {
+          g.send(want, 1, 5);
+        } else {
+          at::Tensor got = at::zeros({n}, at::kByte);
+          g.recv(got, 0, 5);
+          EXPECT_TRUE(at::equal(got, want)) << n << (check ? " checked" : "");
+        }
+      }
+      g.barrier();
+    }
+  });
+}
+
 TEST(GroupTest, TaggedMessagesMatchPerTagAndAreCounted) {
   testing::run_ranks(2, [](Group& g) {
     if (g.rank() == 0) {
@@ -85,7 +107,9 @@ TEST(GroupTest, TaggedMessagesMatchPerTagAndAreCounted) {
       g.isend_bytes(bytes, 1, 9).wait();
       g.isend_bytes({}, 1, 9).wait();
       const LinkStats s = g.link_stats(1);
-      EXPECT_EQ(s.send.bytes, 4000 + 40 + 8 + 4 + 8);
+      // Byte messages: a 16-byte [length, CRC32C] and the payload; the wire check's
+      // own check messages are not payload.
+      EXPECT_EQ(s.send.bytes, 4000 + 40 + 16 + 4 + 16);
       EXPECT_EQ(s.recv.bytes, 0);
     } else {
       auto a = at::empty({1000});
@@ -97,7 +121,7 @@ TEST(GroupTest, TaggedMessagesMatchPerTagAndAreCounted) {
       EXPECT_EQ(g.recv_bytes(0, 9), (std::vector<uint8_t>{1, 2, 3, 250}));
       EXPECT_TRUE(g.recv_bytes(0, 9).empty());
       const LinkStats s = g.link_stats(0);
-      EXPECT_EQ(s.recv.bytes, 4000 + 40 + 8 + 4 + 8);
+      EXPECT_EQ(s.recv.bytes, 4000 + 40 + 16 + 4 + 16);
       EXPECT_EQ(s.recv.messages, 5);  // the empty payload is not a message
       EXPECT_GT(s.recv.active_s, 0.0);
       EXPECT_GE(s.recv.active_s, 0.0);

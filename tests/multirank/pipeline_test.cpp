@@ -208,18 +208,18 @@ TEST(Pipeline, UShapeSendsOnlyCompressedActivationsAndGradients) {
   // Rank 0 -> rank 1 carries, per step, the command and per micro-batch one activation
   // packet (fc1's output) and one gradient packet (for the server's output), each one
   // message; nothing else: no inputs, no labels. Only the first activation on each boundary
-  // is preceded by an 8-byte length (it teaches the receiver the per-sample shape).
+  // is preceded by a 16-byte [length, CRC32C] (it teaches the receiver the per-sample shape).
   PipelineConfig c = config_for(Placement::kUShape, ScheduleKind::kGPipe, 2, 4, 4);
   c.codecs.activations = compress::parse_codec("sortquant:8");
   c.codecs.gradients = compress::parse_codec("uniform:4");
   const PipelineRun run = run_pipeline([] { return make_mlp(3); }, c, 2);
   const int64_t micro = kBatch / 4, hidden = 32;
-  const int64_t per_step = 3 * 8 + 4 * packet_bytes("sortquant:8", {micro, hidden}) +
+  const int64_t per_step = kCommandValues * 8 + 4 * packet_bytes("sortquant:8", {micro, hidden}) +
                            4 * packet_bytes("uniform:4", {micro, hidden});
-  EXPECT_EQ(run.to_peer.at(1).send.bytes, kSteps * per_step + 8);
+  EXPECT_EQ(run.to_peer.at(1).send.bytes, kSteps * per_step + 16);
   const int64_t back = 4 * packet_bytes("sortquant:8", {micro, hidden}) +
                        4 * packet_bytes("uniform:4", {micro, hidden});
-  EXPECT_EQ(run.to_peer.at(1).recv.bytes, kSteps * back + 8);
+  EXPECT_EQ(run.to_peer.at(1).recv.bytes, kSteps * back + 16);
   EXPECT_TRUE(std::isfinite(run.final_loss));
 }
 

@@ -128,12 +128,13 @@ TEST(PipelineTextTest, UShapeF2L2EqualsSingleProcess) {
   expect_equal(run.params, reference());
   // Rank 0 sends per step a command and, per micro-batch, layer0's activations, the
   // attention mask and (backward) the gradient of layer2's output: no token ids, no labels. Only
-  // the boundary's first activation carries an 8-byte length first.
+  // the boundary's first activation carries a 16-byte [length, CRC32C] first. (The wire
+  // check's 8-byte check messages are not counted: link bytes are payload bytes.)
   const int64_t micro = kBatch / 4;
   const auto boundary = static_cast<int64_t>(
       compress::encode(*compress::make_codec("none"), at::zeros({micro, kLength, 32})).size());
-  const int64_t per_step = 3 * 8 + 4 * (boundary + micro * kLength) + 4 * boundary;
-  EXPECT_EQ(run.rank0_to_1.send.bytes, kSteps * per_step + 8);
+  const int64_t per_step = kCommandValues * 8 + 4 * (boundary + micro * kLength) + 4 * boundary;
+  EXPECT_EQ(run.rank0_to_1.send.bytes, kSteps * per_step + 16);
 }
 
 TEST(PipelineTextTest, LinearChainOfThreeEqualsSingleProcess) {

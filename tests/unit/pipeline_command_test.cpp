@@ -13,17 +13,19 @@ namespace {
 
 TEST(PipelineCommandTest, EveryKindRoundTrips) {
   for (int k = kFirstCommandKind; k <= kLastCommandKind; ++k) {
-    const Command c{static_cast<CommandKind>(k), 37, 0.125};
+    const Command c{static_cast<CommandKind>(k), 37, 0.125, 4, 1200};
     const Command back = from_message(to_message(c), "test");
     EXPECT_EQ(back.kind, c.kind);
     EXPECT_EQ(back.batch, 37);
     EXPECT_EQ(back.lr, 0.125);
+    EXPECT_EQ(back.epoch, 4);
+    EXPECT_EQ(back.step, 1200);
   }
 }
 
 TEST(PipelineCommandTest, InvalidMessagesAreRejected) {
-  const auto message = [](double kind, double batch, double lr) {
-    return at::tensor({kind, batch, lr}, at::kDouble);
+  const auto message = [](double kind, double batch, double lr, double epoch = 0, double step = 0) {
+    return at::tensor({kind, batch, lr, epoch, step}, at::kDouble);
   };
   EXPECT_THROW(from_message(message(0, 1, 0.1), "rank 0"), std::runtime_error);
   EXPECT_THROW(from_message(message(kLastCommandKind + 1, 1, 0.1), "rank 0"), std::runtime_error);
@@ -32,8 +34,10 @@ TEST(PipelineCommandTest, InvalidMessagesAreRejected) {
   EXPECT_THROW(from_message(message(1, 2.5, 0.1), "rank 0"), std::runtime_error);
   EXPECT_THROW(from_message(message(1, 1, std::numeric_limits<double>::quiet_NaN()), "rank 0"),
                std::runtime_error);
-  EXPECT_THROW(from_message(at::zeros({2}, at::kDouble), "rank 0"), std::runtime_error);
-  EXPECT_THROW(from_message(at::zeros({3}, at::kFloat), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(message(6, 0, 0, -1, 0), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(message(6, 0, 0, 1, 0.5), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(at::zeros({3}, at::kDouble), "rank 0"), std::runtime_error);
+  EXPECT_THROW(from_message(at::zeros({5}, at::kFloat), "rank 0"), std::runtime_error);
   try {
     from_message(message(9, 1, 0.1), "rank 0");
   } catch (const std::runtime_error& e) {

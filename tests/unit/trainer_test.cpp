@@ -1,6 +1,9 @@
-// The training loop: learning rates, resume equals an uninterrupted run, determinism.
+// The training loop: learning rates, resume (at epoch ends and inside epochs) equals an
+// uninterrupted run, damaged checkpoints are clear errors, determinism.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <cstdio>
 
 #include "dtrain/models/registry.h"
 #include "dtrain/train/checkpoint.h"
@@ -35,7 +38,7 @@ std::vector<torch::Tensor> final_parameters(const TrainConfig& c) {
   mc.num_classes = c.data.num_classes;
   auto model = models::make_model(mc);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  load_checkpoint(c.checkpoint_dir, model, opt);
+  load_checkpoint(c.checkpoint_dir, 0, {model, opt});
   std::vector<torch::Tensor> out;
   for (const auto& p : model->parameters())
     out.push_back(p.detach().clone());
@@ -88,6 +91,89 @@ TEST(ResumeTest, InterruptedAndResumedEqualsUninterrupted) {
   EXPECT_DOUBLE_EQ(resumed.back().test_loss, history.back().test_loss);
 }
 
+// Stopped inside epoch 2 (after its optimizer step 9 of 10; a checkpoint every 4 steps, the
+// last after step 8, 16 batches in) and resumed: the same parameters and the same epoch
+// statistics as an uninterrupted run, with gradient accumulation (steps of 2 batches).
+TEST(ResumeTest, MidEpochCheckpointsResumeExactly) {
+  TrainConfig whole = small_run(temp_dir());
+  whole.epochs = 2;
+  whole.batch_size = 16;  // 19 batches an epoch
+  whole.grad_accum_steps = 2;
+  const auto history = train(whole);
+
+  TrainConfig part = whole;
+  part.checkpoint_dir = temp_dir();
+  part.checkpoint_every = 4;
+  part.stop_after_steps = 19;
+  EXPECT_EQ(train(part).size(), 1u);  // epoch 1 whole, epoch 2 stopped
+  const auto text = read_manifest_text(part.checkpoint_dir);
+  ASSERT_TRUE(text.has_value());
+  const Manifest m = Manifest::parse(*text, "test");
+  EXPECT_EQ(m.epoch, 1);
+  EXPECT_EQ(m.step, 16);
+  ASSERT_EQ(m.shards.size(), 1u);
+  EXPECT_EQ(m.shards[0].file, "shard-r0-e1-s16.pt");
+
+  part.stop_after_steps = 0;
+  part.resume = true;
+  const auto resumed = train(part);
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_EQ(resumed[0].epoch, 2);
+  EXPECT_EQ(resumed[0].train_loss, history[1].train_loss);
+  EXPECT_EQ(resumed[0].train_acc, history[1].train_acc);
+  EXPECT_EQ(resumed[0].test_loss, history[1].test_loss);
+  const auto a = final_parameters(whole), b = final_parameters(part);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+  // The manifests' state fingerprints say the same (optimizer state and generator too).
+  const auto whole_end = Manifest::parse(*read_manifest_text(whole.checkpoint_dir), "whole");
+  const auto part_end = Manifest::parse(*read_manifest_text(part.checkpoint_dir), "part");
+  EXPECT_EQ(whole_end.shards[0].state_crc32c, part_end.shards[0].state_crc32c);
+  EXPECT_NE(m.shards[0].state_crc32c, part_end.shards[0].state_crc32c);
+}
+
+void flip_byte(const std::string& path, long offset) {
+  FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr) << path;
+  std::fseek(f, offset, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, offset, SEEK_SET);
+  std::fputc(c ^ 0x01, f);
+  std::fclose(f);
+}
+
+std::string error_of(const TrainConfig& c) {
+  try {
+    train(c);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A corrupt or missing shard and a corrupt manifest are errors naming the file; another
+// model is refused with the reason.
+TEST(ResumeTest, DamagedCheckpointsAreClearErrors) {
+  TrainConfig c = small_run(temp_dir());
+  c.epochs = 1;
+  train(c);
+  c.resume = true;
+  const std::string shard = c.checkpoint_dir + "/shard-r0-e1-s0.pt";
+  flip_byte(shard, 100);
+  EXPECT_NE(error_of(c).find("checkpoint shard " + shard + " is corrupt"), std::string::npos)
+      << error_of(c);
+  flip_byte(shard, 100);  // repaired
+  TrainConfig other = c;
+  other.model.depth = c.model.depth + 1;
+  EXPECT_NE(error_of(other).find("resume with the same model"), std::string::npos)
+      << error_of(other);
+  std::remove(shard.c_str());
+  EXPECT_NE(error_of(c).find(shard + " (rank 0) is missing"), std::string::npos) << error_of(c);
+  flip_byte(manifest_path(c.checkpoint_dir), 3);
+  EXPECT_NE(error_of(c).find("corrupt checkpoint manifest"), std::string::npos) << error_of(c);
+}
+
 TEST(DeterminismTest, SameSeedSameRunOtherSeedOtherRun) {
   TrainConfig c = small_run("");
   c.epochs = 2;
@@ -109,6 +195,9 @@ TEST(TrainConfigTest, BadValuesAreRejected) {
   c = small_run("");
   c.checkpoint_dir.clear();
   c.resume = true;
+  EXPECT_THROW(train(c), std::invalid_argument);
+  c = small_run("");
+  c.checkpoint_every = 5;  // without --checkpoint-dir
   EXPECT_THROW(train(c), std::invalid_argument);
   c = small_run("");
   c.model.name = "roberta";  // reads tokens, not images

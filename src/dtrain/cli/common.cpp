@@ -69,6 +69,13 @@ void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
   app->add_option("--timeout", flags.timeout_s, "seconds any blocking operation may take")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app->add_option("--token", flags.token,
+                  "secret every rank must hold to join (overrides DTRAIN_TOKEN, which other "
+                  "users cannot read in the process list)");
+  app->add_option("--max-restarts", flags.max_restarts,
+                  "with -n: when a rank fails, stop all and start all again, at most K times "
+                  "(train: with --checkpoint-dir D --resume it goes on from the last checkpoint)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--netlab", flags.netlab,
                   "run rank k on host k of this network lab (dtrain netlab up NAME ...)");
   app->add_option("--results-file", flags.results_file)->group("");  // internal
@@ -121,6 +128,7 @@ std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
   if (n <= 1 && results_file.empty()) return std::nullopt;
   comm::LaunchOptions o;
   o.nprocs = n;
+  o.max_restarts = flags.max_restarts;
   if (flags.master_addr) o.master_addr = *flags.master_addr;
   if (flags.master_port) o.master_port = *flags.master_port;
   if (flags.netlab) place_on_lab(*flags.netlab, o);
@@ -156,6 +164,7 @@ std::unique_ptr<comm::Group> join_world(const RankFlags& flags) {
   o.gloo_hostname = flags.gloo_hostname;
   o.gloo_interface = flags.gloo_interface;
   o.timeout_s = flags.timeout_s;
+  o.token = flags.token;
   if (!comm::launched_by_environment() && !flags.master_port) {
     o.master_port = comm::pick_free_port();  // a lone rank must not collide on 29500
   }

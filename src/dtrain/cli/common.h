@@ -35,6 +35,8 @@ struct RankFlags {
   std::optional<std::string> gloo_hostname;
   std::optional<std::string> gloo_interface;
   double timeout_s = 300;
+  std::optional<std::string> token;   // overrides DTRAIN_TOKEN
+  int max_restarts = 0;               // -n: the launcher restarts a failed job this often
   std::optional<std::string> netlab;  // run rank k on host k of this network lab
   std::string results_file;           // internal: where rank 0 appends its rows for the launcher
 };
@@ -65,7 +67,7 @@ CLI::Option* add_typed_option(CLI::App* app, const std::string& name, T& target,
   return add_typed_option(app, name, target, parse, help, to_string(target));
 }
 
-// -n, --master-addr, --master-port, --gloo-host, --gloo-iface, --timeout, --netlab.
+// -n, --master-addr, --master-port, --gloo-host, --gloo-iface, --timeout, --token, --netlab.
 void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list);
 
 // --layers, --hidden, --heads, --ffn: a transformer's sizes (roberta-base by default).

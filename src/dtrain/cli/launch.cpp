@@ -23,6 +23,11 @@ void register_launch(CLI::App& parent, int& exit_code) {
   sub->add_flag("--keep-going", opts->keep_going,
                 "when a rank fails, let the others run to their own end");
   sub->add_flag("--no-prefix{false}", opts->prefix_output, "do not prefix output lines");
+  sub->add_option("--max-restarts", opts->max_restarts,
+                  "when a rank fails, stop all and start all again, at most K times "
+                  "(DTRAIN_RESTART tells the ranks which start it is)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--grace", opts->grace_s, "seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
   sub->add_option("--netlab", *lab,

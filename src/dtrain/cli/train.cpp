@@ -132,9 +132,18 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_option("--metrics", c.metrics_path,
                   "write JSON lines: one object per epoch and a summary");
   sub->add_option("--checkpoint-dir", c.checkpoint_dir,
-                  "write an atomic checkpoint after every epoch");
-  sub->add_flag("--resume", c.resume, "continue from the checkpoint in --checkpoint-dir");
+                  "write a checkpoint after every epoch: a shard per rank and a manifest, "
+                  "committed atomically (every mode)");
+  sub->add_option("--checkpoint-every", c.checkpoint_every,
+                  "also every N optimizer steps inside an epoch (resumed exactly)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--resume", c.resume,
+                "continue from the checkpoint in --checkpoint-dir (a fresh start when it has "
+                "none, so a restarted job can always pass it)");
   sub->add_option("--stop-after", c.stop_after, "run at most N epochs now (then --resume later)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--stop-after-steps", c.stop_after_steps,
+                  "run at most N optimizer steps now (then --resume later)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--threads", o->threads, "intra-op threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);

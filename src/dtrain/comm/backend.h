@@ -14,12 +14,13 @@ namespace dtrain::comm {
 class Backend {
  public:
   Backend(c10::intrusive_ptr<c10d::Backend> pg, c10::intrusive_ptr<c10d::Store> store,
-          std::chrono::milliseconds timeout)
-      : pg(std::move(pg)), store(std::move(store)), timeout(timeout) {}
+          std::chrono::milliseconds timeout, bool wire_check)
+      : pg(std::move(pg)), store(std::move(store)), timeout(timeout), wire_check(wire_check) {}
   c10::intrusive_ptr<c10d::Backend> pg;
   // The rendezvous store, also where a failing rank leaves its error for the others.
   c10::intrusive_ptr<c10d::Store> store;
   std::chrono::milliseconds timeout;
+  bool wire_check;  // comm/group.h, Integrity
 };
 
 }  // namespace dtrain::comm

@@ -12,4 +12,10 @@ class CommError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A message whose bytes do not match the checksum its sender computed (comm/group.h).
+class CorruptMessage : public CommError {
+ public:
+  using CommError::CommError;
+};
+
 }  // namespace dtrain::comm

@@ -2,10 +2,15 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <sstream>
 
+#include "dtrain/base/crc32c.h"
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/error.h"
+#include "dtrain/comm/tags.h"
 
 namespace dtrain::comm {
 
@@ -20,8 +25,41 @@ struct Request::State {
   Clock::time_point posted;
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   std::vector<at::Tensor> keep_alive;
+  // A checked receive (see the framing in post()): the caller's bytes, and either the framed
+  // message holding them and their check (small), or the pieces and the check message.
+  at::Tensor payload, framed, check;
+  std::vector<at::Tensor> pieces;
   bool done = false;
 };
+
+namespace {
+
+// The wire check's framing (docs/wire-format.md). Payloads up to kInlineCheckBytes travel
+// with their check appended (one message: a copy costs less than a message's overhead);
+// larger ones go in pieces and then an 8-byte check message, so each end checksums one
+// piece while the next crosses: a quarter of the payload (rounded up to 64 KiB), within
+// 256 KiB .. 4 MiB. (Smaller pieces and a 64 KiB limit cost more: on 2 cores each
+// message's handling outweighs the copy; docs/results.md.)
+constexpr int64_t kInlineCheckBytes = int64_t{256} << 10;
+int64_t piece_bytes(int64_t payload) {
+  constexpr int64_t kGrain = int64_t{64} << 10;
+  const int64_t quarter = (payload / 4 + kGrain - 1) / kGrain * kGrain;
+  return std::clamp(quarter, kInlineCheckBytes, int64_t{4} << 20);
+}
+constexpr int64_t kCheckBytes = 8;  // [CRC32C, payload bytes mod 2^32], little-endian uint32
+
+void write_check(uint8_t* at, uint32_t crc, int64_t bytes) {
+  const uint32_t words[2] = {crc, static_cast<uint32_t>(bytes)};
+  std::memcpy(at, words, sizeof(words));
+}
+
+std::pair<uint32_t, uint32_t> read_check(const uint8_t* at) {
+  uint32_t words[2];
+  std::memcpy(words, at, sizeof(words));
+  return {words[0], words[1]};
+}
+
+}  // namespace
 
 Request::Request() = default;
 Request::~Request() = default;
@@ -36,9 +74,13 @@ void Request::wait() {
   if (!pending()) return;
   State& s = *state_;
   const auto wait_start = Clock::now();
+  uint32_t crc = 0;  // of the pieces received so far
   try {
-    for (auto& work : s.works)
-      work->wait(s.group->timeout());
+    for (size_t i = 0; i < s.works.size(); ++i) {
+      s.works[i]->wait(s.group->timeout());
+      if (i < s.pieces.size())
+        crc = crc32c(s.pieces[i].data_ptr(), static_cast<size_t>(s.pieces[i].numel()), crc);
+    }
   } catch (const std::exception& e) {
     s.done = true;
     s.group->fail(s.dir, s.peer, s.tag, s.bytes,
@@ -46,6 +88,16 @@ void Request::wait() {
   }
   const auto end = Clock::now();
   s.done = true;
+  if (s.framed.defined()) {
+    const auto* data = s.framed.data_ptr<uint8_t>();
+    const auto [sent_crc, sent_bytes] = read_check(data + s.bytes);
+    s.group->verify(crc32c(data, static_cast<size_t>(s.bytes)), sent_crc, sent_bytes, s.bytes,
+                    s.peer, s.tag);
+    std::memcpy(s.payload.data_ptr(), data, static_cast<size_t>(s.bytes));
+  } else if (s.check.defined()) {
+    const auto [sent_crc, sent_bytes] = read_check(s.check.data_ptr<uint8_t>());
+    s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
+  }
   s.group->record(s.peer, s.dir, s.bytes, s.posted, end,
                   std::chrono::duration<double>(end - wait_start).count());
   s.works.clear();
@@ -57,6 +109,7 @@ Group::Group(std::unique_ptr<Backend> backend)
       rank_(backend_->pg->getRank()),
       size_(backend_->pg->getSize()),
       timeout_(backend_->timeout),
+      wire_check_(backend_->wire_check),
       accounts_(static_cast<size_t>(size_)) {}
 
 Group::~Group() = default;
@@ -89,7 +142,22 @@ void Group::check_peer(int peer, const char* what) const {
   }
 }
 
-Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir) {
+void Group::verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, int64_t bytes,
+                   int peer, int tag) const {
+  if (computed == crc && announced_bytes == static_cast<uint32_t>(bytes)) return;
+  char hex[96];
+  std::snprintf(hex, sizeof(hex), "CRC32C 0x%08x of %lld bytes, the sender's is 0x%08x of %u",
+                computed, static_cast<long long>(bytes), crc, announced_bytes);
+  const std::string msg = describe() + ": " + describe_tag(tag) + " from rank " +
+                          std::to_string(peer) + " (" + std::to_string(bytes) +
+                          " bytes) arrived corrupted on the link rank " + std::to_string(peer) +
+                          " -> rank " + std::to_string(rank_) + ": " + hex +
+                          "; not used (a faulty NIC, cable or middlebox?)";
+  publish_failure(msg);
+  throw CorruptMessage(msg);
+}
+
+Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked) {
   check_peer(peer, dir == Direction::kSend ? "send" : "recv");
   if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
     throw std::invalid_argument(describe() + ": point-to-point tensors must be contiguous CPU");
@@ -109,35 +177,74 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir) 
     return req;
   }
   // c10d wants a byte-typed view: its Gloo backend rejects some dtypes (bfloat16) for p2p.
-  std::vector<at::Tensor> bufs{tensor.view({-1}).view(at::kByte)};
+  const at::Tensor bytes = tensor.view({-1}).view(at::kByte);
+  s.keep_alive.push_back(bytes);
+  const bool send = dir == Direction::kSend;
+  std::vector<at::Tensor> messages;  // to Gloo, in this order, on one tag (paired FIFO)
+  if (!checked || !wire_check_) {
+    messages.push_back(bytes);
+  } else if (s.bytes <= kInlineCheckBytes) {
+    const at::Tensor framed = at::empty({s.bytes + kCheckBytes}, at::kByte);
+    auto* data = framed.data_ptr<uint8_t>();
+    if (send) {
+      std::memcpy(data, bytes.data_ptr(), static_cast<size_t>(s.bytes));
+      write_check(data + s.bytes, crc32c(data, static_cast<size_t>(s.bytes)), s.bytes);
+    } else {
+      s.payload = bytes;
+      s.framed = framed;
+    }
+    messages.push_back(framed);
+  } else {
+    const int64_t piece = piece_bytes(s.bytes);
+    for (int64_t begin = 0; begin < s.bytes; begin += piece)
+      messages.push_back(bytes.narrow(0, begin, std::min(piece, s.bytes - begin)));
+    s.check = at::empty({kCheckBytes}, at::kByte);
+    if (!send) s.pieces = messages;
+    messages.push_back(s.check);
+  }
   try {  // posting already fails when the connection to the peer is gone
-    s.works.push_back(dir == Direction::kSend ? backend_->pg->send(bufs, peer, tag)
-                                              : backend_->pg->recv(bufs, peer, tag));
+    auto& pg = *backend_->pg;
+    uint32_t crc = 0;
+    for (size_t i = 0; i < messages.size(); ++i) {
+      std::vector<at::Tensor> one{messages[i]};
+      if (send && s.check.defined()) {  // checksum each piece just before it goes
+        if (i + 1 < messages.size())
+          crc = crc32c(one[0].data_ptr(), static_cast<size_t>(one[0].numel()), crc);
+        else
+          write_check(s.check.data_ptr<uint8_t>(), crc, s.bytes);
+      }
+      s.works.push_back(send ? pg.send(one, peer, tag) : pg.recv(one, peer, tag));
+    }
   } catch (const std::exception& e) {
     s.done = true;
     fail(dir, peer, tag, s.bytes, 0.0, e.what());
   }
-  s.keep_alive.push_back(bufs[0]);
+  for (const auto& m : messages)
+    s.keep_alive.push_back(m);
+  if (send) s.check = at::Tensor();  // only a receive verifies in wait()
   return req;
 }
 
 Request Group::isend(const at::Tensor& tensor, int peer, int tag) {
-  return post(tensor, peer, tag, Direction::kSend);
+  return post(tensor, peer, tag, Direction::kSend, true);
 }
 
 Request Group::irecv(at::Tensor& tensor, int peer, int tag) {
-  return post(tensor, peer, tag, Direction::kRecv);
+  return post(tensor, peer, tag, Direction::kRecv, true);
 }
 
+// Two messages: [length, CRC32C of the payload (0 with the wire check off)], then the payload.
 Request Group::isend_bytes(const std::vector<uint8_t>& bytes, int peer, int tag) {
-  auto length = at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong);
-  Request req = post(length, peer, tag, Direction::kSend);
+  auto length = at::empty({2}, at::kLong);
+  length[0] = static_cast<int64_t>(bytes.size());
+  length[1] = wire_check_ ? static_cast<int64_t>(crc32c(bytes.data(), bytes.size())) : 0;
+  Request req = post(length, peer, tag, Direction::kSend, false);
   req.state_->keep_alive.push_back(length);
   if (!bytes.empty()) {
     // from_blob does not own: the caller keeps `bytes` alive (see contract).
     auto payload = at::from_blob(const_cast<uint8_t*>(bytes.data()),
                                  {static_cast<int64_t>(bytes.size())}, at::kByte);
-    Request body = post(payload, peer, tag, Direction::kSend);
+    Request body = post(payload, peer, tag, Direction::kSend, false);
     for (auto& w : body.state_->works)
       req.state_->works.push_back(std::move(w));
     body.state_->works.clear();
@@ -148,9 +255,9 @@ Request Group::isend_bytes(const std::vector<uint8_t>& bytes, int peer, int tag)
 }
 
 std::vector<uint8_t> Group::recv_bytes(int peer, int tag, int64_t max_bytes) {
-  auto length = at::empty({1}, at::kLong);
-  recv(length, peer, tag);
-  const int64_t n = length.item<int64_t>();
+  auto length = at::empty({2}, at::kLong);
+  post(length, peer, tag, Direction::kRecv, false).wait();
+  const int64_t n = length[0].item<int64_t>();
   if (n < 0 || n > max_bytes) {
     throw CommError(describe() + ": byte message from rank " + std::to_string(peer) + " (tag " +
                     std::to_string(tag) + ") announces " + std::to_string(n) + " bytes, limit is " +
@@ -159,7 +266,11 @@ std::vector<uint8_t> Group::recv_bytes(int peer, int tag, int64_t max_bytes) {
   std::vector<uint8_t> out(static_cast<size_t>(n));
   if (n > 0) {
     auto payload = at::from_blob(out.data(), {n}, at::kByte);
-    recv(payload, peer, tag);
+    post(payload, peer, tag, Direction::kRecv, false).wait();
+  }
+  if (wire_check_) {
+    verify(crc32c(out.data(), out.size()), static_cast<uint32_t>(length[1].item<int64_t>()),
+           static_cast<uint32_t>(n), n, peer, tag);
   }
   return out;
 }

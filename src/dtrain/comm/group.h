@@ -14,6 +14,15 @@
 // - The receiver must post a buffer of exactly the size the sender sends (the transport
 //   cannot tell); byte messages carry their own length, see isend_bytes/recv_bytes.
 //
+// Integrity: while the wire check is on (the default; DTRAIN_WIRE_CHECK=0 turns it off, and
+//   every rank must agree, which connect() checks), each message carries a check [CRC32C of
+//   the payload, payload bytes mod 2^32]: appended to payloads up to 256 KiB (one message),
+//   or as an 8-byte message after a larger payload sent in pieces (a quarter of it, within
+//   256 KiB .. 4 MiB: each end checksums one piece while the next crosses). The receiver verifies it in wait()
+//   (recv_bytes: the CRC rides in the length message). A mismatch throws
+//   comm::CorruptMessage naming the link and the message, and the payload is never handed
+//   on. Gloo's own collectives (native_*) are not covered.
+//
 // Accounting: every completed message is counted per peer and direction: bytes, messages,
 // active time (post -> observed completion, overlapping messages counted once) and wait time
 // (time the caller was blocked in wait()). Link bandwidth = bytes / active time (seed 000's
@@ -95,6 +104,11 @@ class Group {
 
   void barrier();
 
+  // The wire check (see Integrity). Turning it on or off is collective in effect: both ends
+  // of every link must switch between the same two messages (benchmarks' A/B runs).
+  bool wire_check() const { return wire_check_; }
+  void set_wire_check(bool on) { wire_check_ = on; }
+
   // The backend's own collectives (Gloo's), for the `native` algorithm and for small
   // bookkeeping reductions. Contiguous CPU tensors, in place.
   void native_all_reduce(at::Tensor& tensor, ReduceOp op);
@@ -108,7 +122,11 @@ class Group {
 
  private:
   friend class Request;
-  Request post(const at::Tensor& tensor, int peer, int tag, Direction dir);
+  Request post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked);
+  // The receive side of the wire check: throws CorruptMessage unless the sender's `crc` and
+  // `announced_bytes` (mod 2^32) are the `computed` CRC and the `bytes` received.
+  void verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, int64_t bytes, int peer,
+              int tag) const;
   void record(int peer, Direction dir, int64_t bytes, std::chrono::steady_clock::time_point posted,
               std::chrono::steady_clock::time_point done, double waited_s);
   void check_peer(int peer, const char* what) const;
@@ -124,6 +142,7 @@ class Group {
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  bool wire_check_;
 
   struct PeerAccount {
     LinkStats stats;

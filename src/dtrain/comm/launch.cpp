@@ -108,11 +108,15 @@ void enter_network_namespace(const std::string& path) {
   close(fd);
 }
 
-pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) {
+pid_t spawn(const LaunchOptions& o, int rank, int port, int restart, int out_fd, int err_fd) {
   std::vector<std::string> env_strings{
-      "RANK=" + std::to_string(rank),       "WORLD_SIZE=" + std::to_string(o.nprocs),
-      "LOCAL_RANK=" + std::to_string(rank), "LOCAL_WORLD_SIZE=" + std::to_string(o.nprocs),
-      "MASTER_ADDR=" + o.master_addr,       "MASTER_PORT=" + std::to_string(port),
+      "RANK=" + std::to_string(rank),
+      "WORLD_SIZE=" + std::to_string(o.nprocs),
+      "LOCAL_RANK=" + std::to_string(rank),
+      "LOCAL_WORLD_SIZE=" + std::to_string(o.nprocs),
+      "MASTER_ADDR=" + o.master_addr,
+      "MASTER_PORT=" + std::to_string(port),
+      "DTRAIN_RESTART=" + std::to_string(restart),
   };
   for (const auto& [k, v] : o.extra_env)
     env_strings.push_back(k + "=" + v);
@@ -196,7 +200,7 @@ struct Ranks {
   }
 };
 
-void start_ranks(const LaunchOptions& o, int port, std::vector<Child>& children) {
+void start_ranks(const LaunchOptions& o, int port, int restart, std::vector<Child>& children) {
   for (int r = 0; r < o.nprocs; ++r) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("launch: pipe failed");
@@ -207,9 +211,9 @@ void start_ranks(const LaunchOptions& o, int port, std::vector<Child>& children)
     if (o.prefix_output) {
       c.streams[0] = Stream{std::move(out_r), stdout, {}};
       c.streams[1] = Stream{std::move(err_r), stderr, {}};
-      c.pid = spawn(o, r, port, out_w.get(), err_w.get());
+      c.pid = spawn(o, r, port, restart, out_w.get(), err_w.get());
     } else {
-      c.pid = spawn(o, r, port, STDOUT_FILENO, STDERR_FILENO);
+      c.pid = spawn(o, r, port, restart, STDOUT_FILENO, STDERR_FILENO);
     }
     c.running = true;
   }
@@ -220,6 +224,7 @@ void start_ranks(const LaunchOptions& o, int port, std::vector<Child>& children)
 struct LaunchState {
   int result = 0;
   bool stopping = false;
+  bool interrupted = false;  // the launcher itself was told to stop: never restart
   std::chrono::steady_clock::time_point kill_at = std::chrono::steady_clock::time_point::max();
   void stop(std::vector<Child>& children, int sig, double grace_s) {
     signal_all(children, sig);
@@ -257,6 +262,7 @@ void forward_signals(int signal_fd, const LaunchOptions& o, std::vector<Child>& 
     if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD only wakes the loop
     std::fprintf(stderr, "[launch] received %s, forwarding to all ranks\n", strsignal(sig));
     if (!state.stopping && state.result == 0) state.result = 128 + sig;
+    state.interrupted = true;
     state.stop(children, sig, o.grace_s);
   }
 }
@@ -322,20 +328,15 @@ int pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
-int launch(const LaunchOptions& o) {
-  if (o.nprocs < 1) throw std::invalid_argument("launch: -n must be at least 1");
-  if (o.command.empty()) throw std::invalid_argument("launch: no command given (use -- CMD ARGS)");
-  if (!o.placements.empty() && static_cast<int>(o.placements.size()) != o.nprocs) {
-    throw std::invalid_argument("launch: " + std::to_string(o.placements.size()) +
-                                " placements for " + std::to_string(o.nprocs) + " ranks");
-  }
-  const int port = o.master_port > 0 ? o.master_port : pick_free_port();
+namespace {
 
-  const SignalPipe signals;  // declared before the ranks: restored after they are reaped
+// One start of every rank, until all have ended: the exit code, and whether the launcher
+// was interrupted.
+std::pair<int, bool> run_once(const LaunchOptions& o, int restart, const SignalPipe& signals) {
+  const int port = o.master_port > 0 ? o.master_port : pick_free_port();
   Ranks ranks;
   ranks.children.resize(static_cast<size_t>(o.nprocs));
-  start_ranks(o, port, ranks.children);
-
+  start_ranks(o, port, restart, ranks.children);
   LaunchState state;
   for (;;) {
     reap_finished(o, ranks.children, state);
@@ -348,10 +349,35 @@ int launch(const LaunchOptions& o) {
   }
   if (state.result == 0) {
     for (auto& c : ranks.children) {
-      if (exit_code(c.status) != 0) return exit_code(c.status);
+      if (exit_code(c.status) != 0) return {exit_code(c.status), state.interrupted};
     }
   }
-  return state.result;
+  return {state.result, state.interrupted};
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  if (o.nprocs < 1) throw std::invalid_argument("launch: -n must be at least 1");
+  if (o.command.empty()) throw std::invalid_argument("launch: no command given (use -- CMD ARGS)");
+  if (o.max_restarts < 0) throw std::invalid_argument("launch: --max-restarts must be >= 0");
+  if (!o.placements.empty() && static_cast<int>(o.placements.size()) != o.nprocs) {
+    throw std::invalid_argument("launch: " + std::to_string(o.placements.size()) +
+                                " placements for " + std::to_string(o.nprocs) + " ranks");
+  }
+  const SignalPipe signals;  // declared before the ranks: restored after they are reaped
+  for (int restart = 0;; ++restart) {
+    const auto [code, interrupted] = run_once(o, restart, signals);
+    if (code == 0 || interrupted || restart >= o.max_restarts) {
+      if (restart > 0) {
+        std::fprintf(stderr, "[launch] %s after %d restart%s\n", code == 0 ? "finished" : "gave up",
+                     restart, restart == 1 ? "" : "s");
+      }
+      return code;
+    }
+    std::fprintf(stderr, "[launch] restarting every rank (restart %d of %d; DTRAIN_RESTART=%d)\n",
+                 restart + 1, o.max_restarts, restart + 1);
+  }
 }
 
 }  // namespace dtrain::comm

@@ -6,6 +6,12 @@
 // ranks. When a rank fails (non-zero exit or signal), the others are sent SIGTERM, then
 // SIGKILL after a grace period, and the launcher returns the failing rank's status
 // (128 + signal for a signal). Returns 0 when every rank exits 0.
+//
+// Restarts (torchrun's --max-restarts): when a rank fails, every rank is stopped, then all
+// are started again, at most max_restarts times, each time on a fresh rendezvous port
+// unless one is fixed; DTRAIN_RESTART (0, 1, ...) tells the ranks which start this is. A
+// job that resumes from its checkpoints (train --checkpoint-dir D --resume) thus goes on
+// from the last one. A launcher told to stop (SIGINT, SIGTERM) never restarts.
 #pragma once
 
 #include <string>
@@ -29,6 +35,7 @@ struct LaunchOptions {
   bool prefix_output = true;
   bool keep_going = false;  // on a failure, wait for the others instead of stopping them
   double grace_s = 5.0;
+  int max_restarts = 0;
   std::vector<std::pair<std::string, std::string>> extra_env;
   std::vector<RankPlacement> placements;  // empty, or one per rank
 };

@@ -1,5 +1,6 @@
 #include "dtrain/comm/tags.h"
 
+#include <cstdio>
 #include <stdexcept>
 
 namespace dtrain::comm {
@@ -63,6 +64,17 @@ int report_tag() {
 
 int trace_tag() {
   return report_layout().make({1});
+}
+
+std::string describe_tag(int tag) {
+  static const char* const kSpaceNames[] = {"unregistered", "collective", "pipeline", "DDP",
+                                            "report",       "benchmark",  "tuning"};
+  const int space = tag >> kFieldBits;
+  const int known = static_cast<int>(sizeof(kSpaceNames) / sizeof(kSpaceNames[0]));
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "%x", static_cast<unsigned>(tag));
+  return std::string(space > 0 && space < known ? kSpaceNames[space] : kSpaceNames[0]) +
+         " message (tag 0x" + hex + ")";
 }
 
 }  // namespace dtrain::comm

@@ -65,4 +65,7 @@ int report_tag();
 // The tag of trace messages (clock synchronisation with rank 0, and each rank's events).
 int trace_tag();
 
+// For error messages: "pipeline message (tag 0x2001003)".
+std::string describe_tag(int tag);
+
 }  // namespace dtrain::comm

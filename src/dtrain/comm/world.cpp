@@ -5,6 +5,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
@@ -13,6 +15,7 @@
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/rendezvous.h"
 
 namespace dtrain::comm {
 namespace {
@@ -72,31 +75,6 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
   return backend;
 }
 
-// Every rank publishes its world size; each checks all ranks agree before Gloo connects
-// (Gloo itself would wait for a rank that never comes, or silently pair wrong ranks).
-void check_world_size(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout) {
-  const std::string mine = std::to_string(size);
-  store.set("dtrain/world_size/" + std::to_string(rank),
-            std::vector<uint8_t>(mine.begin(), mine.end()));
-  for (int r = 0; r < size; ++r) {
-    const std::string key = "dtrain/world_size/" + std::to_string(r);
-    try {
-      store.wait({key}, timeout);
-    } catch (const std::exception&) {
-      throw CommError("rank " + std::to_string(rank) + "/" + std::to_string(size) + ": rank " +
-                      std::to_string(r) + " did not join within " +
-                      std::to_string(timeout.count() / 1000) +
-                      " s (is it running, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT?)");
-    }
-    const auto value = store.get(key);
-    const std::string theirs(value.begin(), value.end());
-    if (theirs != mine) {
-      throw CommError("rank " + std::to_string(rank) + ": world size mismatch: this rank has " +
-                      mine + ", rank " + std::to_string(r) + " has " + theirs);
-    }
-  }
-}
-
 }  // namespace
 
 bool launched_by_environment() {
@@ -129,10 +107,18 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   if (auto h = env("DTRAIN_GLOO_HOST")) c.gloo_hostname = *h;
   if (auto t = env("DTRAIN_TIMEOUT"))
     c.timeout = std::chrono::seconds(env_int("DTRAIN_TIMEOUT", *t, 1));
+  if (auto t = env("DTRAIN_TOKEN")) c.token = *t;
+  if (auto w = env("DTRAIN_WIRE_CHECK")) {
+    if (*w != "0" && *w != "1" && *w != "on" && *w != "off")
+      throw std::invalid_argument("environment variable DTRAIN_WIRE_CHECK='" + *w +
+                                  "' is not 1, 0, on or off");
+    c.wire_check = *w == "1" || *w == "on";
+  }
   if (overrides.master_addr) c.master_addr = *overrides.master_addr;
   if (overrides.master_port) c.master_port = *overrides.master_port;
   if (overrides.gloo_hostname) c.gloo_hostname = *overrides.gloo_hostname;
   if (overrides.gloo_interface) c.gloo_interface = *overrides.gloo_interface;
+  if (overrides.token) c.token = *overrides.token;
   if (overrides.timeout_s) {
     if (!(*overrides.timeout_s > 0)) throw std::invalid_argument("--timeout must be positive");
     c.timeout = std::chrono::milliseconds(static_cast<int64_t>(*overrides.timeout_s * 1000));
@@ -154,22 +140,27 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   opts.numWorkers = config.world_size;
   opts.waitWorkers = false;
   opts.timeout = config.timeout;
+  // TCPStore alone would listen on every interface; it takes over this socket instead.
+  if (opts.isServer) opts.masterListenFd = listen_only_on(config.master_addr, config.master_port);
   c10::intrusive_ptr<c10d::Store> store;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(config.master_addr, opts);
   } catch (const std::exception& e) {
+    if (opts.masterListenFd) close(*opts.masterListenFd);
     const std::string what = e.what();
     throw CommError("rank " + std::to_string(config.rank) + ": cannot " +
                     (config.rank == 0 ? "host" : "reach") + " the rendezvous store at " +
                     config.master_addr + ":" + std::to_string(config.master_port) + ": " +
                     what.substr(0, what.find('\n')));
   }
-  check_world_size(*store, config.rank, config.world_size, config.timeout);
+  authenticate(*store, config.rank, config.world_size, config.token, config.timeout);
+  agree_on_settings(*store, config.rank, config.world_size, config.wire_check, config.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", store);
   try {
     auto pg = make_gloo(prefixed, config.rank, config.world_size, config.timeout,
                         config.gloo_hostname, config.gloo_interface);
-    return std::make_unique<Group>(std::make_unique<Backend>(pg, store, config.timeout));
+    return std::make_unique<Group>(
+        std::make_unique<Backend>(pg, store, config.timeout, config.wire_check));
   } catch (const CommError&) {
     throw;
   } catch (const std::exception& e) {
@@ -195,10 +186,10 @@ InProcessRendezvous::~InProcessRendezvous() = default;
 
 std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
                                                  std::chrono::milliseconds timeout) {
-  check_world_size(*impl_->store, rank, world_size, timeout);
+  agree_on_settings(*impl_->store, rank, world_size, /*wire_check=*/true, timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
   auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "");
-  return std::make_unique<Group>(std::make_unique<Backend>(pg, impl_->store, timeout));
+  return std::make_unique<Group>(std::make_unique<Backend>(pg, impl_->store, timeout, true));
 }
 
 }  // namespace dtrain::comm

@@ -4,8 +4,9 @@
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), then Open MPI's (OMPI_COMM_WORLD_RANK/SIZE/
 // LOCAL_RANK/LOCAL_SIZE), then Slurm's (SLURM_PROCID/NTASKS/LOCALID); with none of them it is
 // a single rank. DTRAIN_GLOO_HOST names the address Gloo binds to (the launcher sets it for
-// ranks on a network lab's hosts) and DTRAIN_TIMEOUT the timeout in seconds. Explicit
-// overrides win over the environment.
+// ranks on a network lab's hosts) and DTRAIN_TIMEOUT the timeout in seconds,
+// DTRAIN_TOKEN the job's shared secret and DTRAIN_WIRE_CHECK (1 or 0) the messages'
+// checksums (comm/group.h). Explicit overrides win over the environment.
 #pragma once
 
 #include <chrono>
@@ -29,6 +30,10 @@ struct WorldConfig {
   std::string gloo_hostname;
   std::string gloo_interface;
   std::chrono::milliseconds timeout{300'000};
+  // A secret every rank of the job must hold: the rendezvous refuses a process that proves
+  // another (or none). Empty: every rank must have none.
+  std::string token;
+  bool wire_check = true;
   std::string source = "default";  // which variables it came from, for messages
 };
 
@@ -38,6 +43,7 @@ struct WorldOverrides {
   std::optional<std::string> gloo_hostname;
   std::optional<std::string> gloo_interface;
   std::optional<double> timeout_s;
+  std::optional<std::string> token;
 };
 
 // Throws std::invalid_argument with the variable's name on malformed or inconsistent values.
@@ -46,8 +52,13 @@ WorldConfig world_from_env(const WorldOverrides& overrides = {});
 // True when the environment says this process is one rank of a launched job.
 bool launched_by_environment();
 
-// Connects to the other ranks through a TCPStore at master_addr:master_port (rank 0 hosts
-// it) and a Gloo process group. Checks that every rank agrees on the world size.
+// Connects to the other ranks through a TCPStore at master_addr:master_port and a Gloo
+// process group. Rank 0 hosts the store on that address only (not on every interface) and
+// fails with a clear error when the port is taken. Before Gloo connects, every rank proves
+// the token by challenge and response (SHA-256 of the token, rank 0's random challenge and
+// the rank; the token never crosses the network): a rank whose proof differs is refused,
+// and every rank fails naming it. Then all ranks check they agree on the world size and
+// the wire check.
 std::unique_ptr<Group> connect(const WorldConfig& config);
 
 // max(1, cores / local ranks): intra-op threads per rank so local ranks do not oversubscribe.

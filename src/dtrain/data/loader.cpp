@@ -10,7 +10,8 @@
 namespace dtrain::data {
 
 EpochLoader::EpochLoader(const Dataset& dataset, std::vector<int64_t> indices, int64_t batch_size,
-                         Normalization norm, Augment augment, uint64_t augment_seed, int prefetch)
+                         Normalization norm, Augment augment, uint64_t augment_seed, int prefetch,
+                         int64_t skip)
     : dataset_(dataset),
       indices_(std::move(indices)),
       batch_size_(batch_size),
@@ -18,8 +19,12 @@ EpochLoader::EpochLoader(const Dataset& dataset, std::vector<int64_t> indices, i
       augment_(augment),
       augment_seed_(augment_seed),
       prefetch_(static_cast<size_t>(std::max(1, prefetch))),
+      skip_(skip),
       batches_((static_cast<int64_t>(indices_.size()) + batch_size - 1) / batch_size) {
   if (batch_size < 1) throw std::invalid_argument("batch size must be positive");
+  if (skip < 0 || skip > batches_)
+    throw std::invalid_argument("cannot skip " + std::to_string(skip) + " of " +
+                                std::to_string(batches_) + " batches");
   worker_ = std::thread([this] { produce(); });
 }
 
@@ -47,6 +52,7 @@ void EpochLoader::produce() {
       Batch batch{make_batch(dataset_.images.index_select(0, idx), norm_, augment_, gen),
                   dataset_.labels.index_select(0, idx),
                   dataset_.masks.defined() ? dataset_.masks.index_select(0, idx) : at::Tensor()};
+      if (b < skip_) continue;
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || ready_.size() < prefetch_; });
       if (stop_) return;

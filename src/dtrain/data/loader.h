@@ -26,9 +26,12 @@ struct Batch {
 
 class EpochLoader {
  public:
-  // `indices` are this rank's samples in order; the last batch may be smaller.
+  // `indices` are this rank's samples in order; the last batch may be smaller. The first
+  // `skip` batches are prepared and dropped (a resumed epoch: the augmentation generator
+  // advances exactly as in a whole epoch), so next() starts with batch `skip`.
   EpochLoader(const Dataset& dataset, std::vector<int64_t> indices, int64_t batch_size,
-              Normalization norm, Augment augment, uint64_t augment_seed, int prefetch = 4);
+              Normalization norm, Augment augment, uint64_t augment_seed, int prefetch = 4,
+              int64_t skip = 0);
   ~EpochLoader();
   EpochLoader(const EpochLoader&) = delete;
   EpochLoader& operator=(const EpochLoader&) = delete;
@@ -48,6 +51,7 @@ class EpochLoader {
   Augment augment_;
   uint64_t augment_seed_;
   size_t prefetch_;
+  int64_t skip_;
   int64_t batches_;
   double wait_s_ = 0;
 

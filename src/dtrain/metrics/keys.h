@@ -59,6 +59,7 @@ inline constexpr char kBytes[] = "bytes";
 inline constexpr char kMessages[] = "messages";
 inline constexpr char kRecvTimeS[] = "recv_time_s";
 inline constexpr char kBandwidthGbps[] = "bandwidth_gbps";
+inline constexpr char kWireCheck[] = "wire_check";  // bench p2p: "on" or "off"
 inline constexpr char kLatencyUs[] = "latency_us";  // bench p2p
 inline constexpr char kRatio[] = "ratio";
 // --compress auto: one row per tuned link.

@@ -1,71 +1,311 @@
 #include "dtrain/train/checkpoint.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize.h>
+
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
+#include "dtrain/base/crc32c.h"
+
 namespace dtrain::train {
+namespace {
 
-std::string checkpoint_path(const std::string& dir) {
-  return dir + "/last.pt";
+constexpr const char* kFormat = "dtrain-checkpoint";
+
+std::string system_error(const std::string& what, const std::string& path) {
+  return "cannot " + what + " " + path + ": " + std::strerror(errno);
 }
 
-void save_checkpoint(const std::string& dir, int64_t next_epoch, torch::nn::Sequential& model,
-                     torch::optim::Optimizer& optimizer) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw std::runtime_error("cannot create checkpoint directory " + dir + ": " + strerror(errno));
+void make_dir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw std::runtime_error(system_error("create checkpoint directory", dir));
+}
+
+// fsync a file or directory by path (a directory: so a rename in it is durable).
+bool sync_path(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  const bool ok = fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
+
+// Size and CRC32C of a whole file, read in pieces.
+std::pair<int64_t, uint32_t> size_and_crc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(system_error("read", path));
+  std::vector<char> piece(1 << 20);
+  int64_t bytes = 0;
+  uint32_t crc = 0;
+  while (in) {
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    const auto n = static_cast<size_t>(in.gcount());
+    crc = crc32c(piece.data(), n, crc);
+    bytes += static_cast<int64_t>(n);
   }
-  torch::serialize::OutputArchive archive, model_archive, optim_archive;
-  model->save(model_archive);
-  optimizer.save(optim_archive);
-  archive.write("model", model_archive);
-  archive.write("optimizer", optim_archive);
-  archive.write("next_epoch", torch::tensor(next_epoch));
-  archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-  const std::string final_path = checkpoint_path(dir);
-  const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
-  archive.save_to(tmp);
-  const int fd = open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  if (rename(tmp.c_str(), final_path.c_str()) != 0) {
+  return {bytes, crc};
+}
+
+// tmp, fsync, rename, fsync the directory: the file appears whole or not at all.
+void commit_file(const std::string& tmp, const std::string& final_path, const std::string& dir) {
+  if (!sync_path(tmp) || rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const std::string error = system_error("write", final_path);
     unlink(tmp.c_str());
-    throw std::runtime_error("cannot write checkpoint " + final_path + ": " + strerror(errno));
+    throw std::runtime_error(error);
+  }
+  sync_path(dir);
+}
+
+std::string hex32(uint32_t v) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%08x", v);
+  return text;
+}
+
+uint32_t parse_hex32(const std::string& text) {
+  size_t used = 0;
+  const unsigned long value = std::stoul(text, &used, 16);
+  if (used != text.size() || text.size() != 8) throw std::runtime_error("bad crc32c " + text);
+  return static_cast<uint32_t>(value);
+}
+
+at::Tensor position_tensor(const Position& p) {
+  return at::tensor({static_cast<double>(p.epoch), static_cast<double>(p.step), p.loss_sum,
+                     static_cast<double>(p.correct), static_cast<double>(p.seen)},
+                    at::kDouble);
+}
+
+Position position_of(const at::Tensor& t, const std::string& path) {
+  if (t.scalar_type() != at::kDouble || t.numel() != 5)
+    throw std::runtime_error(path + ": its position is not 5 doubles");
+  const double* v = t.data_ptr<double>();
+  return {static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1]), v[2], static_cast<int64_t>(v[3]),
+          static_cast<int64_t>(v[4])};
+}
+
+// The optimizer's per-parameter tensors, in parameter order (the kinds make_optimizer builds).
+std::vector<at::Tensor> optimizer_tensors(torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> out;
+  const auto& states = optimizer.state();
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      const auto found = states.find(p.unsafeGetTensorImpl());
+      if (found == states.end()) continue;
+      const auto* state = found->second.get();
+      if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
+        out.push_back(sgd->momentum_buffer());
+      } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state)) {
+        out.insert(out.end(), {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq(),
+                               at::tensor(adam->step())});
+      } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state)) {
+        out.insert(out.end(), {adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq(),
+                               at::tensor(adamw->step())});
+      }
+    }
+  }
+  return out;
+}
+
+uint32_t extend(uint32_t crc, const at::Tensor& t) {
+  if (!t.defined()) return crc32c("-", 1, crc);
+  const at::Tensor c = t.detach().to(at::kCPU).contiguous();
+  return crc32c(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), crc);
+}
+
+}  // namespace
+
+uint32_t state_crc32c(const Position& at, const RankState& state) {
+  uint32_t crc = 0;
+  for (const auto& p : state.module->parameters())
+    crc = extend(crc, p);
+  for (const auto& b : state.module->buffers())
+    crc = extend(crc, b);
+  for (const auto& t : optimizer_tensors(state.optimizer))
+    crc = extend(crc, t);
+  crc = extend(crc, at::detail::getDefaultCPUGenerator().get_state());
+  return extend(crc, position_tensor(at));
+}
+
+std::string manifest_path(const std::string& dir) {
+  return dir + "/manifest.json";
+}
+
+std::string shard_name(int rank, const Position& at) {
+  return "shard-r" + std::to_string(rank) + "-e" + std::to_string(at.epoch) + "-s" +
+         std::to_string(at.step) + ".pt";
+}
+
+std::string Manifest::to_json() const {
+  nlohmann::json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["layout"] = layout;
+  j["parameters"] = parameters;
+  j["epoch"] = epoch;
+  j["step"] = step;
+  j["shards"] = nlohmann::json::array();
+  for (const auto& s : shards)
+    j["shards"].push_back({{"rank", s.rank},
+                           {"file", s.file},
+                           {"bytes", s.bytes},
+                           {"crc32c", hex32(s.crc32c)},
+                           {"state_crc32c", hex32(s.state_crc32c)}});
+  return j.dump(1) + "\n";
+}
+
+Manifest Manifest::parse(const std::string& text, const std::string& source) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    if (j.at("format") != kFormat) throw std::runtime_error("not a dtrain checkpoint manifest");
+    if (j.at("version") != kVersion)
+      throw std::runtime_error("manifest version " + j.at("version").dump() +
+                               ", this dtrain reads " + std::to_string(kVersion));
+    Manifest m;
+    m.layout = j.at("layout").get<std::string>();
+    m.parameters = j.at("parameters").get<int64_t>();
+    m.epoch = j.at("epoch").get<int64_t>();
+    m.step = j.at("step").get<int64_t>();
+    for (const auto& s : j.at("shards")) {
+      ShardEntry e;
+      e.rank = s.at("rank").get<int>();
+      e.file = s.at("file").get<std::string>();
+      e.bytes = s.at("bytes").get<int64_t>();
+      e.crc32c = parse_hex32(s.at("crc32c").get<std::string>());
+      e.state_crc32c = parse_hex32(s.at("state_crc32c").get<std::string>());
+      if (e.rank != static_cast<int>(m.shards.size()) || e.file.find('/') != std::string::npos ||
+          e.bytes < 0)
+        throw std::runtime_error("bad shard entry " + s.dump());
+      m.shards.push_back(e);
+    }
+    if (m.shards.empty() || m.epoch < 0 || m.step < 0)
+      throw std::runtime_error("no shards, or a negative position");
+    return m;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(source + ": corrupt checkpoint manifest: " + e.what());
   }
 }
 
-std::optional<int64_t> load_checkpoint(const std::string& dir, torch::nn::Sequential& model,
-                                       torch::optim::Optimizer& optimizer) {
-  const std::string path = checkpoint_path(dir);
+ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
+                       const RankState& state) {
+  make_dir(dir);
+  ShardEntry entry;
+  entry.rank = rank;
+  entry.file = shard_name(rank, at);
+  const std::string final_path = dir + "/" + entry.file;
+  const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
+  try {
+    torch::serialize::OutputArchive archive, model_archive, optim_archive;
+    state.module->save(model_archive);
+    state.optimizer.save(optim_archive);
+    archive.write("model", model_archive);
+    archive.write("optimizer", optim_archive);
+    archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+    archive.write("position", position_tensor(at));
+    archive.save_to(tmp);
+  } catch (const std::exception& e) {
+    unlink(tmp.c_str());
+    const std::string what = e.what();
+    throw std::runtime_error("cannot write checkpoint shard " + final_path + ": " +
+                             what.substr(0, what.find('\n')));
+  }
+  std::tie(entry.bytes, entry.crc32c) = size_and_crc(tmp);
+  entry.state_crc32c = state_crc32c(at, state);
+  commit_file(tmp, final_path, dir);
+  return entry;
+}
+
+Position read_shard(const std::string& dir, const ShardEntry& entry, const RankState& state) {
+  const std::string path = dir + "/" + entry.file;
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (stat(path.c_str(), &st) != 0)
+    throw std::runtime_error("checkpoint shard " + path + " (rank " + std::to_string(entry.rank) +
+                             ") is missing");
+  const auto [bytes, crc] = size_and_crc(path);
+  if (bytes != entry.bytes || crc != entry.crc32c) {
+    throw std::runtime_error("checkpoint shard " + path + " is corrupt: " + std::to_string(bytes) +
+                             " bytes with CRC32C " + hex32(crc) + ", the manifest says " +
+                             std::to_string(entry.bytes) + " bytes with " + hex32(entry.crc32c));
+  }
   try {
     torch::serialize::InputArchive archive, model_archive, optim_archive;
     archive.load_from(path);
     archive.read("model", model_archive);
     archive.read("optimizer", optim_archive);
-    model->load(model_archive);
-    optimizer.load(optim_archive);
-    torch::Tensor next_epoch, rng;
-    archive.read("next_epoch", next_epoch);
+    state.module->load(model_archive);
+    state.optimizer.load(optim_archive);
+    at::Tensor rng, position;
     archive.read("rng", rng);
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(rng);
-    return next_epoch.item<int64_t>();
+    archive.read("position", position);
+    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle: shared state
+    generator.set_state(rng);
+    return position_of(position, path);
   } catch (const c10::Error& e) {
     const std::string what = e.what();
     throw std::runtime_error(path + ": not a usable checkpoint for this model/optimizer: " +
                              what.substr(0, what.find('\n')));
   }
+}
+
+void write_manifest(const std::string& dir, const Manifest& manifest) {
+  make_dir(dir);
+  const std::string final_path = manifest_path(dir);
+  const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << manifest.to_json();
+    out.flush();
+    if (!out) {
+      const std::string error = system_error("write", tmp);
+      unlink(tmp.c_str());
+      throw std::runtime_error(error);
+    }
+  }
+  commit_file(tmp, final_path, dir);
+}
+
+std::optional<std::string> read_manifest_text(const std::string& dir) {
+  std::ifstream in(manifest_path(dir));
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void remove_other_shards(const std::string& dir, int rank, const std::string& keep) {
+  const std::string prefix = "shard-r" + std::to_string(rank) + "-";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(prefix, 0) == 0 && name != keep) stale.push_back(name);
+  }
+  closedir(d);
+  for (const auto& name : stale)
+    unlink((dir + "/" + name).c_str());
+}
+
+std::optional<Position> load_checkpoint(const std::string& dir, int rank, const RankState& state) {
+  const auto text = read_manifest_text(dir);
+  if (!text) return std::nullopt;
+  const Manifest m = Manifest::parse(*text, manifest_path(dir));
+  if (rank < 0 || rank >= static_cast<int>(m.shards.size()))
+    throw std::runtime_error(manifest_path(dir) + " has no shard of rank " + std::to_string(rank));
+  return read_shard(dir, m.shards[static_cast<size_t>(rank)], state);
 }
 
 }  // namespace dtrain::train

@@ -1,24 +1,95 @@
-// Checkpoints: model parameters and buffers, optimizer state, the next epoch and the
-// default generator's state, in one file written atomically (temporary file, fsync,
-// rename), so a crash never leaves a half-written checkpoint behind.
+// Checkpoint files, defined once: a directory of per-rank shards and a manifest naming them.
+//
+//   DIR/manifest.json                 written last by rank 0, atomically: the commit point
+//   DIR/shard-r<R>-e<E>-s<S>.pt       rank R's state after S training steps of epoch E
+//                                     (S = 0: at the end of epoch E-1)
+//
+// A shard is a LibTorch archive: "model" (this rank's module: the whole model, or a
+// pipeline rank's stages), "optimizer", "rng" (the default CPU generator) and "position"
+// (where the loop stands, with the running sums of a part-done epoch). Every file is
+// written to a temporary name, fsynced and renamed, so none is ever half-written; shards
+// have new names at every checkpoint, so the manifest the directory holds always names
+// shards that exist (the last good checkpoint survives a crash or a full disk at any
+// moment). The manifest records each shard's size and CRC32C, checked before loading.
+// docs/wire-format.md has the manifest's fields.
 #pragma once
 
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/optimizer.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtrain::train {
 
-std::string checkpoint_path(const std::string& dir);
+// Where the training loop stands at a checkpoint.
+struct Position {
+  int64_t epoch = 0;  // the epoch to run (0-based)
+  int64_t step = 0;   // mini-batches of it already done
+  // Running sums of the part done (step > 0), so the epoch's statistics come out whole.
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+};
 
-void save_checkpoint(const std::string& dir, int64_t next_epoch, torch::nn::Sequential& model,
-                     torch::optim::Optimizer& optimizer);
+// What one rank saves and restores.
+struct RankState {
+  torch::nn::Sequential& module;
+  torch::optim::Optimizer& optimizer;
+};
 
-// Restores into model and optimizer and returns the next epoch; nullopt when the
-// directory has no checkpoint. Throws std::runtime_error naming the file when it is corrupt.
-std::optional<int64_t> load_checkpoint(const std::string& dir, torch::nn::Sequential& model,
-                                       torch::optim::Optimizer& optimizer);
+struct ShardEntry {
+  int rank = 0;
+  std::string file;  // a name inside the checkpoint directory
+  int64_t bytes = 0;
+  uint32_t crc32c = 0;  // of the file
+  // Of the state itself: every parameter, buffer and optimizer-state tensor in order, the
+  // generator and the position. The archive's bytes vary from save to save (LibTorch
+  // writes a random serialization id), so this is what says two runs ended identically.
+  uint32_t state_crc32c = 0;
+};
+
+struct Manifest {
+  static constexpr int kVersion = 1;
+  // What must be the same to resume: mode, world size and (pipeline) partition.
+  std::string layout;
+  int64_t parameters = 0;  // of the whole model
+  int64_t epoch = 0, step = 0;
+  std::vector<ShardEntry> shards;  // one per rank, in rank order
+
+  std::string to_json() const;
+  // Throws std::runtime_error naming `source` when the text is not a manifest.
+  static Manifest parse(const std::string& text, const std::string& source);
+};
+
+std::string manifest_path(const std::string& dir);
+// The state fingerprint of ShardEntry::state_crc32c.
+uint32_t state_crc32c(const Position& at, const RankState& state);
+std::string shard_name(int rank, const Position& at);
+
+// Writes this rank's shard (creating `dir`) and returns its entry. Throws
+// std::runtime_error naming the file on failure (no file is left behind then).
+ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
+                       const RankState& state);
+// Checks the file against `entry` (present, size, CRC32C), then loads it into `state` and
+// returns its position. Throws std::runtime_error naming the file and what is wrong.
+Position read_shard(const std::string& dir, const ShardEntry& entry, const RankState& state);
+
+// Atomically replaces the manifest. Throws std::runtime_error on failure (the old one stays).
+void write_manifest(const std::string& dir, const Manifest& manifest);
+// The manifest's text; nullopt when the directory has none.
+std::optional<std::string> read_manifest_text(const std::string& dir);
+
+// Removes this rank's shards other than `keep` (after a newer manifest committed).
+void remove_other_shards(const std::string& dir, int rank, const std::string& keep);
+
+}  // namespace dtrain::train
+
+namespace dtrain::train {
+
+// Without a process group (tests, tools): rank `rank`'s state from the manifest's shard;
+// nullopt when the directory has no checkpoint. Throws as read_shard.
+std::optional<Position> load_checkpoint(const std::string& dir, int rank, const RankState& state);
 
 }  // namespace dtrain::train

@@ -51,6 +51,10 @@ void validate(const TrainConfig& c, bool has_group) {
   require(c.optim.lr > 0, "--lr must be positive");
   require(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   require(c.grad_accum_steps >= 1, "--grad-accum-steps must be at least 1");
+  require(c.checkpoint_every >= 0 && c.stop_after >= 0 && c.stop_after_steps >= 0,
+          "--checkpoint-every, --stop-after and --stop-after-steps must not be negative");
+  require(c.checkpoint_every == 0 || !c.checkpoint_dir.empty(),
+          "--checkpoint-every needs --checkpoint-dir");
   const bool text = c.data.name == "glue";
   require(text == models::takes_tokens(c.model),
           text ? "--dataset glue is text: use --model roberta"
@@ -69,8 +73,6 @@ void validate(const TrainConfig& c, bool has_group) {
   if (mode == ParallelMode::kPipeline) {
     require(c.grad_accum_steps == 1,
             "--grad-accum-steps: use --chunks to split batches in a pipeline");
-    require(c.checkpoint_dir.empty(),
-            "--checkpoint-dir is not supported with --parallel pipeline yet");
   }
 }
 

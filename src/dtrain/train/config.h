@@ -92,7 +92,9 @@ struct TrainConfig {
   std::string checkpoint_dir;
   std::string weights_path;  // pretrained weights (safetensors) loaded before training
   bool resume = false;
-  int64_t stop_after = 0;  // run at most this many epochs now (0: to the end); resume later
+  int64_t checkpoint_every = 0;  // also every N optimizer steps inside an epoch (0: epoch ends)
+  int64_t stop_after = 0;        // run at most this many epochs now (0: to the end); resume later
+  int64_t stop_after_steps = 0;  // or at most this many optimizer steps now
   bool progress = true;
   ParallelConfig parallel;
   // Where the model and its tensors live (every rank; pipeline: the servers). A pipeline's

@@ -105,6 +105,10 @@ class DdpEngine final : public Engine {
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }
 
+  std::string layout() const override {
+    return "DDP over " + std::to_string(group_.size()) + " ranks";
+  }
+
  private:
   // --compress-grad auto, after a synchronized backward: this step's averaged gradients are
   // the sample the candidates are timed on. Per bucket and rank, the coded exchange sends

@@ -11,6 +11,7 @@
 
 #include "dtrain/data/loader.h"
 #include "dtrain/models/loss.h"
+#include "dtrain/train/checkpoint.h"
 #include "dtrain/train/config.h"
 #include "dtrain/train/epoch_stats.h"
 
@@ -56,6 +57,11 @@ class Engine {
   virtual void finish() {}
   // What a checkpoint saves on this rank.
   virtual torch::nn::Sequential& checkpoint_module() = 0;
+  // What a checkpoint's layout must match to resume (train/checkpointer.h).
+  virtual std::string layout() const { return "a single process"; }
+  // Before this rank saves a checkpoint: ranks that do not run the loop (pipeline
+  // followers) are told to save theirs.
+  virtual void announce_checkpoint(const Position& /*at*/) {}
 };
 
 // Loss sum and correct predictions of one batch from its logits and mean loss.
@@ -79,12 +85,14 @@ std::unique_ptr<Engine> make_ddp_engine(comm::Group& group, torch::nn::Sequentia
 struct PipelineSetup {
   const TrainConfig& config;
   const models::ModelConfig& model;  // completed from the data (input shape, classes)
+  int64_t parameters;                // of the whole model (checkpoints)
   const data::Dataset* train_set;    // rank 0 only
   const data::Normalization& norm;
 };
 // Pipeline mode: builds this rank's stages of `model` (which it empties, so only those
-// stay alive). On rank 0 returns the driving engine; on the other ranks runs rank 0's
-// commands, stepping this rank's optimizer, until rank 0 stops, then returns nullptr.
+// stay alive). On rank 0 returns the driving engine; on the other ranks restores their
+// checkpoint shard (--resume), then runs rank 0's commands, stepping this rank's optimizer
+// and saving its shard when told, until rank 0 stops, then returns nullptr.
 std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequential& model,
                                              const PipelineSetup& setup);
 

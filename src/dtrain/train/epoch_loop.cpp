@@ -60,9 +60,11 @@ void check_finite(double batch_loss, int64_t epoch, int64_t step) {
 
 }  // namespace
 
-EpochStats train_epoch(const EpochInputs& in, Engine& engine, torch::optim::Optimizer& optimizer,
-                       int64_t epoch, metrics::ProgressLine& progress) {
+std::optional<EpochStats> train_epoch(const EpochInputs& in, Engine& engine,
+                                      torch::optim::Optimizer& optimizer, const Position& from,
+                                      metrics::ProgressLine& progress) {
   const TrainConfig& c = in.config;
+  const int64_t epoch = from.epoch;
   EpochStats s;
   s.epoch = epoch + 1;
   const auto epoch_start = Clock::now();
@@ -75,9 +77,10 @@ EpochStats train_epoch(const EpochInputs& in, Engine& engine, torch::optim::Opti
   const auto shard_size = static_cast<int64_t>(shard.size());
   data::EpochLoader loader(in.train_set, std::move(shard), c.batch_size, in.norm, in.augment,
                            c.seed * 7777 + static_cast<uint64_t>(epoch) +
-                               1000003ull * static_cast<uint64_t>(engine.rank()));
-  Tally tally;
-  int64_t step = 0;
+                               1000003ull * static_cast<uint64_t>(engine.rank()),
+                           /*prefetch=*/4, /*skip=*/from.step);
+  Tally tally{from.loss_sum, from.correct, from.seen};
+  int64_t step = from.step;
   const int64_t k = c.grad_accum_steps;
   while (auto batch = loader.next()) {
     const double lr =
@@ -96,26 +99,35 @@ EpochStats train_epoch(const EpochInputs& in, Engine& engine, torch::optim::Opti
     check_finite(r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.samples)), epoch, step);
     tally.add(r);
     ++step;
+    if (plan.sync && in.after_step) {
+      const StepPoint point{{epoch, step, tally.loss_sum, tally.correct, tally.seen},
+                            (step + k - 1) / k,
+                            step == loader.batches()};
+      if (!in.after_step(point)) return std::nullopt;
+    }
     progress.update([&] {
       std::ostringstream line;
       line << "epoch " << epoch + 1 << "/" << c.epochs << " [" << step << "/" << loader.batches()
            << "] loss " << std::fixed << std::setprecision(4) << tally.loss_sum / tally.seen
            << " acc " << std::setprecision(2) << 100.0 * tally.correct / tally.seen << "% "
-           << std::setprecision(0) << tally.seen / since(epoch_start) << " samples/s";
+           << std::setprecision(0) << (tally.seen - from.seen) / since(epoch_start) << " samples/s";
       return line.str();
     });
   }
   s.time_data_s = loader.wait_s();
   s.epoch_s = since(epoch_start);
   s.extra[metrics::key::kSteps] = (step + k - 1) / k;  // optimizer steps
+  // Throughput counts the samples of this run only (a resumed epoch's first part was timed
+  // by the run before).
   std::vector<double> totals{tally.loss_sum, static_cast<double>(tally.correct),
-                             static_cast<double>(tally.seen)};
+                             static_cast<double>(tally.seen),
+                             static_cast<double>(tally.seen - from.seen)};
   engine.sum_over_ranks(totals);
   const double seen = std::max(1.0, totals[2]);
   s.train_loss = totals[0] / seen;
   s.train_acc = static_cast<double>(static_cast<int64_t>(totals[1])) / seen;
   s.samples_per_s =
-      static_cast<double>(static_cast<int64_t>(totals[2])) / std::max(1e-9, s.epoch_s);
+      static_cast<double>(static_cast<int64_t>(totals[3])) / std::max(1e-9, s.epoch_s);
   return s;
 }
 

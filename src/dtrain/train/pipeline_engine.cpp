@@ -8,6 +8,7 @@
 #include "dtrain/models/batch_context.h"
 #include "dtrain/parallel/pipeline/block_times.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
+#include "dtrain/train/checkpointer.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/optimizer.h"
 
@@ -20,15 +21,21 @@ BatchResult to_batch_result(const pp::StepResult& r) {
   return {r.loss_sum, r.correct, r.samples, r.confusion};
 }
 
+// This rank's stages as one module (what its checkpoint shard holds).
+torch::nn::Sequential stages_module(const pp::Pipeline& pipeline) {
+  torch::nn::Sequential local;
+  for (const auto& m : pipeline.stage_modules()) {
+    std::ptrdiff_t i = 0;
+    for (const auto& named : m->named_children())
+      local->push_back(named.key(), m->begin()[i++]);
+  }
+  return local;
+}
+
 class PipelineEngine final : public Engine {
  public:
-  explicit PipelineEngine(std::unique_ptr<pp::Pipeline> pipeline) : pipeline_(std::move(pipeline)) {
-    for (const auto& m : pipeline_->stage_modules()) {
-      std::ptrdiff_t i = 0;
-      for (const auto& named : m->named_children())
-        local_->push_back(named.key(), m->begin()[i++]);
-    }
-  }
+  explicit PipelineEngine(std::unique_ptr<pp::Pipeline> pipeline)
+      : pipeline_(std::move(pipeline)), local_(stages_module(*pipeline_)) {}
 
   c10::Device input_device() const override { return pipeline_->device(); }
 
@@ -59,6 +66,12 @@ class PipelineEngine final : public Engine {
   void finish() override { pipeline_->stop(); }
 
   torch::nn::Sequential& checkpoint_module() override { return local_; }
+
+  std::string layout() const override { return pipeline_->layout(); }
+
+  void announce_checkpoint(const Position& at) override {
+    pipeline_->announce_checkpoint(at.epoch, at.step);
+  }
 
  private:
   std::unique_ptr<pp::Pipeline> pipeline_;
@@ -116,12 +129,22 @@ pp::PipelineConfig pipeline_config(const PipelineSetup& setup, int rank, int ran
 }
 
 // A follower: run rank 0's commands, stepping this rank's optimizer after each training
-// step, until rank 0 says stop.
-void follow(pp::Pipeline& pipeline, torch::optim::Optimizer& optimizer) {
+// step and saving its checkpoint shard when told, until rank 0 says stop.
+void follow(pp::Pipeline& pipeline, torch::optim::Optimizer& optimizer, Checkpointer* checkpointer,
+            torch::nn::Sequential& local) {
   for (;;) {
     const pp::Command cmd = pipeline.next_command();
     if (cmd.kind == pp::CommandKind::kStop) return;
-    if (cmd.kind == pp::CommandKind::kTrain) {
+    if (cmd.kind == pp::CommandKind::kCheckpoint) {
+      if (checkpointer == nullptr)
+        throw std::runtime_error(pipeline.layout() +
+                                 ": rank 0 checkpoints, this rank has no "
+                                 "--checkpoint-dir");
+      Position at;
+      at.epoch = cmd.epoch;
+      at.step = cmd.step;
+      checkpointer->save(at, {local, optimizer});
+    } else if (cmd.kind == pp::CommandKind::kTrain) {
       set_learning_rate(optimizer, cmd.lr);
       optimizer.zero_grad();
       pipeline.execute(cmd);
@@ -144,8 +167,15 @@ std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequ
                                                      static_cast<int64_t>(model->size()), weights));
   model = torch::nn::Sequential(nullptr);  // keep only this rank's blocks alive
   if (group.rank() == 0) return std::make_unique<PipelineEngine>(std::move(pipeline));
-  auto optimizer = make_optimizer(setup.config.optim, pipeline->parameters());
-  follow(*pipeline, *optimizer);
+  const TrainConfig& c = setup.config;
+  auto optimizer = make_optimizer(c.optim, pipeline->parameters());
+  torch::nn::Sequential local = stages_module(*pipeline);
+  std::optional<Checkpointer> checkpointer;
+  if (!c.checkpoint_dir.empty()) {
+    checkpointer.emplace(c.checkpoint_dir, &group, pipeline->layout(), setup.parameters);
+    if (c.resume) checkpointer->restore({local, *optimizer});
+  }
+  follow(*pipeline, *optimizer, checkpointer ? &*checkpointer : nullptr, local);
   return nullptr;
 }
 

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "dtrain/comm/agreement.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/data/loader.h"
 #include "dtrain/metrics/cuda_memory.h"
@@ -15,7 +16,7 @@
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/progress.h"
 #include "dtrain/models/weights.h"
-#include "dtrain/train/checkpoint.h"
+#include "dtrain/train/checkpointer.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/epoch_loop.h"
 
@@ -74,12 +75,12 @@ Loaded load(const TrainConfig& c, comm::Group* group, bool holds_data) {
 
 // The mode's engine; nullptr on pipeline followers, which have already run to the end.
 std::unique_ptr<Engine> build_engine(const TrainConfig& c, comm::Group* group,
-                                     torch::nn::Sequential model, const Loaded& in,
-                                     bool holds_data) {
+                                     torch::nn::Sequential model, const Loaded& in, bool holds_data,
+                                     int64_t parameters) {
   switch (c.parallel.mode) {
     case ParallelMode::kPipeline:
-      return make_pipeline_engine(*group, model,
-                                  {c, in.model, holds_data ? &in.train_set : nullptr, in.norm});
+      return make_pipeline_engine(
+          *group, model, {c, in.model, parameters, holds_data ? &in.train_set : nullptr, in.norm});
     case ParallelMode::kDdp:
       return make_ddp_engine(*group, std::move(model), c);
     case ParallelMode::kNone:
@@ -159,10 +160,27 @@ std::ofstream open_metrics(const TrainConfig& c, bool leader) {
   return out;
 }
 
+// Checkpoints and resumes are collective: every rank must have the same flags for them, or
+// one would wait in a collective the others never join.
+void check_checkpoint_flags_agree(const TrainConfig& c, comm::Group& group) {
+  const std::string flags = std::to_string(!c.checkpoint_dir.empty()) + "/" +
+                            std::to_string(c.resume) + "/" + std::to_string(c.checkpoint_every) +
+                            "/" + std::to_string(c.stop_after) + "/" +
+                            std::to_string(c.stop_after_steps);
+  const auto fingerprint =
+      static_cast<int64_t>(std::hash<std::string>{}(flags) & ((uint64_t{1} << 62) - 1));
+  if (!comm::range_over_ranks(group, fingerprint).agree()) {
+    throw std::invalid_argument(group.describe() +
+                                ": the ranks disagree on --checkpoint-dir, --resume, "
+                                "--checkpoint-every or --stop-after(-steps)");
+  }
+}
+
 }  // namespace
 
 std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
   validate(c, group != nullptr);
+  if (group != nullptr) check_checkpoint_flags_agree(c, *group);
   const bool holds_data = c.parallel.mode != ParallelMode::kPipeline || group->rank() == 0;
   torch::manual_seed(c.seed);
   const Loaded in = load(c, group, holds_data);
@@ -175,24 +193,41 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
       std::cerr << c.weights_path << ": " << models::summary(loaded) << std::endl;
   }
   const int64_t parameters = models::parameter_count(*model);
-  const auto engine = build_engine(c, group, std::move(model), in, holds_data);
+  const auto engine = build_engine(c, group, std::move(model), in, holds_data, parameters);
   if (!engine) return {};  // a pipeline follower, done
   auto optimizer = make_optimizer(c.optim, engine->parameters());
   const bool leader = engine->rank() == 0;
 
-  int64_t first_epoch = 0;
-  if (c.resume) {
-    if (auto next = load_checkpoint(c.checkpoint_dir, engine->checkpoint_module(), *optimizer))
-      first_epoch = *next;
+  std::optional<Checkpointer> checkpointer;
+  Position start;
+  if (!c.checkpoint_dir.empty()) {
+    checkpointer.emplace(c.checkpoint_dir, group, engine->layout(), parameters);
+    if (c.resume) {
+      if (auto at = checkpointer->restore({engine->checkpoint_module(), *optimizer})) start = *at;
+    }
   }
+  const auto save = [&](const Position& at) {
+    engine->announce_checkpoint(at);
+    checkpointer->save(at, {engine->checkpoint_module(), *optimizer});
+  };
   std::ofstream metrics_out = open_metrics(c, leader);
-  const EpochInputs inputs{c, in.train_set, in.norm, default_augment(c, in)};
+  int64_t steps_run = 0;
+  EpochInputs inputs{c, in.train_set, in.norm, default_augment(c, in), {}};
+  inputs.after_step = [&](const StepPoint& p) {
+    if (checkpointer && c.checkpoint_every > 0 && !p.last &&
+        p.optimizer_steps % c.checkpoint_every == 0)
+      save(p.at);
+    return c.stop_after_steps == 0 || ++steps_run < c.stop_after_steps;
+  };
   metrics::ProgressLine progress(c.progress && leader);
   std::vector<EpochStats> history;
   const int64_t end_epoch =
-      c.stop_after > 0 ? std::min(c.epochs, first_epoch + c.stop_after) : c.epochs;
-  for (int64_t epoch = first_epoch; epoch < end_epoch; ++epoch) {
-    EpochStats s = train_epoch(inputs, *engine, *optimizer, epoch, progress);
+      c.stop_after > 0 ? std::min(c.epochs, start.epoch + c.stop_after) : c.epochs;
+  for (int64_t epoch = start.epoch; epoch < end_epoch; ++epoch) {
+    const Position from = epoch == start.epoch ? start : Position{epoch};
+    std::optional<EpochStats> trained = train_epoch(inputs, *engine, *optimizer, from, progress);
+    if (!trained) break;  // --stop-after-steps
+    EpochStats& s = *trained;
     engine->end_epoch(s);
     const Evaluation test = evaluate(*engine, in.test_set, in.norm, c.test_batch_size);
     s.test_loss = test.loss;
@@ -202,8 +237,7 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
     record_cuda_memory(engine->input_device(), s);
     progress.finish(epoch_line(s, c.epochs));
     if (metrics_out.is_open()) metrics::write_jsonl(metrics_out, {stamped(s.to_row(), c)});
-    if (!c.checkpoint_dir.empty() && leader)
-      save_checkpoint(c.checkpoint_dir, epoch + 1, engine->checkpoint_module(), *optimizer);
+    if (checkpointer) save(Position{epoch + 1});
     history.push_back(s);
   }
   engine->finish();

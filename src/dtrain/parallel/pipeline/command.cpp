@@ -8,7 +8,9 @@
 namespace dtrain::parallel::pipeline {
 
 at::Tensor to_message(const Command& c) {
-  return at::tensor({static_cast<double>(c.kind), static_cast<double>(c.batch), c.lr}, at::kDouble);
+  return at::tensor({static_cast<double>(c.kind), static_cast<double>(c.batch), c.lr,
+                     static_cast<double>(c.epoch), static_cast<double>(c.step)},
+                    at::kDouble);
 }
 
 Command from_message(const at::Tensor& message, const std::string& from) {
@@ -21,13 +23,17 @@ Command from_message(const at::Tensor& message, const std::string& from) {
   const double* v = m.data_ptr<double>();
   if (!(v[0] >= kFirstCommandKind && v[0] <= kLastCommandKind) || v[0] != std::floor(v[0]))
     throw corrupt("unknown kind " + std::to_string(v[0]));
-  if (!(v[1] >= 0 && v[1] < 9.0e15) || v[1] != std::floor(v[1]))
-    throw corrupt("bad batch size " + std::to_string(v[1]));
+  const auto count = [](double x) { return x >= 0 && x < 9.0e15 && x == std::floor(x); };
+  if (!count(v[1])) throw corrupt("bad batch size " + std::to_string(v[1]));
+  if (!count(v[3]) || !count(v[4]))
+    throw corrupt("bad position " + std::to_string(v[3]) + "/" + std::to_string(v[4]));
   if (!std::isfinite(v[2])) throw corrupt("non-finite learning rate");
   Command c;
   c.kind = static_cast<CommandKind>(static_cast<int>(v[0]));
   c.batch = static_cast<int64_t>(v[1]);
   c.lr = v[2];
+  c.epoch = static_cast<int64_t>(v[3]);
+  c.step = static_cast<int64_t>(v[4]);
   return c;
 }
 

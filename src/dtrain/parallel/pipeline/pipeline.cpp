@@ -111,6 +111,14 @@ void Pipeline::check_agreement(int64_t blocks, int64_t parameters) {
   }
 }
 
+std::string Pipeline::layout() const {
+  std::string text = "a pipeline over " + std::to_string(group_.size()) + " ranks, stages";
+  for (const auto& s : config_.partition.stages)
+    text += " [" + std::to_string(s.begin) + "," + std::to_string(s.end) + ")@" +
+            std::to_string(s.rank);
+  return text;
+}
+
 bool Pipeline::is_driver() const {
   return group_.rank() == 0;
 }
@@ -160,6 +168,7 @@ void Pipeline::execute(const Command& c) {
       tuner_->calibrate_as_follower(last_step_compute_s_);
       break;
     case CommandKind::kStop:
+    case CommandKind::kCheckpoint:  // the caller's: it owns the optimizer (follow())
       break;
   }
 }
@@ -197,6 +206,10 @@ StepResult Pipeline::eval_batch(const at::Tensor& inputs, const at::Tensor& labe
   check_mask(inputs.size(0), mask);
   wire_->send_command({CommandKind::kEval, inputs.size(0), 0});
   return run(false, inputs.size(0), inputs, labels, mask);
+}
+
+void Pipeline::announce_checkpoint(int64_t epoch, int64_t step) {
+  wire_->send_command({CommandKind::kCheckpoint, 0, 0, epoch, step});
 }
 
 void Pipeline::stop() {

@@ -104,8 +104,13 @@ class Pipeline {
   std::vector<RankReport> collect_reports();
   // --compress auto: the last choice per link (metrics::key::kAutoLinks rows).
   std::vector<metrics::Row> auto_rows() const;
+  // Tells the followers to save their checkpoint shards of position (epoch, step); the
+  // caller then saves its own (train/checkpointer.h, collective over the group).
+  void announce_checkpoint(int64_t epoch, int64_t step);
   // Releases the followers from their command loop.
   void stop();
+  // What a checkpoint's layout must match: the world size and every stage's blocks and rank.
+  std::string layout() const;
 
   // Followers only.
   Command next_command();

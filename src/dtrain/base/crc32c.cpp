@@ -1,0 +1,118 @@
+#include "dtrain/base/crc32c.h"
+
+#include <array>
+#include <cstring>
+
+namespace dtrain {
+namespace {
+
+constexpr uint32_t kPolynomial = 0x82F63B78u;  // reflected
+
+// Tables for eight bytes at a time: kTables[k][b] is the register after byte b followed by
+// k zero bytes.
+using Tables = std::array<std::array<uint32_t, 256>, 8>;
+Tables make_tables() {
+  Tables t{};
+  for (uint32_t b = 0; b < 256; ++b) {
+    uint32_t r = b;
+    for (int i = 0; i < 8; ++i)
+      r = (r & 1) ? (r >> 1) ^ kPolynomial : r >> 1;
+    t[0][b] = r;
+  }
+  for (size_t k = 1; k < 8; ++k)
+    for (uint32_t b = 0; b < 256; ++b)
+      t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xFF];
+  return t;
+}
+const Tables kTables = make_tables();
+
+uint64_t load64(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;  // little-endian hosts only (x86-64, aarch64)
+}
+
+// The register (no pre/post inversion) after `n` bytes.
+uint32_t portable_register(uint32_t r, const unsigned char* p, size_t n) {
+  for (; n >= 8; n -= 8, p += 8) {
+    const uint64_t v = load64(p) ^ r;
+    r = kTables[7][v & 0xFF] ^ kTables[6][(v >> 8) & 0xFF] ^ kTables[5][(v >> 16) & 0xFF] ^
+        kTables[4][(v >> 24) & 0xFF] ^ kTables[3][(v >> 32) & 0xFF] ^ kTables[2][(v >> 40) & 0xFF] ^
+        kTables[1][(v >> 48) & 0xFF] ^ kTables[0][v >> 56];
+  }
+  for (; n > 0; --n, ++p)
+    r = (r >> 8) ^ kTables[0][(r ^ *p) & 0xFF];
+  return r;
+}
+
+#if defined(__x86_64__)
+// a * b modulo the polynomial, both in reflected order (bit 31 is x^0).
+uint32_t multiply(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kPolynomial : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(8n) modulo the polynomial: what appending n zero bytes multiplies a register by.
+uint32_t zeros_operator(size_t n) {
+  uint32_t r = 1u << 31;  // x^0
+  for (size_t i = 0; i < 8 * n; ++i)
+    r = (r & 1) ? (r >> 1) ^ kPolynomial : r >> 1;
+  return r;
+}
+
+// Three streams of kLane bytes run at once (the instruction's latency is three cycles,
+// its throughput one), then are joined: reg(A B C) = reg(A)*x^(16L) + reg(B)*x^(8L) + reg(C).
+constexpr size_t kLane = 4096;
+const uint32_t kShiftOneLane = zeros_operator(kLane);
+const uint32_t kShiftTwoLanes = zeros_operator(2 * kLane);
+
+__attribute__((target("sse4.2"))) uint32_t hardware_register(uint32_t r, const unsigned char* p,
+                                                             size_t n) {
+  while (n >= 3 * kLane) {
+    uint64_t a = r, b = 0, c = 0;
+    for (size_t i = 0; i < kLane; i += 8) {
+      a = __builtin_ia32_crc32di(a, load64(p + i));
+      b = __builtin_ia32_crc32di(b, load64(p + kLane + i));
+      c = __builtin_ia32_crc32di(c, load64(p + 2 * kLane + i));
+    }
+    r = multiply(static_cast<uint32_t>(a), kShiftTwoLanes) ^
+        multiply(static_cast<uint32_t>(b), kShiftOneLane) ^ static_cast<uint32_t>(c);
+    p += 3 * kLane;
+    n -= 3 * kLane;
+  }
+  uint64_t x = r;
+  for (; n >= 8; n -= 8, p += 8)
+    x = __builtin_ia32_crc32di(x, load64(p));
+  r = static_cast<uint32_t>(x);
+  for (; n > 0; --n, ++p)
+    r = __builtin_ia32_crc32qi(r, *p);
+  return r;
+}
+
+const bool kHardware = __builtin_cpu_supports("sse4.2");
+#else
+const bool kHardware = false;
+#endif
+
+}  // namespace
+
+uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc) {
+  return ~portable_register(~crc, static_cast<const unsigned char*>(data), size);
+}
+
+uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
+#if defined(__x86_64__)
+  if (kHardware) return ~hardware_register(~crc, static_cast<const unsigned char*>(data), size);
+#endif
+  return crc32c_portable(data, size, crc);
+}
+
+bool crc32c_hardware() {
+  return kHardware;
+}
+
+}  // namespace dtrain

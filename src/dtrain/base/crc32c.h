@@ -1,0 +1,24 @@
+// CRC-32C (Castagnoli; polynomial 0x1EDC6F41, reflected 0x82F63B78), the checksum of iSCSI
+// (RFC 3720), ext4 and SCTP: what guards every message on the wire (comm/group.h) and every
+// checkpoint file (train/checkpoint.h). It detects every burst error up to 32 bits and
+// every odd number of flipped bits.
+//
+// crc32c(b, crc32c(a)) == crc32c(a followed by b), so a checksum can be built piecewise.
+// x86-64 CPUs with SSE4.2 take three interleaved hardware streams (about 8 bytes a cycle);
+// others use tables (about 1 byte a cycle). Both give the same value (a unit test checks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dtrain {
+
+uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
+
+// The portable table version, whatever the CPU (for tests and benchmarks).
+uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc = 0);
+
+// Whether crc32c() uses the CPU's CRC32 instruction.
+bool crc32c_hardware();
+
+}  // namespace dtrain

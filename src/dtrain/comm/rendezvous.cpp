@@ -1,0 +1,145 @@
+#include "dtrain/comm/rendezvous.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "dtrain/base/sha256.h"
+#include "dtrain/comm/error.h"
+
+namespace dtrain::comm {
+namespace {
+
+std::string who(int rank, int size) {
+  return "rank " + std::to_string(rank) + "/" + std::to_string(size);
+}
+
+void put(c10d::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+// The value of `key` once some rank has set it; throws naming `waiting_for` on timeout.
+std::string await(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout,
+                  const std::string& me, const std::string& waiting_for) {
+  try {
+    store.wait({key}, timeout);
+  } catch (const std::exception&) {
+    throw CommError(me + ": " + waiting_for + " did not join within " +
+                    std::to_string(timeout.count() / 1000) +
+                    " s (is it running, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT?)");
+  }
+  const auto value = store.get(key);
+  return std::string(value.begin(), value.end());
+}
+
+std::string proof(const std::string& token, const std::string& challenge, int rank) {
+  // Lengths first, so no two (token, challenge, rank) triples hash the same text.
+  return sha256_hex(std::to_string(token.size()) + ":" + token + ":" + challenge + ":" +
+                    std::to_string(rank));
+}
+
+std::string random_challenge() {
+  std::random_device device;  // /dev/urandom on Linux
+  std::string hex;
+  for (int i = 0; i < 4; ++i) {
+    char word[9];
+    std::snprintf(word, sizeof(word), "%08x", device());
+    hex += word;
+  }
+  return hex;
+}
+
+constexpr const char* kTokenHint = " (--token or DTRAIN_TOKEN must be the same on every rank)";
+
+}  // namespace
+
+int listen_only_on(const std::string& address, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc = getaddrinfo(address.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    throw CommError("rank 0: cannot resolve the rendezvous address " + address + ": " +
+                    gai_strerror(rc));
+  }
+  std::string error = "no usable address";
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1024) == 0) {
+      freeaddrinfo(found);
+      return fd;
+    }
+    const int e = errno;
+    error = e == EADDRINUSE      ? "the port is already in use (another job? pick another "
+                                   "--master-port or MASTER_PORT)"
+            : e == EADDRNOTAVAIL ? "it is not an address of this host (MASTER_ADDR must name "
+                                   "rank 0's host)"
+                                 : std::strerror(e);
+    close(fd);
+  }
+  freeaddrinfo(found);
+  throw CommError("rank 0: cannot host the rendezvous store on " + address + ":" + service + ": " +
+                  error);
+}
+
+void authenticate(c10d::Store& store, int rank, int size, const std::string& token,
+                  std::chrono::milliseconds timeout) {
+  const std::string me = who(rank, size);
+  if (rank == 0) {
+    const std::string challenge = random_challenge();
+    put(store, "dtrain/auth/challenge", challenge);
+    put(store, "dtrain/auth/proof/0", proof(token, challenge, 0));
+    std::string verdict = "ok";
+    for (int r = 1; r < size && verdict == "ok"; ++r) {
+      const std::string theirs = await(store, "dtrain/auth/proof/" + std::to_string(r), timeout, me,
+                                       "rank " + std::to_string(r));
+      if (theirs != proof(token, challenge, r))
+        verdict = "the process joining as rank " + std::to_string(r) +
+                  " presented a different token: refused" + kTokenHint;
+    }
+    put(store, "dtrain/auth/verdict", verdict);
+    if (verdict != "ok") throw CommError(me + ": " + verdict);
+    return;
+  }
+  const std::string challenge =
+      await(store, "dtrain/auth/challenge", timeout, me, "rank 0 (the rendezvous host)");
+  put(store, "dtrain/auth/proof/" + std::to_string(rank), proof(token, challenge, rank));
+  if (await(store, "dtrain/auth/proof/0", timeout, me, "rank 0") != proof(token, challenge, 0))
+    throw CommError(me + ": rank 0 holds a different token: refusing to join" + kTokenHint);
+  const std::string verdict = await(store, "dtrain/auth/verdict", timeout, me, "every rank");
+  if (verdict != "ok") throw CommError(me + ": rank 0 stopped the job: " + verdict);
+}
+
+void agree_on_settings(c10d::Store& store, int rank, int size, bool wire_check,
+                       std::chrono::milliseconds timeout) {
+  const std::string me = who(rank, size);
+  put(store, "dtrain/world_size/" + std::to_string(rank), std::to_string(size));
+  put(store, "dtrain/wire_check/" + std::to_string(rank), wire_check ? "on" : "off");
+  for (int r = 0; r < size; ++r) {
+    const std::string other = "rank " + std::to_string(r);
+    const std::string theirs =
+        await(store, "dtrain/world_size/" + std::to_string(r), timeout, me, other);
+    if (theirs != std::to_string(size)) {
+      throw CommError("rank " + std::to_string(rank) + ": world size mismatch: this rank has " +
+                      std::to_string(size) + ", rank " + std::to_string(r) + " has " + theirs);
+    }
+    const std::string check =
+        await(store, "dtrain/wire_check/" + std::to_string(r), timeout, me, other);
+    if (check != (wire_check ? "on" : "off")) {
+      throw CommError(me + ": the wire check is " + (wire_check ? "on" : "off") + " here and " +
+                      check + " on rank " + std::to_string(r) +
+                      " (DTRAIN_WIRE_CHECK must be the same on every rank)");
+    }
+  }
+}
+
+}  // namespace dtrain::comm

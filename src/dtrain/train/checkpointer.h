@@ -1,0 +1,49 @@
+// Checkpoints of a job, collectively: every rank writes its own shard, rank 0 commits the
+// manifest (train/checkpoint.h), and every rank learns whether the checkpoint committed.
+// One mechanism for every mode: a single process (no group), data parallelism (every rank
+// saves its replica) and pipelines (every rank saves its stages; the followers take part
+// when rank 0's command tells them to).
+//
+// Both calls are collective over the group: every rank calls them at the same point.
+// Failures are clear errors on every rank: the rank that failed names its cause, the others
+// name that rank; the last good checkpoint is left intact.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "dtrain/train/checkpoint.h"
+
+namespace dtrain::comm {
+class Group;
+}
+
+namespace dtrain::train {
+
+class Checkpointer {
+ public:
+  // `layout` says what must match to resume (e.g. "pipeline, 3 ranks, stages 0:0-1@0 ...");
+  // `parameters`: the whole model's count. `group` may be null (one process).
+  Checkpointer(std::string dir, comm::Group* group, std::string layout, int64_t parameters);
+
+  // Writes this rank's shard at `at` and (rank 0) commits the manifest; then removes this
+  // rank's older shards. Throws std::runtime_error when any rank failed.
+  void save(const Position& at, const RankState& state);
+
+  // Restores this rank's state from the directory's manifest; nullopt when there is none.
+  // Throws std::runtime_error on every rank when the checkpoint is corrupt, a shard is
+  // missing, or it was written by another layout or model.
+  std::optional<Position> restore(const RankState& state);
+
+ private:
+  int rank() const;
+  // Sums a failure flag over the ranks: the first failing rank, or -1.
+  int first_failure(bool failed) const;
+
+  std::string dir_;
+  comm::Group* group_;
+  std::string layout_;
+  int64_t parameters_;
+};
+
+}  // namespace dtrain::train

@@ -1,0 +1,136 @@
+// Checkpoints of multi-rank jobs through the binary: a pipeline and DDP stopped inside an
+// epoch and resumed, and a pipeline rank killed and restarted, end in exactly the state of
+// an uninterrupted run (the manifests' state_crc32c: every rank's parameters, buffers,
+// optimizer state and generator, bit for bit), and a checkpoint is refused by a job of
+// another layout.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "../support/e2e.h"
+
+namespace dtrain {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Process;
+
+std::string temp_dir() {
+  char templ[] = "/tmp/dtrain-e2e-ckpt-XXXXXX";
+  return mkdtemp(templ);
+}
+
+nlohmann::json manifest(const std::string& dir) {
+  std::ifstream in(dir + "/manifest.json");
+  return nlohmann::json::parse(in);
+}
+
+std::vector<std::string> run_args(const std::vector<std::string>& mode, const std::string& dir,
+                                  const std::vector<std::string>& extra) {
+  std::vector<std::string> argv{DTRAIN_BINARY,
+                                "train",
+                                "--model",
+                                "mlp",
+                                "--depth",
+                                "3",
+                                "--limit-train",
+                                "640",
+                                "--limit-test",
+                                "128",
+                                "--epochs",
+                                "2",
+                                "--batch-size",
+                                "64",
+                                "--checkpoint-dir",
+                                dir,
+                                "--no-progress",
+                                "--timeout",
+                                "60"};
+  argv.insert(argv.end(), mode.begin(), mode.end());
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+// Stopped after step 3 of epoch 2 (a checkpoint every 3 steps): `stop` steps in all.
+void expect_interrupted_equals_whole(const std::vector<std::string>& mode, int ranks,
+                                     const std::string& stop) {
+  const std::string whole = temp_dir(), part = temp_dir();
+  Process a(run_args(mode, whole, {}));
+  ASSERT_EQ(a.wait_for(300s), 0) << a.err();
+  Process b(run_args(mode, part, {"--checkpoint-every", "3", "--stop-after-steps", stop}));
+  ASSERT_EQ(b.wait_for(300s), 0) << b.err();
+  const auto stopped = manifest(part);
+  EXPECT_EQ(stopped["epoch"], 1);
+  EXPECT_EQ(stopped["step"], 3);
+  ASSERT_EQ(stopped["shards"].size(), static_cast<size_t>(ranks));
+  Process c(run_args(mode, part, {"--checkpoint-every", "3", "--resume"}));
+  ASSERT_EQ(c.wait_for(300s), 0) << c.err();
+  const auto x = manifest(whole), y = manifest(part);
+  EXPECT_EQ(y["epoch"], 2);
+  EXPECT_EQ(y["step"], 0);
+  ASSERT_EQ(x["shards"].size(), y["shards"].size());
+  for (size_t r = 0; r < x["shards"].size(); ++r)
+    EXPECT_EQ(x["shards"][r]["state_crc32c"], y["shards"][r]["state_crc32c"]) << "rank " << r;
+}
+
+TEST(CheckpointE2eTest, PipelineStoppedMidEpochAndResumedEqualsUninterrupted) {
+  expect_interrupted_equals_whole({"--parallel", "pipeline", "-n", "3"}, 3, "13");  // 10 a epoch
+}
+
+TEST(CheckpointE2eTest, DdpStoppedMidEpochAndResumedEqualsUninterrupted) {
+  expect_interrupted_equals_whole({"--parallel", "ddp", "-n", "2"}, 2, "8");  // 5 an epoch
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
+                   "/children");
+  std::vector<pid_t> pids;
+  for (pid_t pid = 0; in >> pid;)
+    pids.push_back(pid);
+  return pids;
+}
+
+// A pipeline rank killed with SIGKILL after a mid-epoch checkpoint: the launcher restarts
+// every rank, they resume from the checkpoint, and the run ends with shards
+// byte-identical to an uninterrupted run's.
+TEST(CheckpointE2eTest, KilledPipelineRankRestartsAndEndsAsUninterrupted) {
+  const std::vector<std::string> mode{"--parallel", "pipeline",           "-n",
+                                      "3",          "--checkpoint-every", "2"};
+  const std::string whole = temp_dir(), part = temp_dir();
+  Process a(run_args(mode, whole, {"--resume"}));
+  ASSERT_EQ(a.wait_for(300s), 0) << a.err();
+  Process b(run_args(mode, part, {"--resume", "--max-restarts", "1"}));
+  bool killed = false;
+  for (int i = 0; i < 3000 && !killed && b.wait_for(0s) == -1; ++i) {
+    std::this_thread::sleep_for(10ms);
+    std::ifstream in(part + "/manifest.json");
+    if (!in) continue;
+    const auto pids = children_of(b.pid());
+    if (pids.size() == 3) killed = kill(pids[1], SIGKILL) == 0;
+  }
+  ASSERT_TRUE(killed) << "the run ended before a checkpoint could be interrupted: " << b.err();
+  ASSERT_EQ(b.wait_for(300s), 0) << b.err();
+  EXPECT_NE(b.err().find("restarting every rank (restart 1 of 1"), std::string::npos) << b.err();
+  const auto x = manifest(whole), y = manifest(part);
+  ASSERT_EQ(x["shards"].size(), y["shards"].size());
+  for (size_t r = 0; r < x["shards"].size(); ++r)
+    EXPECT_EQ(x["shards"][r]["state_crc32c"], y["shards"][r]["state_crc32c"]) << "rank " << r;
+}
+
+TEST(CheckpointE2eTest, AnotherLayoutIsRefusedWithTheReason) {
+  const std::string dir = temp_dir();
+  Process a(run_args({"--parallel", "pipeline", "-n", "3"}, dir, {"--stop-after", "1"}));
+  ASSERT_EQ(a.wait_for(300s), 0) << a.err();
+  Process b(run_args({"--parallel", "pipeline", "-n", "2"}, dir, {"--resume"}));
+  EXPECT_EQ(b.wait_for(300s), 1) << b.err();
+  EXPECT_NE(b.err().find("was written by a pipeline over 3 ranks"), std::string::npos) << b.err();
+  EXPECT_NE(b.err().find("this run is a pipeline over 2 ranks"), std::string::npos) << b.err();
+}
+
+}  // namespace
+}  // namespace dtrain

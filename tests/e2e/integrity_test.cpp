@@ -1,0 +1,149 @@
+// Nobody let in, nothing corrupted used: the rendezvous token, the store's listening
+// address, a taken port, and bytes corrupted on a real connection, through the binary.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../support/e2e.h"
+#include "../support/sockets.h"
+#include "dtrain/comm/launch.h"
+
+namespace dtrain {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Process;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+Env rank_env(int rank, int world, int port, Env extra = {}) {
+  Env env{{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}};
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+const std::vector<std::string> kSmallP2p{DTRAIN_BINARY, "bench", "p2p",       "--sizes", "1K",
+                                         "--iters",     "2",     "--timeout", "20"};
+
+TEST(TokenTest, ADifferentTokenIsRefusedOnBothSides) {
+  const int port = comm::pick_free_port();
+  Process host(kSmallP2p, rank_env(0, 2, port, {{"DTRAIN_TOKEN", "alpha"}}));
+  Process stray(kSmallP2p, rank_env(1, 2, port, {{"DTRAIN_TOKEN", "beta"}}));
+  EXPECT_EQ(host.wait_for(60s), 1) << host.err();
+  EXPECT_EQ(stray.wait_for(60s), 1) << stray.err();
+  EXPECT_NE(host.err().find("rank 1 presented a different token: refused"), std::string::npos)
+      << host.err();
+  EXPECT_NE(stray.err().find("rank 0 holds a different token: refusing to join"), std::string::npos)
+      << stray.err();
+  // A process without any token is a different token too.
+  const int port2 = comm::pick_free_port();
+  Process host2(kSmallP2p, rank_env(0, 2, port2, {{"DTRAIN_TOKEN", "alpha"}}));
+  Process none(kSmallP2p, rank_env(1, 2, port2));
+  EXPECT_EQ(host2.wait_for(60s), 1) << host2.err();
+  EXPECT_EQ(none.wait_for(60s), 1) << none.err();
+}
+
+TEST(TokenTest, TheSameTokenJoinsThroughTheLauncher) {
+  std::vector<std::string> argv{DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--token", "s3cret"};
+  argv.insert(argv.end(), kSmallP2p.begin() + 3, kSmallP2p.end());
+  Process p(argv);
+  EXPECT_EQ(p.wait_for(60s), 0) << p.err();
+}
+
+bool accepts(const char* address, int port) {
+  return testing::connect_error(address, port) == 0;
+}
+
+// Rank 0 waits for a rank 1 that never comes; meanwhile its store must be reachable on
+// 127.0.0.1 (the address it was given) and not on 127.0.0.2 (another address of this host).
+TEST(RendezvousE2eTest, TheStoreListensOnlyOnMasterAddr) {
+  const int port = comm::pick_free_port();
+  Process host(kSmallP2p, rank_env(0, 2, port, {{"DTRAIN_TIMEOUT", "3"}}));
+  bool up = false;
+  for (int i = 0; i < 500 && !up; ++i) {
+    std::this_thread::sleep_for(20ms);
+    up = accepts("127.0.0.1", port);
+  }
+  ASSERT_TRUE(up) << host.err();
+  EXPECT_FALSE(accepts("127.0.0.2", port));
+  EXPECT_EQ(host.wait_for(60s), 1) << host.err();
+  EXPECT_NE(host.err().find("rank 1 did not join"), std::string::npos) << host.err();
+}
+
+TEST(RendezvousE2eTest, ATakenPortIsAClearError) {
+  const int port = comm::pick_free_port();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &at.sin_addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&at), sizeof(at)), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  Process host(kSmallP2p, rank_env(0, 2, port));
+  EXPECT_EQ(host.wait_for(60s), 1) << host.err();
+  EXPECT_NE(host.err().find("127.0.0.1:" + std::to_string(port) + ": the port is already in use"),
+            std::string::npos)
+      << host.err();
+  close(fd);
+}
+
+// A bit flipped on rank 0's connection (an LD_PRELOAD library rewrites one socket write):
+// the receiver names the link and the message, and every rank fails instead of training on.
+TEST(WireCheckE2eTest, BytesCorruptedOnAConnectionAreCaughtAndNamed) {
+  const int port = comm::pick_free_port();
+  const std::vector<std::string> train{
+      DTRAIN_BINARY, "train",    "--parallel", "pipeline",  "--model", "mlp",          "--dataset",
+      "synthetic",   "--epochs", "1",          "--timeout", "30",      "--no-progress"};
+  Process rank0(train, rank_env(0, 2, port,
+                                {{"LD_PRELOAD", DTRAIN_CORRUPT_WRITES},
+                                 {"DTRAIN_CORRUPT_AFTER_BYTES", "300000"}}));
+  Process rank1(train, rank_env(1, 2, port));
+  const int code1 = rank1.wait_for(120s);
+  const int code0 = rank0.wait_for(120s);
+  EXPECT_NE(code1, -1) << "rank 1 hangs";
+  EXPECT_NE(code0, -1) << "rank 0 hangs";
+  EXPECT_NE(code1, 0);
+  EXPECT_NE(code0, 0);
+  EXPECT_NE(rank1.err().find("arrived corrupted on the link rank 0 -> rank 1"), std::string::npos)
+      << rank1.err();
+  EXPECT_NE(rank1.err().find("pipeline message"), std::string::npos) << rank1.err();
+  EXPECT_NE(rank0.err().find("rank 1"), std::string::npos) << rank0.err();
+}
+
+// Both framings of the check (docs/wire-format.md): a 64 KiB message carries it appended,
+// an 8 MiB one goes in 4 MiB pieces followed by it.
+TEST(WireCheckE2eTest, BothFramingsCatchAFlippedBit) {
+  for (const char* size : {"64K", "8M"}) {
+    const int port = comm::pick_free_port();
+    const std::vector<std::string> p2p{DTRAIN_BINARY, "bench", "p2p",       "--sizes", size,
+                                       "--iters",     "2",     "--timeout", "20"};
+    Process sender(p2p, rank_env(0, 2, port,
+                                 {{"LD_PRELOAD", DTRAIN_CORRUPT_WRITES},
+                                  {"DTRAIN_CORRUPT_AFTER_BYTES", "0"}}));
+    Process receiver(p2p, rank_env(1, 2, port));
+    EXPECT_EQ(receiver.wait_for(60s), 1) << size << receiver.err();
+    EXPECT_NE(sender.wait_for(60s), 0) << size;
+    EXPECT_NE(receiver.err().find("benchmark message (tag"), std::string::npos) << receiver.err();
+    EXPECT_NE(receiver.err().find("arrived corrupted on the link rank 0 -> rank 1"),
+              std::string::npos)
+        << size << receiver.err();
+  }
+}
+
+TEST(WireCheckE2eTest, RanksMustAgreeOnTheWireCheck) {
+  const int port = comm::pick_free_port();
+  Process a(kSmallP2p, rank_env(0, 2, port, {{"DTRAIN_WIRE_CHECK", "0"}}));
+  Process b(kSmallP2p, rank_env(1, 2, port));
+  EXPECT_EQ(a.wait_for(60s), 1) << a.err();
+  EXPECT_EQ(b.wait_for(60s), 1) << b.err();
+  EXPECT_NE(a.err().find("DTRAIN_WIRE_CHECK must be the same on every rank"), std::string::npos)
+      << a.err();
+}
+
+}  // namespace
+}  // namespace dtrain
