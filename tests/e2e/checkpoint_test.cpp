@@ -20,16 +20,6 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Process;
 
-std::string temp_dir() {
-  char templ[] = "/tmp/dtrain-e2e-ckpt-XXXXXX";
-  return mkdtemp(templ);
-}
-
-nlohmann::json manifest(const std::string& dir) {
-  std::ifstream in(dir + "/manifest.json");
-  return nlohmann::json::parse(in);
-}
-
 std::vector<std::string> run_args(const std::vector<std::string>& mode, const std::string& dir,
                                   const std::vector<std::string>& extra) {
   std::vector<std::string> argv{DTRAIN_BINARY,
@@ -59,18 +49,19 @@ std::vector<std::string> run_args(const std::vector<std::string>& mode, const st
 // Stopped after step 3 of epoch 2 (a checkpoint every 3 steps): `stop` steps in all.
 void expect_interrupted_equals_whole(const std::vector<std::string>& mode, int ranks,
                                      const std::string& stop) {
-  const std::string whole = temp_dir(), part = temp_dir();
+  const std::string whole = testing::temp_dir("dtrain-e2e-ckpt"),
+                    part = testing::temp_dir("dtrain-e2e-ckpt");
   Process a(run_args(mode, whole, {}));
   ASSERT_EQ(a.wait_for(300s), 0) << a.err();
   Process b(run_args(mode, part, {"--checkpoint-every", "3", "--stop-after-steps", stop}));
   ASSERT_EQ(b.wait_for(300s), 0) << b.err();
-  const auto stopped = manifest(part);
+  const auto stopped = testing::checkpoint_manifest(part);
   EXPECT_EQ(stopped["epoch"], 1);
   EXPECT_EQ(stopped["step"], 3);
   ASSERT_EQ(stopped["shards"].size(), static_cast<size_t>(ranks));
   Process c(run_args(mode, part, {"--checkpoint-every", "3", "--resume"}));
   ASSERT_EQ(c.wait_for(300s), 0) << c.err();
-  const auto x = manifest(whole), y = manifest(part);
+  const auto x = testing::checkpoint_manifest(whole), y = testing::checkpoint_manifest(part);
   EXPECT_EQ(y["epoch"], 2);
   EXPECT_EQ(y["step"], 0);
   ASSERT_EQ(x["shards"].size(), y["shards"].size());
@@ -101,7 +92,8 @@ std::vector<pid_t> children_of(pid_t parent) {
 TEST(CheckpointE2eTest, KilledPipelineRankRestartsAndEndsAsUninterrupted) {
   const std::vector<std::string> mode{"--parallel", "pipeline",           "-n",
                                       "3",          "--checkpoint-every", "2"};
-  const std::string whole = temp_dir(), part = temp_dir();
+  const std::string whole = testing::temp_dir("dtrain-e2e-ckpt"),
+                    part = testing::temp_dir("dtrain-e2e-ckpt");
   Process a(run_args(mode, whole, {"--resume"}));
   ASSERT_EQ(a.wait_for(300s), 0) << a.err();
   Process b(run_args(mode, part, {"--resume", "--max-restarts", "1"}));
@@ -116,14 +108,14 @@ TEST(CheckpointE2eTest, KilledPipelineRankRestartsAndEndsAsUninterrupted) {
   ASSERT_TRUE(killed) << "the run ended before a checkpoint could be interrupted: " << b.err();
   ASSERT_EQ(b.wait_for(300s), 0) << b.err();
   EXPECT_NE(b.err().find("restarting every rank (restart 1 of 1"), std::string::npos) << b.err();
-  const auto x = manifest(whole), y = manifest(part);
+  const auto x = testing::checkpoint_manifest(whole), y = testing::checkpoint_manifest(part);
   ASSERT_EQ(x["shards"].size(), y["shards"].size());
   for (size_t r = 0; r < x["shards"].size(); ++r)
     EXPECT_EQ(x["shards"][r]["state_crc32c"], y["shards"][r]["state_crc32c"]) << "rank " << r;
 }
 
 TEST(CheckpointE2eTest, AnotherLayoutIsRefusedWithTheReason) {
-  const std::string dir = temp_dir();
+  const std::string dir = testing::temp_dir("dtrain-e2e-ckpt");
   Process a(run_args({"--parallel", "pipeline", "-n", "3"}, dir, {"--stop-after", "1"}));
   ASSERT_EQ(a.wait_for(300s), 0) << a.err();
   Process b(run_args({"--parallel", "pipeline", "-n", "2"}, dir, {"--resume"}));

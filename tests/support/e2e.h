@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
+#include <stdlib.h>
 
 #include <cstdio>
 #include <fstream>
@@ -75,6 +76,18 @@ inline std::vector<nlohmann::json> take_json_lines_file(const std::string& path)
   s << in.rdbuf();
   std::remove(path.c_str());
   return json_lines(s.str());
+}
+
+// A new empty directory under /tmp (mkdtemp), for checkpoints.
+inline std::string temp_dir(const std::string& stem) {
+  std::string templ = "/tmp/" + stem + "-XXXXXX";
+  return mkdtemp(templ.data());
+}
+
+// A checkpoint directory's manifest.json, parsed.
+inline nlohmann::json checkpoint_manifest(const std::string& dir) {
+  std::ifstream in(dir + "/manifest.json");
+  return nlohmann::json::parse(in);
 }
 
 }  // namespace dtrain::testing

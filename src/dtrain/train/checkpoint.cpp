@@ -60,6 +60,26 @@ std::pair<int64_t, uint32_t> size_and_crc(const std::string& path) {
   return {bytes, crc};
 }
 
+// Writes all of `data` to a new file at `path` and fsyncs it; throws std::runtime_error with
+// the system's reason (a full disk: "No space left on device") and removes the file.
+void write_file(const std::string& path, const char* data, size_t size) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(system_error("create", path));
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool ok = done == size && fsync(fd) == 0;
+  const std::string error = ok ? "" : system_error("write", path);
+  if (close(fd) != 0 || !ok) {
+    unlink(path.c_str());
+    throw std::runtime_error(ok ? system_error("write", path) : error);
+  }
+}
+
 // tmp, fsync, rename, fsync the directory: the file appears whole or not at all.
 void commit_file(const std::string& tmp, const std::string& final_path, const std::string& dir) {
   if (!sync_path(tmp) || rename(tmp.c_str(), final_path.c_str()) != 0) {
@@ -207,6 +227,9 @@ ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
   entry.file = shard_name(rank, at);
   const std::string final_path = dir + "/" + entry.file;
   const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
+  // The archive is made in memory and written by us: LibTorch's own file writer aborts the
+  // process when the disk fills (an exception from a destructor).
+  std::string bytes;
   try {
     torch::serialize::OutputArchive archive, model_archive, optim_archive;
     state.module->save(model_archive);
@@ -215,14 +238,21 @@ ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
     archive.write("optimizer", optim_archive);
     archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
     archive.write("position", position_tensor(at));
-    archive.save_to(tmp);
+    std::ostringstream buffer;
+    archive.save_to(buffer);
+    bytes = std::move(buffer).str();
   } catch (const std::exception& e) {
-    unlink(tmp.c_str());
     const std::string what = e.what();
     throw std::runtime_error("cannot write checkpoint shard " + final_path + ": " +
                              what.substr(0, what.find('\n')));
   }
-  std::tie(entry.bytes, entry.crc32c) = size_and_crc(tmp);
+  try {
+    write_file(tmp, bytes.data(), bytes.size());
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot write checkpoint shard " + final_path + ": " + e.what());
+  }
+  entry.bytes = static_cast<int64_t>(bytes.size());
+  entry.crc32c = crc32c(bytes.data(), bytes.size());
   entry.state_crc32c = state_crc32c(at, state);
   commit_file(tmp, final_path, dir);
   return entry;
@@ -264,16 +294,8 @@ void write_manifest(const std::string& dir, const Manifest& manifest) {
   make_dir(dir);
   const std::string final_path = manifest_path(dir);
   const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << manifest.to_json();
-    out.flush();
-    if (!out) {
-      const std::string error = system_error("write", tmp);
-      unlink(tmp.c_str());
-      throw std::runtime_error(error);
-    }
-  }
+  const std::string text = manifest.to_json();
+  write_file(tmp, text.data(), text.size());
   commit_file(tmp, final_path, dir);
 }
 
