@@ -120,13 +120,17 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
   msg << describe() << ": " << (dir == Direction::kSend ? "send to" : "recv from") << " rank "
       << peer << " (tag " << tag << ", " << bytes << " bytes) failed after " << waited_s
       << " s: " << what.substr(0, what.find('\n'));
-  publish_failure(msg.str());
+  std::ostringstream silent;
+  silent << " -- rank " << peer << " exited, crashed or stopped responding (timeout "
+         << timeout_.count() << " ms); see its output";
+  // Published first (so two ranks failing at once still see each other's), with the
+  // peer named as silent: a rank reading it in a cascade learns where the silence began.
+  publish_failure(msg.str() + silent.str());
   const std::string cause = failure_of(peer);
   if (!cause.empty()) {
     msg << " -- rank " << peer << " had already failed: " << cause;
   } else {
-    msg << " -- rank " << peer << " exited, crashed or stopped responding (timeout "
-        << timeout_.count() << " ms); see its output";
+    msg << silent.str();
   }
   throw CommError(msg.str());
 }
