@@ -23,12 +23,18 @@ void put(c10d::Store& store, const std::string& key, const std::string& value) {
   store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
-// The value of `key` once some rank has set it; throws naming `waiting_for` on timeout.
+// The value of `key` once some rank has set it; throws naming `waiting_for` on timeout, or
+// saying the store went away (its host, rank 0, exited).
 std::string await(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout,
                   const std::string& me, const std::string& waiting_for) {
   try {
     store.wait({key}, timeout);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    if (what.find("imeout") == std::string::npos && what.find("imed out") == std::string::npos)
+      throw CommError(
+          me + ": lost the rendezvous store while waiting for " + waiting_for +
+          " (rank 0, its host, exited; see its output): " + what.substr(0, what.find('\n')));
     throw CommError(me + ": " + waiting_for + " did not join within " +
                     std::to_string(timeout.count() / 1000) +
                     " s (is it running, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT?)");
@@ -94,12 +100,14 @@ int listen_only_on(const std::string& address, int port) {
 void authenticate(c10d::Store& store, int rank, int size, const std::string& token,
                   std::chrono::milliseconds timeout) {
   const std::string me = who(rank, size);
+  const auto ack = [](int r) { return "dtrain/auth/ack/" + std::to_string(r); };
   if (rank == 0) {
     const std::string challenge = random_challenge();
     put(store, "dtrain/auth/challenge", challenge);
     put(store, "dtrain/auth/proof/0", proof(token, challenge, 0));
     std::string verdict = "ok";
-    for (int r = 1; r < size && verdict == "ok"; ++r) {
+    int proved = 0;  // ranks 1..proved published a proof
+    for (int r = 1; r < size && verdict == "ok"; ++r, ++proved) {
       const std::string theirs = await(store, "dtrain/auth/proof/" + std::to_string(r), timeout, me,
                                        "rank " + std::to_string(r));
       if (theirs != proof(token, challenge, r))
@@ -107,15 +115,29 @@ void authenticate(c10d::Store& store, int rank, int size, const std::string& tok
                   " presented a different token: refused" + kTokenHint;
     }
     put(store, "dtrain/auth/verdict", verdict);
-    if (verdict != "ok") throw CommError(me + ": " + verdict);
-    return;
+    if (verdict == "ok") return;
+    // This rank hosts the store: it stays until the ranks that joined have read the
+    // verdict (briefly), so they learn the reason rather than a lost connection.
+    for (int r = 1; r <= proved; ++r) {
+      try {
+        store.wait({ack(r)}, std::chrono::seconds(3));
+      } catch (const std::exception&) {
+      }
+    }
+    throw CommError(me + ": " + verdict);
   }
+  // Rank 0 publishes its proof with the challenge, before it reads any: checking it before
+  // publishing ours cannot race with rank 0 refusing us and taking its store away.
   const std::string challenge =
       await(store, "dtrain/auth/challenge", timeout, me, "rank 0 (the rendezvous host)");
+  const std::string theirs = await(store, "dtrain/auth/proof/0", timeout, me, "rank 0");
   put(store, "dtrain/auth/proof/" + std::to_string(rank), proof(token, challenge, rank));
-  if (await(store, "dtrain/auth/proof/0", timeout, me, "rank 0") != proof(token, challenge, 0))
+  if (theirs != proof(token, challenge, 0)) {
+    put(store, ack(rank), "refused");
     throw CommError(me + ": rank 0 holds a different token: refusing to join" + kTokenHint);
+  }
   const std::string verdict = await(store, "dtrain/auth/verdict", timeout, me, "every rank");
+  put(store, ack(rank), "read");
   if (verdict != "ok") throw CommError(me + ": rank 0 stopped the job: " + verdict);
 }
 
