@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
+
 #include "dtrain/comm/group.h"
 
 namespace dtrain::comm {
@@ -11,6 +13,11 @@ ValueRange range_over_ranks(Group& group, int64_t value) {
   auto t = at::tensor({value, -value}, at::kLong);
   group.native_all_reduce(t, ReduceOp::kMin);
   return {t[0].item<int64_t>(), -t[1].item<int64_t>()};
+}
+
+bool same_on_all_ranks(Group& group, const std::string& settings) {
+  const uint64_t hash = std::hash<std::string>{}(settings) & ((uint64_t{1} << 62) - 1);
+  return range_over_ranks(group, static_cast<int64_t>(hash)).agree();
 }
 
 }  // namespace dtrain::comm

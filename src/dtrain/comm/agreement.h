@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace dtrain::comm {
 
@@ -16,5 +17,9 @@ struct ValueRange {
 
 // The minimum and maximum of `value` over the group, on every rank (one all-reduce).
 ValueRange range_over_ranks(Group& group, int64_t value);
+
+// Whether every rank passed the same `settings` text (compared by a 62-bit hash; one
+// all-reduce), on every rank.
+bool same_on_all_ranks(Group& group, const std::string& settings);
 
 }  // namespace dtrain::comm

@@ -182,7 +182,6 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, 
   }
   // c10d wants a byte-typed view: its Gloo backend rejects some dtypes (bfloat16) for p2p.
   const at::Tensor bytes = tensor.view({-1}).view(at::kByte);
-  s.keep_alive.push_back(bytes);
   const bool send = dir == Direction::kSend;
   std::vector<at::Tensor> messages;  // to Gloo, in this order, on one tag (paired FIFO)
   if (!checked || !wire_check_) {
@@ -223,7 +222,7 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, 
     s.done = true;
     fail(dir, peer, tag, s.bytes, 0.0, e.what());
   }
-  for (const auto& m : messages)
+  for (const auto& m : messages)  // views of the caller's storage, or our framed copy
     s.keep_alive.push_back(m);
   if (send) s.check = at::Tensor();  // only a receive verifies in wait()
   return req;

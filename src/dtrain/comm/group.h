@@ -18,8 +18,8 @@
 //   every rank must agree, which connect() checks), each message carries a check [CRC32C of
 //   the payload, payload bytes mod 2^32]: appended to payloads up to 256 KiB (one message),
 //   or as an 8-byte message after a larger payload sent in pieces (a quarter of it, within
-//   256 KiB .. 4 MiB: each end checksums one piece while the next crosses). The receiver verifies it in wait()
-//   (recv_bytes: the CRC rides in the length message). A mismatch throws
+//   256 KiB .. 4 MiB: each end checksums one piece while the next crosses). The receiver verifies
+//   it in wait() (recv_bytes: the CRC rides in the length message). A mismatch throws
 //   comm::CorruptMessage naming the link and the message, and the payload is never handed
 //   on. Gloo's own collectives (native_*) are not covered.
 //

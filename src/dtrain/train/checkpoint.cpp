@@ -35,29 +35,22 @@ void make_dir(const std::string& dir) {
     throw std::runtime_error(system_error("create checkpoint directory", dir));
 }
 
-// fsync a file or directory by path (a directory: so a rename in it is durable).
-bool sync_path(const std::string& path) {
+// fsync a directory by path, so a rename in it is durable.
+void sync_directory(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0) return false;
-  const bool ok = fsync(fd) == 0;
+  if (fd < 0) return;
+  fsync(fd);
   close(fd);
-  return ok;
 }
 
-// Size and CRC32C of a whole file, read in pieces.
-std::pair<int64_t, uint32_t> size_and_crc(const std::string& path) {
+// The whole file; nullopt when it cannot be opened (absent).
+std::optional<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(system_error("read", path));
-  std::vector<char> piece(1 << 20);
-  int64_t bytes = 0;
-  uint32_t crc = 0;
-  while (in) {
-    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
-    const auto n = static_cast<size_t>(in.gcount());
-    crc = crc32c(piece.data(), n, crc);
-    bytes += static_cast<int64_t>(n);
-  }
-  return {bytes, crc};
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw std::runtime_error(system_error("read", path));
+  return std::move(text).str();
 }
 
 // Writes all of `data` to a new file at `path` and fsyncs it; throws std::runtime_error with
@@ -72,22 +65,27 @@ void write_file(const std::string& path, const char* data, size_t size) {
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
-  const bool ok = done == size && fsync(fd) == 0;
-  const std::string error = ok ? "" : system_error("write", path);
-  if (close(fd) != 0 || !ok) {
+  bool ok = done == size && fsync(fd) == 0;
+  std::string error = ok ? "" : system_error("write", path);
+  if (close(fd) != 0 && ok) {  // some file systems report a full disk only here
+    ok = false;
+    error = system_error("write", path);
+  }
+  if (!ok) {
     unlink(path.c_str());
-    throw std::runtime_error(ok ? system_error("write", path) : error);
+    throw std::runtime_error(error);
   }
 }
 
-// tmp, fsync, rename, fsync the directory: the file appears whole or not at all.
+// Renames a temporary file written (and fsynced) by write_file into place, then fsyncs the
+// directory: the file appears whole or not at all.
 void commit_file(const std::string& tmp, const std::string& final_path, const std::string& dir) {
-  if (!sync_path(tmp) || rename(tmp.c_str(), final_path.c_str()) != 0) {
+  if (rename(tmp.c_str(), final_path.c_str()) != 0) {
     const std::string error = system_error("write", final_path);
     unlink(tmp.c_str());
     throw std::runtime_error(error);
   }
-  sync_path(dir);
+  sync_directory(dir);
 }
 
 std::string hex32(uint32_t v) {
@@ -260,19 +258,21 @@ ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
 
 Position read_shard(const std::string& dir, const ShardEntry& entry, const RankState& state) {
   const std::string path = dir + "/" + entry.file;
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0)
+  // Read once: the bytes checked are the bytes loaded.
+  const std::optional<std::string> bytes = read_file(path);
+  if (!bytes)
     throw std::runtime_error("checkpoint shard " + path + " (rank " + std::to_string(entry.rank) +
                              ") is missing");
-  const auto [bytes, crc] = size_and_crc(path);
-  if (bytes != entry.bytes || crc != entry.crc32c) {
-    throw std::runtime_error("checkpoint shard " + path + " is corrupt: " + std::to_string(bytes) +
+  const uint32_t crc = crc32c(bytes->data(), bytes->size());
+  const auto size = static_cast<int64_t>(bytes->size());
+  if (size != entry.bytes || crc != entry.crc32c) {
+    throw std::runtime_error("checkpoint shard " + path + " is corrupt: " + std::to_string(size) +
                              " bytes with CRC32C " + hex32(crc) + ", the manifest says " +
                              std::to_string(entry.bytes) + " bytes with " + hex32(entry.crc32c));
   }
   try {
     torch::serialize::InputArchive archive, model_archive, optim_archive;
-    archive.load_from(path);
+    archive.load_from(bytes->data(), bytes->size());
     archive.read("model", model_archive);
     archive.read("optimizer", optim_archive);
     state.module->load(model_archive);
@@ -300,11 +300,7 @@ void write_manifest(const std::string& dir, const Manifest& manifest) {
 }
 
 std::optional<std::string> read_manifest_text(const std::string& dir) {
-  std::ifstream in(manifest_path(dir));
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return read_file(manifest_path(dir));
 }
 
 void remove_other_shards(const std::string& dir, int rank, const std::string& keep) {

@@ -167,9 +167,7 @@ void check_checkpoint_flags_agree(const TrainConfig& c, comm::Group& group) {
                             std::to_string(c.resume) + "/" + std::to_string(c.checkpoint_every) +
                             "/" + std::to_string(c.stop_after) + "/" +
                             std::to_string(c.stop_after_steps);
-  const auto fingerprint =
-      static_cast<int64_t>(std::hash<std::string>{}(flags) & ((uint64_t{1} << 62) - 1));
-  if (!comm::range_over_ranks(group, fingerprint).agree()) {
+  if (!comm::same_on_all_ranks(group, flags)) {
     throw std::invalid_argument(group.describe() +
                                 ": the ranks disagree on --checkpoint-dir, --resume, "
                                 "--checkpoint-every or --stop-after(-steps)");

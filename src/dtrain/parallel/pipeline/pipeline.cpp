@@ -37,7 +37,7 @@ std::vector<at::Tensor> split_rows(const at::Tensor& t, const std::vector<int64_
   return out;
 }
 
-int64_t fingerprint(const PipelineConfig& c, int64_t blocks, int64_t parameters) {
+std::string settings_text(const PipelineConfig& c, int64_t blocks, int64_t parameters) {
   std::string text = std::to_string(blocks) + "/" + std::to_string(parameters) + "/" +
                      to_string(c.schedule) + "/" + std::to_string(c.micro_batches) + "/" +
                      to_string(c.codecs.activations) + "/" + to_string(c.codecs.gradients) + "/" +
@@ -50,7 +50,7 @@ int64_t fingerprint(const PipelineConfig& c, int64_t blocks, int64_t parameters)
   for (const auto& s : c.partition.stages)
     text +=
         "/" + std::to_string(s.rank) + ":" + std::to_string(s.begin) + "-" + std::to_string(s.end);
-  return static_cast<int64_t>(std::hash<std::string>{}(text) & ((uint64_t{1} << 62) - 1));
+  return text;
 }
 
 }  // namespace
@@ -101,10 +101,9 @@ Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConf
   check_agreement(blocks, models::parameter_count(*model));
 }
 
-// Every rank must agree: compare min and max of a configuration fingerprint, so mismatched
-// flags fail on every rank instead of hanging.
+// Every rank must agree, so mismatched flags fail on every rank instead of hanging.
 void Pipeline::check_agreement(int64_t blocks, int64_t parameters) {
-  if (!comm::range_over_ranks(group_, fingerprint(config_, blocks, parameters)).agree()) {
+  if (!comm::same_on_all_ranks(group_, settings_text(config_, blocks, parameters))) {
     throw std::invalid_argument(group_.describe() +
                                 ": the ranks disagree on the pipeline (model, partition, "
                                 "schedule, chunks or codecs differ between ranks)");
