@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -81,6 +82,26 @@ TEST(FaultsTest, ADiskFullWhileCheckpointingKeepsTheLastGoodOne) {
                                        disk, "--resume"}));
   EXPECT_EQ(resume.wait_for(120s), 0) << resume.err();  // epoch 1 of 1 done: loads, checks
   umount(disk.c_str());
+}
+
+// Only rank 1 fails to write its shard (a directory stands where it goes): the job fails
+// on every rank, and every rank's shard of the committed checkpoint stays, with the
+// shards of the failed attempt removed.
+TEST(FaultsTest, AShardOneRankCannotWriteKeepsEveryRanksLastCheckpoint) {
+  const std::string dir = testing::temp_dir("dtrain-e2e-faults");
+  ASSERT_EQ(mkdir((dir + "/shard-r1-e2-s0.pt").c_str(), 0755), 0);
+  Process p(with(kSmallTraining, {"--parallel", "pipeline", "-n", "2", "--limit-train", "640",
+                                  "--epochs", "2", "--checkpoint-dir", dir}));
+  EXPECT_EQ(p.wait_for(120s), 1) << p.err();
+  EXPECT_NE(p.err().find("[rank 0] dtrain: error: checkpoint at epoch 2 end failed: rank 1 could "
+                         "not write its part"),
+            std::string::npos)
+      << p.err();
+  const auto m = testing::checkpoint_manifest(dir);
+  EXPECT_EQ(m["epoch"], 1);
+  for (const auto& shard : m["shards"])
+    EXPECT_EQ(access((dir + "/" + shard["file"].get<std::string>()).c_str(), F_OK), 0) << shard;
+  EXPECT_NE(access((dir + "/shard-r0-e2-s0.pt").c_str(), F_OK), 0);
 }
 
 // Rank 1's shard corrupted on disk: resuming fails on every rank, rank 1 naming its file.

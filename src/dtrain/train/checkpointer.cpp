@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
 #include <stdexcept>
 
 #include "dtrain/comm/group.h"
@@ -86,7 +87,8 @@ void Checkpointer::save(const Position& at, const RankState& state) {
     remove_other_shards(dir_, rank(), shard_name(rank(), at));
     return;
   }
-  if (error.empty() && !mine.file.empty()) remove_other_shards(dir_, rank(), "");
+  // Only this attempt's own shard goes: the committed checkpoint's shards must stay.
+  if (!mine.file.empty()) std::remove((dir_ + "/" + mine.file).c_str());
   const std::string prefix = "checkpoint at " + at_text(at) + " failed";
   const std::string intact = "; the last committed checkpoint in " + dir_ + " is intact";
   if (!error.empty()) throw std::runtime_error(prefix + ": " + error + intact);
