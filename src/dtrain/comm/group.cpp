@@ -376,7 +376,13 @@ void Group::publish_failure(const std::string& message) const {
 
 std::string Group::failure_of(int peer) const {
   try {
-    if (!backend_->store->check({failure_key(peer)})) return "";
+    // A peer that timed out at the same moment publishes its reason a moment later: give it
+    // that moment, so the message leads to the rank where the silence began.
+    try {
+      backend_->store->wait({failure_key(peer)}, std::chrono::seconds(1));
+    } catch (const std::exception&) {
+      return "";
+    }
     const auto value = backend_->store->get(failure_key(peer));
     return std::string(value.begin(), value.end());
   } catch (const std::exception&) {

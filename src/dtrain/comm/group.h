@@ -136,6 +136,7 @@ class Group {
   // A failing rank leaves its error in the rendezvous store before it exits, so a rank that
   // sees the connection drop can name the root cause rather than the messenger.
   void publish_failure(const std::string& message) const;
+  // The peer's published error, waiting up to a second for it; empty when there is none.
   std::string failure_of(int peer) const;
 
   std::unique_ptr<Backend> backend_;
