@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build python run test format clean
+.PHONY: all deps configure build python run test fuzz format clean
 
 all: build
 
@@ -44,6 +44,13 @@ run: build python
 
 test: build python
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# Longer fuzzing than `make test` does, every target in turn; inputs that reach new code
+# join the corpus kept in tests/fuzz/corpus (review and commit them).
+FUZZ_SECONDS ?= 300
+fuzz: build
+	for t in $$(basename -s .cpp tests/fuzz/targets/*.cpp); do \
+	  bash scripts/fuzz.sh $(BUILD_DIR)/fuzz $$t $(FUZZ_SECONDS) --merge || exit 1; done
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what dtrain builds and runs with (see DESIGN.md, "Dependencies"):
-#   1. Debian packages: compilers, CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
+#   1. Debian packages: compilers (clang with libFuzzer: tests/fuzz), CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
 #      iproute2 (ip, tc: the network lab), Python headers (the Python package), chromium
 #      (headless: the test that loads the HTML report in a browser), fortunes (the text demo
 #      task's data: scripts/make-text-demo.py);
@@ -15,6 +15,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  clang libclang-rt-dev
   python3 python3-venv
   libgloo-dev
   libcli11-dev nlohmann-json3-dev zlib1g-dev

@@ -89,7 +89,7 @@ TEST(FaultsTest, ADiskFullWhileCheckpointingKeepsTheLastGoodOne) {
 // shards of the failed attempt removed.
 TEST(FaultsTest, AShardOneRankCannotWriteKeepsEveryRanksLastCheckpoint) {
   const std::string dir = testing::temp_dir("dtrain-e2e-faults");
-  ASSERT_EQ(mkdir((dir + "/shard-r1-e2-s0.pt").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((dir + "/shard-r1-e2-s0.safetensors").c_str(), 0755), 0);
   Process p(with(kSmallTraining, {"--parallel", "pipeline", "-n", "2", "--limit-train", "640",
                                   "--epochs", "2", "--checkpoint-dir", dir}));
   EXPECT_EQ(p.wait_for(120s), 1) << p.err();
@@ -101,7 +101,7 @@ TEST(FaultsTest, AShardOneRankCannotWriteKeepsEveryRanksLastCheckpoint) {
   EXPECT_EQ(m["epoch"], 1);
   for (const auto& shard : m["shards"])
     EXPECT_EQ(access((dir + "/" + shard["file"].get<std::string>()).c_str(), F_OK), 0) << shard;
-  EXPECT_NE(access((dir + "/shard-r0-e2-s0.pt").c_str(), F_OK), 0);
+  EXPECT_NE(access((dir + "/shard-r0-e2-s0.safetensors").c_str(), F_OK), 0);
 }
 
 // Rank 1's shard corrupted on disk: resuming fails on every rank, rank 1 naming its file.

@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <random>
 
@@ -223,6 +225,22 @@ TEST(CodecTest, ShapesDtypesEmptyTinyAndConstantTensors) {
     EXPECT_TRUE(at::equal(decode(encode(*codec, constant)), constant)) << name;
     const at::Tensor scalar = at::scalar_tensor(2.5, at::kFloat);
     EXPECT_EQ(decode(encode(*codec, scalar)).dim(), 0) << name;
+  }
+}
+
+// Found by fuzzing (tests/fuzz): an empty shape whose other dimensions are huge holds no
+// values but has strides no int64 holds; LibTorch refused it with an exception of its own.
+TEST(CodecTest, AnEmptyShapeWithHugeDimensionsIsACorruptPacket) {
+  Packet p = encode(*make_codec("none"), at::empty({0, 1, 1, 1}));
+  for (int d = 1; d < 4; ++d) {
+    const int64_t huge = int64_t{1} << 39;
+    std::memcpy(p.data() + PacketHeader::Offset::kShape + 8 * d, &huge, 8);
+  }
+  try {
+    decode(p);
+    ADD_FAILURE() << "decoded";
+  } catch (const CorruptPacket& e) {
+    EXPECT_NE(std::string(e.what()).find("shape too large"), std::string::npos) << e.what();
   }
 }
 

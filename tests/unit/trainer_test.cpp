@@ -112,7 +112,7 @@ TEST(ResumeTest, MidEpochCheckpointsResumeExactly) {
   EXPECT_EQ(m.epoch, 1);
   EXPECT_EQ(m.step, 16);
   ASSERT_EQ(m.shards.size(), 1u);
-  EXPECT_EQ(m.shards[0].file, "shard-r0-e1-s16.pt");
+  EXPECT_EQ(m.shards[0].file, "shard-r0-e1-s16.safetensors");
 
   part.stop_after_steps = 0;
   part.resume = true;
@@ -159,7 +159,7 @@ TEST(ResumeTest, DamagedCheckpointsAreClearErrors) {
   c.epochs = 1;
   train(c);
   c.resume = true;
-  const std::string shard = c.checkpoint_dir + "/shard-r0-e1-s0.pt";
+  const std::string shard = c.checkpoint_dir + "/shard-r0-e1-s0.safetensors";
   flip_byte(shard, 100);
   EXPECT_NE(error_of(c).find("checkpoint shard " + shard + " is corrupt"), std::string::npos)
       << error_of(c);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -252,11 +253,14 @@ PacketInfo inspect(const uint8_t* data, size_t size) {
   }
   info.header_bytes = h.size();
   const uint64_t numel = h.numel;
-  int64_t product = 1;
+  // The non-zero dimensions' product is bounded too: with a zero among them a shape holds
+  // no values, but its strides (that product) must still fit in an int64.
+  int64_t product = 1, strides = 1;
   for (const int64_t dim : h.shape) {
     if (dim < 0 || dim > kMaxNumel)
       throw CorruptPacket("packet: bad dimension " + std::to_string(dim));
-    if (product != 0 && dim > kMaxNumel / product) throw CorruptPacket("packet: shape too large");
+    if (dim != 0 && dim > kMaxNumel / strides) throw CorruptPacket("packet: shape too large");
+    strides *= std::max<int64_t>(dim, 1);
     product *= dim;
     info.shape.push_back(dim);
   }

@@ -4,8 +4,11 @@
 #include <ATen/ATen.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include "dtrain/data/dataset.h"
 
@@ -57,10 +60,19 @@ at::Tensor read_idx(const std::string& path) {
     total *= dims[d];
     if (total > (int64_t{1} << 34)) throw std::runtime_error(path + ": dimensions too large");
   }
-  at::Tensor out = at::empty(dims, at::kByte);
+  // The data is read in pieces and the tensor made once it all arrived: a corrupt header
+  // declaring gigabytes costs an error at the end of a short file, not that allocation.
   const int64_t header = 4 + 4 * static_cast<int64_t>(dims.size());
-  read_exact(f.get(), out.data_ptr<uint8_t>(), static_cast<size_t>(total), path, header,
-             "the data");
+  std::vector<uint8_t> data;
+  while (data.size() < static_cast<size_t>(total)) {
+    const size_t done = data.size();  // each piece as large as what arrived before it
+    data.resize(done +
+                std::min(std::max<size_t>(done, 64 << 10), static_cast<size_t>(total) - done));
+    read_exact(f.get(), data.data() + done, data.size() - done, path,
+               header + static_cast<int64_t>(done), "the data");
+  }
+  at::Tensor out = at::empty(dims, at::kByte);
+  if (total > 0) std::memcpy(out.data_ptr<uint8_t>(), data.data(), data.size());
   char extra;
   if (gzread(f.get(), &extra, 1) > 0) {
     throw std::runtime_error(path + ": byte " + std::to_string(header + total) +

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <stdexcept>
@@ -48,12 +49,55 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
-uint64_t read_header_length(std::ifstream& in, const std::string& path, uint64_t file_size) {
+// Where the bytes come from: a file read piece by piece (a model's weights need not be held
+// twice) or bytes already in memory (a checkpoint shard, checked before it is parsed).
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual uint64_t size() const = 0;
+  // Reads n bytes at `offset` (within size()); false on a read error.
+  virtual bool read(uint64_t offset, void* dst, uint64_t n) = 0;
+};
+
+class FileSource : public ByteSource {
+ public:
+  explicit FileSource(const std::string& path) : in_(path, std::ios::binary | std::ios::ate) {
+    if (!in_) throw std::runtime_error("cannot open " + path);
+    size_ = static_cast<uint64_t>(in_.tellg());
+  }
+  uint64_t size() const override { return size_; }
+  bool read(uint64_t offset, void* dst, uint64_t n) override {
+    in_.seekg(static_cast<std::streamoff>(offset));
+    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+    return static_cast<bool>(in_);
+  }
+
+ private:
+  std::ifstream in_;
+  uint64_t size_ = 0;
+};
+
+class MemorySource : public ByteSource {
+ public:
+  MemorySource(const char* data, uint64_t size) : data_(data), size_(size) {}
+  uint64_t size() const override { return size_; }
+  bool read(uint64_t offset, void* dst, uint64_t n) override {
+    if (n > 0) std::memcpy(dst, data_ + offset, n);
+    return true;
+  }
+
+ private:
+  const char* data_;
+  uint64_t size_;
+};
+
+uint64_t read_header_length(ByteSource& in, const std::string& path) {
+  const uint64_t file_size = in.size();
   if (file_size < 8)
     throw std::runtime_error(path + ": " + std::to_string(file_size) +
                              " bytes, too short for a safetensors header length (8 bytes)");
   std::array<unsigned char, 8> bytes{};
-  in.read(reinterpret_cast<char*>(bytes.data()), 8);
+  if (!in.read(0, bytes.data(), 8)) throw std::runtime_error(path + ": cannot read the header");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
     n = (n << 8) | bytes[static_cast<size_t>(i)];
@@ -128,17 +172,11 @@ void check_tiling(std::vector<Entry>& entries, uint64_t buffer, const std::strin
                              std::to_string(buffer) + " data bytes after the header");
 }
 
-}  // namespace
-
-SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  const auto file_size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
-  const uint64_t header_length = read_header_length(in, path, file_size);
+SafetensorsFile parse(ByteSource& in, const std::string& path) {
+  const uint64_t header_length = read_header_length(in, path);
   std::string header(header_length, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_length));
-  if (!in) throw std::runtime_error(path + ": cannot read the header");
+  if (!in.read(8, header.data(), header_length))
+    throw std::runtime_error(path + ": cannot read the header");
   const nlohmann::json j = nlohmann::json::parse(header, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw std::runtime_error(path + ": the header is not a JSON object");
@@ -157,19 +195,30 @@ SafetensorsFile read_safetensors(const std::string& path) {
     entries.push_back(parse_entry(name, value, path));
   }
   const uint64_t data_start = 8 + header_length;
-  check_tiling(entries, file_size - data_start, path);
+  check_tiling(entries, in.size() - data_start, path);
   for (const Entry& e : entries) {
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
-    in.seekg(static_cast<std::streamoff>(data_start + e.begin));
-    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
-    if (!in) throw std::runtime_error(path + ": cannot read tensor '" + e.name + "'");
+    if (!in.read(data_start + e.begin, t.data_ptr(), e.end - e.begin))
+      throw std::runtime_error(path + ": cannot read tensor '" + e.name + "'");
     out.tensors[e.name] = std::move(t);
   }
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  FileSource in(path);
+  return parse(in, path);
+}
+
+SafetensorsFile parse_safetensors(const char* data, size_t size, const std::string& where) {
+  MemorySource in(data, size);
+  return parse(in, where);
+}
+
+std::string safetensors_bytes(const std::map<std::string, at::Tensor>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<at::Tensor> data;
@@ -185,16 +234,23 @@ void write_safetensors(const std::string& path, const std::map<std::string, at::
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the buffer 8-byte aligned
+  std::string out;
+  out.reserve(8 + text.size() + offset);
+  for (size_t i = 0; i < 8; ++i)
+    out.push_back(static_cast<char>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xff));
+  out += text;
+  for (const at::Tensor& t : data)
+    out.append(static_cast<const char*>(t.data_ptr()),
+               static_cast<size_t>(static_cast<uint64_t>(t.numel()) * t.element_size()));
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string bytes = safetensors_bytes(tensors, metadata);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error("cannot write " + path);
-  std::array<char, 8> length{};
-  for (size_t i = 0; i < 8; ++i)
-    length[i] = static_cast<char>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xff);
-  out.write(length.data(), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const at::Tensor& t : data)
-    out.write(static_cast<const char*>(t.data_ptr()),
-              static_cast<std::streamsize>(static_cast<uint64_t>(t.numel()) * t.element_size()));
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!out.flush()) throw std::runtime_error("cannot write " + path + " (disk full?)");
 }
 

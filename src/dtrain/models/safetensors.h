@@ -28,10 +28,15 @@ struct SafetensorsFile {
 constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20;
 
 SafetensorsFile read_safetensors(const std::string& path);
+// The same from bytes in memory; `where` names them in errors.
+SafetensorsFile parse_safetensors(const char* data, size_t size, const std::string& where);
 
 // Writes contiguous CPU copies of `tensors` (dtypes: F64, F32, F16, BF16, I64, I32, I16, I8,
 // U8, BOOL) in name order. Throws std::runtime_error when the file cannot be written.
 void write_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+// The file's bytes, in memory (for writers that commit files their own way).
+std::string safetensors_bytes(const std::map<std::string, at::Tensor>& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace dtrain::models

@@ -5,21 +5,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
-#include <torch/serialize.h>
+#include <ATen/ATen.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "dtrain/base/crc32c.h"
+#include "dtrain/models/safetensors.h"
+#include "dtrain/train/shard_state.h"
 
 namespace dtrain::train {
 namespace {
@@ -95,67 +93,39 @@ std::string hex32(uint32_t v) {
 }
 
 uint32_t parse_hex32(const std::string& text) {
-  size_t used = 0;
-  const unsigned long value = std::stoul(text, &used, 16);
-  if (used != text.size() || text.size() != 8) throw std::runtime_error("bad crc32c " + text);
-  return static_cast<uint32_t>(value);
+  if (text.size() != 8 || text.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw std::runtime_error("bad crc32c '" + text + "' (8 lower-case hex digits)");
+  return static_cast<uint32_t>(std::stoul(text, nullptr, 16));
 }
 
-at::Tensor position_tensor(const Position& p) {
-  return at::tensor({static_cast<double>(p.epoch), static_cast<double>(p.step), p.loss_sum,
-                     static_cast<double>(p.correct), static_cast<double>(p.seen)},
-                    at::kDouble);
+// A non-negative integer field (JSON's numbers may be fractions or out of range: refused
+// here, where a plain get<int64_t>() would convert them silently).
+int64_t count_field(const nlohmann::json& j, const char* key) {
+  const auto& v = j.at(key);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX) ||
+      v.get<int64_t>() < 0)
+    throw std::runtime_error(std::string("\"") + key +
+                             "\" is not a non-negative integer: " + v.dump());
+  return v.get<int64_t>();
 }
 
-Position position_of(const at::Tensor& t, const std::string& path) {
-  if (t.scalar_type() != at::kDouble || t.numel() != 5)
-    throw std::runtime_error(path + ": its position is not 5 doubles");
-  const double* v = t.data_ptr<double>();
-  return {static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1]), v[2], static_cast<int64_t>(v[3]),
-          static_cast<int64_t>(v[4])};
-}
-
-// The optimizer's per-parameter tensors, in parameter order (the kinds make_optimizer builds).
-std::vector<at::Tensor> optimizer_tensors(torch::optim::Optimizer& optimizer) {
-  std::vector<at::Tensor> out;
-  const auto& states = optimizer.state();
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      const auto found = states.find(p.unsafeGetTensorImpl());
-      if (found == states.end()) continue;
-      const auto* state = found->second.get();
-      if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
-        out.push_back(sgd->momentum_buffer());
-      } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state)) {
-        out.insert(out.end(), {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq(),
-                               at::tensor(adam->step())});
-      } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state)) {
-        out.insert(out.end(), {adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq(),
-                               at::tensor(adamw->step())});
-      }
-    }
-  }
-  return out;
-}
-
-uint32_t extend(uint32_t crc, const at::Tensor& t) {
-  if (!t.defined()) return crc32c("-", 1, crc);
-  const at::Tensor c = t.detach().to(at::kCPU).contiguous();
-  return crc32c(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size(), crc);
+uint32_t extend(uint32_t crc, const std::string& text) {
+  return crc32c(text.data(), text.size() + 1, crc);  // with its NUL: names stay apart
 }
 
 }  // namespace
 
 uint32_t state_crc32c(const Position& at, const RankState& state) {
+  const ShardContents contents = shard_contents(at, state);
   uint32_t crc = 0;
-  for (const auto& p : state.module->parameters())
-    crc = extend(crc, p);
-  for (const auto& b : state.module->buffers())
-    crc = extend(crc, b);
-  for (const auto& t : optimizer_tensors(state.optimizer))
-    crc = extend(crc, t);
-  crc = extend(crc, at::detail::getDefaultCPUGenerator().get_state());
-  return extend(crc, position_tensor(at));
+  for (const auto& [key, value] : contents.metadata)
+    crc = extend(extend(crc, key), value);
+  for (const auto& [name, tensor] : contents.tensors) {
+    const at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
+    crc =
+        crc32c(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size(), extend(crc, name));
+  }
+  return crc;
 }
 
 std::string manifest_path(const std::string& dir) {
@@ -164,7 +134,7 @@ std::string manifest_path(const std::string& dir) {
 
 std::string shard_name(int rank, const Position& at) {
   return "shard-r" + std::to_string(rank) + "-e" + std::to_string(at.epoch) + "-s" +
-         std::to_string(at.step) + ".pt";
+         std::to_string(at.step) + ".safetensors";
 }
 
 std::string Manifest::to_json() const {
@@ -194,23 +164,24 @@ Manifest Manifest::parse(const std::string& text, const std::string& source) {
                                ", this dtrain reads " + std::to_string(kVersion));
     Manifest m;
     m.layout = j.at("layout").get<std::string>();
-    m.parameters = j.at("parameters").get<int64_t>();
-    m.epoch = j.at("epoch").get<int64_t>();
-    m.step = j.at("step").get<int64_t>();
+    m.parameters = count_field(j, "parameters");
+    m.epoch = count_field(j, "epoch");
+    m.step = count_field(j, "step");
     for (const auto& s : j.at("shards")) {
       ShardEntry e;
-      e.rank = s.at("rank").get<int>();
+      e.rank = static_cast<int>(std::min<int64_t>(count_field(s, "rank"), INT32_MAX));
       e.file = s.at("file").get<std::string>();
-      e.bytes = s.at("bytes").get<int64_t>();
+      e.bytes = count_field(s, "bytes");
       e.crc32c = parse_hex32(s.at("crc32c").get<std::string>());
       e.state_crc32c = parse_hex32(s.at("state_crc32c").get<std::string>());
-      if (e.rank != static_cast<int>(m.shards.size()) || e.file.find('/') != std::string::npos ||
-          e.bytes < 0)
+      // A shard's name follows from its rank and the position, so no name reaches outside
+      // the directory.
+      if (e.rank != static_cast<int>(m.shards.size()) ||
+          e.file != shard_name(e.rank, Position{m.epoch, m.step}))
         throw std::runtime_error("bad shard entry " + s.dump());
       m.shards.push_back(e);
     }
-    if (m.shards.empty() || m.epoch < 0 || m.step < 0)
-      throw std::runtime_error("no shards, or a negative position");
+    if (m.shards.empty()) throw std::runtime_error("no shards");
     return m;
   } catch (const std::exception& e) {
     throw std::runtime_error(source + ": corrupt checkpoint manifest: " + e.what());
@@ -225,24 +196,13 @@ ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
   entry.file = shard_name(rank, at);
   const std::string final_path = dir + "/" + entry.file;
   const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
-  // The archive is made in memory and written by us: LibTorch's own file writer aborts the
-  // process when the disk fills (an exception from a destructor).
+  // Made in memory and written by us, so a full disk is an error, not a torn file.
   std::string bytes;
   try {
-    torch::serialize::OutputArchive archive, model_archive, optim_archive;
-    state.module->save(model_archive);
-    state.optimizer.save(optim_archive);
-    archive.write("model", model_archive);
-    archive.write("optimizer", optim_archive);
-    archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-    archive.write("position", position_tensor(at));
-    std::ostringstream buffer;
-    archive.save_to(buffer);
-    bytes = std::move(buffer).str();
+    const ShardContents contents = shard_contents(at, state);
+    bytes = models::safetensors_bytes(contents.tensors, contents.metadata);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    throw std::runtime_error("cannot write checkpoint shard " + final_path + ": " +
-                             what.substr(0, what.find('\n')));
+    throw std::runtime_error("cannot write checkpoint shard " + final_path + ": " + e.what());
   }
   try {
     write_file(tmp, bytes.data(), bytes.size());
@@ -270,24 +230,9 @@ Position read_shard(const std::string& dir, const ShardEntry& entry, const RankS
                              " bytes with CRC32C " + hex32(crc) + ", the manifest says " +
                              std::to_string(entry.bytes) + " bytes with " + hex32(entry.crc32c));
   }
-  try {
-    torch::serialize::InputArchive archive, model_archive, optim_archive;
-    archive.load_from(bytes->data(), bytes->size());
-    archive.read("model", model_archive);
-    archive.read("optimizer", optim_archive);
-    state.module->load(model_archive);
-    state.optimizer.load(optim_archive);
-    at::Tensor rng, position;
-    archive.read("rng", rng);
-    archive.read("position", position);
-    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle: shared state
-    generator.set_state(rng);
-    return position_of(position, path);
-  } catch (const c10::Error& e) {
-    const std::string what = e.what();
-    throw std::runtime_error(path + ": not a usable checkpoint for this model/optimizer: " +
-                             what.substr(0, what.find('\n')));
-  }
+  const models::SafetensorsFile file =
+      models::parse_safetensors(bytes->data(), bytes->size(), path);
+  return restore_shard_contents({file.tensors, file.metadata}, state, path);
 }
 
 void write_manifest(const std::string& dir, const Manifest& manifest) {

@@ -1,12 +1,16 @@
 // Checkpoint files, defined once: a directory of per-rank shards and a manifest naming them.
 //
 //   DIR/manifest.json                 written last by rank 0, atomically: the commit point
-//   DIR/shard-r<R>-e<E>-s<S>.pt       rank R's state after S training steps of epoch E
+//   DIR/shard-r<R>-e<E>-s<S>.safetensors
+//                                     rank R's state after S training steps of epoch E
 //                                     (S = 0: at the end of epoch E-1)
 //
-// A shard is a LibTorch archive: "model" (this rank's module: the whole model, or a
-// pipeline rank's stages), "optimizer", "rng" (the default CPU generator) and "position"
-// (where the loop stands, with the running sums of a part-done epoch). Every file is
+// A shard is a safetensors file (models/safetensors.h) of the tensors train/shard_state.h
+// names: this rank's module (the whole model, or a pipeline rank's stages), its optimizer's
+// state, the default CPU generator and the position (where the loop stands, with the
+// running sums of a part-done epoch). Not a LibTorch archive: its reader (TorchScript's
+// importer) terminates the process on some malformed files, and a shard's reader must
+// only ever throw (tests/fuzz drives it with corrupt shards). Every file is
 // written to a temporary name, fsynced and renamed, so none is ever half-written; shards
 // have new names at every checkpoint, so the manifest the directory holds always names
 // shards that exist (the last good checkpoint survives a crash or a full disk at any
@@ -44,14 +48,13 @@ struct ShardEntry {
   std::string file;  // a name inside the checkpoint directory
   int64_t bytes = 0;
   uint32_t crc32c = 0;  // of the file
-  // Of the state itself: every parameter, buffer and optimizer-state tensor in order, the
-  // generator and the position. The archive's bytes vary from save to save (LibTorch
-  // writes a random serialization id), so this is what says two runs ended identically.
+  // Of the state itself: every tensor and metadata entry of train/shard_state.h, by name.
+  // What says two runs ended identically, independent of how the file lays them out.
   uint32_t state_crc32c = 0;
 };
 
 struct Manifest {
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;  // 1: LibTorch-archive shards
   // What must be the same to resume: mode, world size and (pipeline) partition.
   std::string layout;
   int64_t parameters = 0;  // of the whole model
