@@ -4,8 +4,10 @@
 #   p2p        bench p2p --wire-check both on loopback, and (as root) on a network lab link
 #              shaped to 1 GB/s (8 Gbit/s), the issue's reference rate
 #   pipeline   samples/s of a 2-rank U-shape pipeline (cnn, 30,000 Fashion-MNIST images,
-#              4 chunks), DTRAIN_WIRE_CHECK=0 and 1 alternating, three times each, on
-#              loopback and (as root) on the 1 GB/s lab link
+#              4 chunks), DTRAIN_WIRE_CHECK=0 and 1 alternating, ROUNDS times each (default
+#              5), on loopback and (as root) on the 1 GB/s lab link; and, from the runs with
+#              the check, the time each rank spent in it (wire_check_s) against its step time
+#              (LINKS=loopback or LINKS=1GBps: only that one)
 # Results: JSON lines in out/bench/integrity/ (docs/data/integrity-*.jsonl: the recorded run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +29,10 @@ for s in $sections; do
         "$DTRAIN" netlab down "$lab" >/dev/null
       fi ;;
     pipeline)
-      links=(loopback)
-      if [ "$(id -u)" = 0 ]; then
+      # LINKS=1GBps (or loopback) measures one of them.
+      links=()
+      [ "${LINKS:-loopback}" = 1GBps ] || links+=(loopback)
+      if [ "$(id -u)" = 0 ] && [ "${LINKS:-1GBps}" = 1GBps ]; then
         lab=wirecheck$$
         trap '"$DTRAIN" netlab down "$lab" >/dev/null 2>&1 || true' EXIT
         "$DTRAIN" netlab up "$lab" --hosts 2 --rate 8gbit >/dev/null
@@ -38,18 +42,18 @@ for s in $sections; do
         rm -f "$OUT/pipeline-$link.jsonl"
         where=()
         [ "$link" = loopback ] || where=(--netlab "$lab")
-        for round in 1 2 3; do
+        for round in $(seq "${ROUNDS:-5}"); do
           for check in 0 1; do
             DTRAIN_WIRE_CHECK=$check "$DTRAIN" train -n 2 "${where[@]}" --parallel pipeline \
               --placement ushape --client-blocks 1,1 --model cnn --epochs 1 --chunks 4 \
               --limit-train 30000 --no-progress --metrics "$OUT/run.jsonl" > /dev/null
-            python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; \
+            python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if 'stages' in l][-1]; \
 r['wire_check']='on' if sys.argv[2]=='1' else 'off'; print(json.dumps(r))" \
               "$OUT/run.jsonl" "$check" >> "$OUT/pipeline-$link.jsonl"
           done
         done
       done
-      [ "${#links[@]}" = 1 ] || "$DTRAIN" netlab down "$lab" >/dev/null ;;
+      [ -z "${lab:-}" ] || "$DTRAIN" netlab down "$lab" >/dev/null ;;
     *) echo "unknown section $s (p2p, pipeline)" >&2; exit 2 ;;
   esac
 done
@@ -68,14 +72,28 @@ for name in ("p2p-loopback", "p2p-1GBps"):
         cost = 1 - on["bandwidth_gbps"] / off["bandwidth_gbps"]
         print(f"{size:>10} {off['bandwidth_gbps']:7.3f} / {on['bandwidth_gbps']:7.3f} ({100*cost:+5.1f} %)"
               f"  {off['latency_us']:8.1f} / {on['latency_us']:8.1f}")
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return (values[(n - 1) // 2] + values[n // 2]) / 2
 for link in ("loopback", "1GBps"):
     path = os.path.join(out, f"pipeline-{link}.jsonl")
     if not os.path.exists(path):
         continue
     rows = [json.loads(l) for l in open(path)]
-    for name, pick in (("best", max), ("median", lambda v: sorted(v)[len(v) // 2])):
-        got = {c: pick([r["samples_per_s"] for r in rows if r["wire_check"] == c])
-               for c in ("off", "on")}
-        print(f"pipeline on {link}, samples/s ({name} of 3): off {got['off']:.0f}, "
-              f"on {got['on']:.0f} ({100 * (1 - got['on'] / got['off']):+.1f} % cost)")
+    off = [r["samples_per_s"] for r in rows if r["wire_check"] == "off"]
+    on = [r["samples_per_s"] for r in rows if r["wire_check"] == "on"]
+    paired = [1 - b / a for a, b in zip(off, on)]  # each round's runs ran back to back
+    print(f"pipeline on {link}, samples/s over {len(off)} rounds: best off {max(off):.0f} / "
+          f"on {max(on):.0f} ({100 * (1 - max(on) / max(off)):+.1f} %), median off "
+          f"{median(off):.0f} / on {median(on):.0f} ({100 * (1 - median(on) / median(off)):+.1f} %), "
+          f"median of the rounds' costs {100 * median(paired):+.1f} %")
+    shares = {}
+    for r in rows:
+        if r["wire_check"] == "on":
+            for s in r["stages"]:
+                shares.setdefault(s["rank"], []).append(s["wire_check_s"] / s["step_s"])
+    for rank, share in sorted(shares.items()):
+        print(f"  rank {rank}: the check took {100 * median(share):.2f} % of its step time "
+              f"(median over rounds; max {100 * max(share):.2f} %)")
 PY

@@ -15,6 +15,7 @@
 #include "dtrain/parallel/pipeline/command.h"
 #include "dtrain/train/checkpoint.h"
 #include "targets/fuzz_support.h"
+#include "targets/tiny_state.h"
 
 namespace {
 

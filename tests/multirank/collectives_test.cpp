@@ -77,6 +77,7 @@ TEST(GroupTest, CheckedMessagesOfEverySizeArriveExactly) {
   testing::run_ranks(2, [](Group& g) {
     for (const bool check : {true, false}) {
       g.set_wire_check(check);
+      const double check_s_before = g.wire_check_seconds();
       for (const int64_t n :
            {int64_t{1}, int64_t{65536}, int64_t{262144}, int64_t{262145}, int64_t{9 << 20} + 3}) {
         const at::Tensor want = at::arange(n, at::kInt).to(at::kByte);
@@ -88,6 +89,11 @@ TEST(GroupTest, CheckedMessagesOfEverySizeArriveExactly) {
           EXPECT_TRUE(at::equal(got, want)) << n << (check ? " checked" : "");
         }
       }
+      // The check's time is counted on both ends, and only while it is on.
+      if (check)
+        EXPECT_GT(g.wire_check_seconds(), check_s_before);
+      else
+        EXPECT_EQ(g.wire_check_seconds(), check_s_before);
       g.barrier();
     }
   });

@@ -2,6 +2,8 @@
 // and the checksums (CRC-32C on the wire and in checkpoints, SHA-256 in the rendezvous).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <random>
 #include <vector>
 
@@ -72,6 +74,13 @@ TEST(Crc32cTest, FastPathAndPiecesAgreeWithTheTables) {
     EXPECT_EQ(whole, crc32c_portable(data.data(), n)) << n;
     const size_t cut = n / 3;
     EXPECT_EQ(crc32c(data.data() + cut, n - cut, crc32c(data.data(), cut)), whole) << n;
+    // The checksummed copy: the same value, every byte copied and none past the end.
+    std::vector<uint8_t> copy(n + 8, 0xA5);
+    EXPECT_EQ(crc32c_copy(copy.data(), data.data(), n), whole) << n;
+    EXPECT_TRUE(std::equal(data.begin(), data.begin() + static_cast<long>(n), copy.begin())) << n;
+    EXPECT_EQ(copy[n], 0xA5) << n;
+    EXPECT_EQ(crc32c_copy(copy.data(), data.data() + cut, n - cut, crc32c(data.data(), cut)), whole)
+        << n;
   }
   // Any single flipped bit changes it.
   const uint32_t before = crc32c(data.data(), data.size());

@@ -12,7 +12,7 @@ RankReport sample() {
   RankReport r;
   r.rank = 3;
   r.blocks = {"fc5", "head"};
-  r.times = {1.5, 2.5, 0.25, 0.125, 3.5, 0.0625, 9.75, 42};
+  r.times = {1.5, 2.5, 0.25, 0.125, 3.5, 0.0625, 0.03125, 9.75, 42};
   r.links = {{1, 3, "forward", 1000, 4000, 7, 0.5}, {2, 3, "backward", 10, 40, 1, 0.25}};
   r.peak_rss_bytes = 123456789;
   return r;
@@ -30,6 +30,7 @@ TEST(PipelineReportTest, EveryFieldRoundTripsThroughText) {
   EXPECT_EQ(back.times.decode_s, 0.125);
   EXPECT_EQ(back.times.recv_wait_s, 3.5);
   EXPECT_EQ(back.times.send_wait_s, 0.0625);
+  EXPECT_EQ(back.times.wire_check_s, 0.03125);
   EXPECT_EQ(back.times.step_s, 9.75);
   EXPECT_EQ(back.times.steps, 42);
   ASSERT_EQ(back.links.size(), 2u);

@@ -70,26 +70,48 @@ constexpr size_t kLane = 4096;
 const uint32_t kShiftOneLane = zeros_operator(kLane);
 const uint32_t kShiftTwoLanes = zeros_operator(2 * kLane);
 
+void store64(unsigned char* p, uint64_t v) {
+  std::memcpy(p, &v, 8);
+}
+
+// The register after `n` bytes at `p`; with kCopy, the bytes are also stored at `out` in the
+// same pass (each is loaded once, for the checksum and the copy alike).
+template <bool kCopy>
 __attribute__((target("sse4.2"))) uint32_t hardware_register(uint32_t r, const unsigned char* p,
-                                                             size_t n) {
+                                                             size_t n, unsigned char* out) {
   while (n >= 3 * kLane) {
     uint64_t a = r, b = 0, c = 0;
     for (size_t i = 0; i < kLane; i += 8) {
-      a = __builtin_ia32_crc32di(a, load64(p + i));
-      b = __builtin_ia32_crc32di(b, load64(p + kLane + i));
-      c = __builtin_ia32_crc32di(c, load64(p + 2 * kLane + i));
+      const uint64_t x = load64(p + i), y = load64(p + kLane + i), z = load64(p + 2 * kLane + i);
+      a = __builtin_ia32_crc32di(a, x);
+      b = __builtin_ia32_crc32di(b, y);
+      c = __builtin_ia32_crc32di(c, z);
+      if (kCopy) {
+        store64(out + i, x);
+        store64(out + kLane + i, y);
+        store64(out + 2 * kLane + i, z);
+      }
     }
     r = multiply(static_cast<uint32_t>(a), kShiftTwoLanes) ^
         multiply(static_cast<uint32_t>(b), kShiftOneLane) ^ static_cast<uint32_t>(c);
     p += 3 * kLane;
     n -= 3 * kLane;
+    if (kCopy) out += 3 * kLane;
   }
   uint64_t x = r;
-  for (; n >= 8; n -= 8, p += 8)
-    x = __builtin_ia32_crc32di(x, load64(p));
+  for (; n >= 8; n -= 8, p += 8) {
+    const uint64_t v = load64(p);
+    x = __builtin_ia32_crc32di(x, v);
+    if (kCopy) {
+      store64(out, v);
+      out += 8;
+    }
+  }
   r = static_cast<uint32_t>(x);
-  for (; n > 0; --n, ++p)
+  for (; n > 0; --n, ++p) {
     r = __builtin_ia32_crc32qi(r, *p);
+    if (kCopy) *out++ = *p;
+  }
   return r;
 }
 
@@ -106,9 +128,20 @@ uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc) {
 
 uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
 #if defined(__x86_64__)
-  if (kHardware) return ~hardware_register(~crc, static_cast<const unsigned char*>(data), size);
+  if (kHardware)
+    return ~hardware_register<false>(~crc, static_cast<const unsigned char*>(data), size, nullptr);
 #endif
   return crc32c_portable(data, size, crc);
+}
+
+uint32_t crc32c_copy(void* out, const void* data, size_t size, uint32_t crc) {
+#if defined(__x86_64__)
+  if (kHardware)
+    return ~hardware_register<true>(~crc, static_cast<const unsigned char*>(data), size,
+                                    static_cast<unsigned char*>(out));
+#endif
+  if (size > 0) std::memcpy(out, data, size);
+  return crc32c_portable(out, size, crc);
 }
 
 bool crc32c_hardware() {

@@ -15,6 +15,11 @@ namespace dtrain {
 
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 
+// Copies `size` bytes from `data` to `out` (which must not overlap) and returns their
+// crc32c(), in one pass over the bytes: a checksummed copy for about the cost of the
+// checksum alone.
+uint32_t crc32c_copy(void* out, const void* data, size_t size, uint32_t crc = 0);
+
 // The portable table version, whatever the CPU (for tests and benchmarks).
 uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc = 0);
 

@@ -28,6 +28,7 @@ struct Request::State {
   // A checked receive (see the framing in post()): the caller's bytes, and either the framed
   // message holding them and their check (small), or the pieces and the check message.
   at::Tensor payload, framed, check;
+  at::Tensor frame;  // the pooled buffer `framed` views, given back when done
   std::vector<at::Tensor> pieces;
   bool done = false;
 };
@@ -79,7 +80,8 @@ void Request::wait() {
     for (size_t i = 0; i < s.works.size(); ++i) {
       s.works[i]->wait(s.group->timeout());
       if (i < s.pieces.size())
-        crc = crc32c(s.pieces[i].data_ptr(), static_cast<size_t>(s.pieces[i].numel()), crc);
+        crc = s.group->checksum(s.pieces[i].data_ptr(), static_cast<size_t>(s.pieces[i].numel()),
+                                crc);
     }
   } catch (const std::exception& e) {
     s.done = true;
@@ -91,9 +93,12 @@ void Request::wait() {
   if (s.framed.defined()) {
     const auto* data = s.framed.data_ptr<uint8_t>();
     const auto [sent_crc, sent_bytes] = read_check(data + s.bytes);
-    s.group->verify(crc32c(data, static_cast<size_t>(s.bytes)), sent_crc, sent_bytes, s.bytes,
-                    s.peer, s.tag);
-    std::memcpy(s.payload.data_ptr(), data, static_cast<size_t>(s.bytes));
+    // Copied out and checked in one pass; on a mismatch wait() throws, so the caller never
+    // uses the bytes.
+    const auto start = Clock::now();
+    const uint32_t crc = crc32c_copy(s.payload.data_ptr(), data, static_cast<size_t>(s.bytes));
+    s.group->count_check_time(start);
+    s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
   } else if (s.check.defined()) {
     const auto [sent_crc, sent_bytes] = read_check(s.check.data_ptr<uint8_t>());
     s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
@@ -102,6 +107,8 @@ void Request::wait() {
                   std::chrono::duration<double>(end - wait_start).count());
   s.works.clear();
   s.keep_alive.clear();
+  s.framed = at::Tensor();
+  if (s.frame.defined()) s.group->give_back_frame(std::move(s.frame));
 }
 
 Group::Group(std::unique_ptr<Backend> backend)
@@ -187,11 +194,14 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, 
   if (!checked || !wire_check_) {
     messages.push_back(bytes);
   } else if (s.bytes <= kInlineCheckBytes) {
-    const at::Tensor framed = at::empty({s.bytes + kCheckBytes}, at::kByte);
+    s.frame = take_frame();
+    const at::Tensor framed = s.frame.narrow(0, 0, s.bytes + kCheckBytes);
     auto* data = framed.data_ptr<uint8_t>();
     if (send) {
-      std::memcpy(data, bytes.data_ptr(), static_cast<size_t>(s.bytes));
-      write_check(data + s.bytes, crc32c(data, static_cast<size_t>(s.bytes)), s.bytes);
+      const auto start = Clock::now();
+      const uint32_t crc = crc32c_copy(data, bytes.data_ptr(), static_cast<size_t>(s.bytes));
+      count_check_time(start);
+      write_check(data + s.bytes, crc, s.bytes);
     } else {
       s.payload = bytes;
       s.framed = framed;
@@ -212,7 +222,7 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, 
       std::vector<at::Tensor> one{messages[i]};
       if (send && s.check.defined()) {  // checksum each piece just before it goes
         if (i + 1 < messages.size())
-          crc = crc32c(one[0].data_ptr(), static_cast<size_t>(one[0].numel()), crc);
+          crc = checksum(one[0].data_ptr(), static_cast<size_t>(one[0].numel()), crc);
         else
           write_check(s.check.data_ptr<uint8_t>(), crc, s.bytes);
       }
@@ -236,11 +246,40 @@ Request Group::irecv(at::Tensor& tensor, int peer, int tag) {
   return post(tensor, peer, tag, Direction::kRecv, true);
 }
 
+at::Tensor Group::take_frame() {
+  {
+    const std::lock_guard<std::mutex> lock(frames_mutex_);
+    if (!frames_.empty()) {
+      at::Tensor frame = std::move(frames_.back());
+      frames_.pop_back();
+      return frame;
+    }
+  }
+  return at::empty({kInlineCheckBytes + kCheckBytes}, at::kByte);
+}
+
+void Group::give_back_frame(at::Tensor frame) {
+  constexpr size_t kMaxSpareFrames = 32;  // 8 MiB: more than a pipeline keeps in flight
+  const std::lock_guard<std::mutex> lock(frames_mutex_);
+  if (frames_.size() < kMaxSpareFrames) frames_.push_back(std::move(frame));
+}
+
+uint32_t Group::checksum(const void* data, size_t n, uint32_t crc) {
+  const auto start = Clock::now();
+  crc = crc32c(data, n, crc);
+  count_check_time(start);
+  return crc;
+}
+
+void Group::count_check_time(Clock::time_point start) {
+  check_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
 // Two messages: [length, CRC32C of the payload (0 with the wire check off)], then the payload.
 Request Group::isend_bytes(const std::vector<uint8_t>& bytes, int peer, int tag) {
   auto length = at::empty({2}, at::kLong);
   length[0] = static_cast<int64_t>(bytes.size());
-  length[1] = wire_check_ ? static_cast<int64_t>(crc32c(bytes.data(), bytes.size())) : 0;
+  length[1] = wire_check_ ? static_cast<int64_t>(checksum(bytes.data(), bytes.size())) : 0;
   Request req = post(length, peer, tag, Direction::kSend, false);
   req.state_->keep_alive.push_back(length);
   if (!bytes.empty()) {
@@ -272,7 +311,7 @@ std::vector<uint8_t> Group::recv_bytes(int peer, int tag, int64_t max_bytes) {
     post(payload, peer, tag, Direction::kRecv, false).wait();
   }
   if (wire_check_) {
-    verify(crc32c(out.data(), out.size()), static_cast<uint32_t>(length[1].item<int64_t>()),
+    verify(checksum(out.data(), out.size()), static_cast<uint32_t>(length[1].item<int64_t>()),
            static_cast<uint32_t>(n), n, peer, tag);
   }
   return out;

@@ -31,6 +31,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -108,6 +109,10 @@ class Group {
   // of every link must switch between the same two messages (benchmarks' A/B runs).
   bool wire_check() const { return wire_check_; }
   void set_wire_check(bool on) { wire_check_ = on; }
+  // Seconds this rank has spent on the wire check since the group was made: the checksums of
+  // what it sent and received, and the copies of the framing. What the check costs it, to
+  // hold beside the run's time (pipeline reports: wire_check_s).
+  double wire_check_seconds() const { return static_cast<double>(check_ns_.load()) * 1e-9; }
 
   // The backend's own collectives (Gloo's), for the `native` algorithm and for small
   // bookkeeping reductions. Contiguous CPU tensors, in place.
@@ -127,6 +132,14 @@ class Group {
   // `announced_bytes` (mod 2^32) are the `computed` CRC and the `bytes` received.
   void verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, int64_t bytes, int peer,
               int tag) const;
+  // crc32c(data, n, crc), its time counted in wire_check_seconds().
+  uint32_t checksum(const void* data, size_t n, uint32_t crc = 0);
+  // Buffers for the inline framing (payload and check in one message), reused: a fresh one
+  // per message costs page faults for every few hundred KB sent or received.
+  at::Tensor take_frame();
+  void give_back_frame(at::Tensor frame);
+  // Adds the time since `start` to wire_check_seconds().
+  void count_check_time(std::chrono::steady_clock::time_point start);
   void record(int peer, Direction dir, int64_t bytes, std::chrono::steady_clock::time_point posted,
               std::chrono::steady_clock::time_point done, double waited_s);
   void check_peer(int peer, const char* what) const;
@@ -144,6 +157,9 @@ class Group {
   int size_;
   std::chrono::milliseconds timeout_;
   bool wire_check_;
+  std::atomic<int64_t> check_ns_{0};
+  std::mutex frames_mutex_;
+  std::vector<at::Tensor> frames_;
 
   struct PeerAccount {
     LinkStats stats;

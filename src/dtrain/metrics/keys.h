@@ -49,6 +49,7 @@ inline constexpr char kEncodeS[] = "encode_s";
 inline constexpr char kDecodeS[] = "decode_s";
 inline constexpr char kRecvWaitS[] = "recv_wait_s";
 inline constexpr char kSendWaitS[] = "send_wait_s";
+inline constexpr char kWireCheckS[] = "wire_check_s";  // CRC32C and framing of messages
 inline constexpr char kIdleS[] = "idle_s";
 inline constexpr char kStepS[] = "step_s";
 inline constexpr char kBubble[] = "bubble";

@@ -7,9 +7,10 @@
 #include <torch/optim/sgd.h>
 
 #include <cmath>
-#include <functional>
 #include <set>
 #include <stdexcept>
+
+#include "dtrain/base/shape_text.h"
 
 namespace dtrain::train {
 namespace {
@@ -104,13 +105,6 @@ class Reader {
   }
 
  private:
-  static std::string shape_text(at::IntArrayRef shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i)
-      s += (i ? "," : "") + std::to_string(shape[i]);
-    return s + "]";
-  }
-
   const ShardContents& contents_;
   const std::string where_;
   std::set<std::string> used_;

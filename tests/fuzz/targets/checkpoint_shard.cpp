@@ -5,6 +5,7 @@
 #include "dtrain/base/crc32c.h"
 #include "dtrain/train/checkpoint.h"
 #include "fuzz_support.h"
+#include "tiny_state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dtrain::train::ShardEntry entry;

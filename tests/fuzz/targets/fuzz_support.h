@@ -1,13 +1,8 @@
-// What the fuzz targets share: a scratch directory for decoders that read files, and the
-// small model and optimizer whose checkpoint shards are fuzzed (the seed program writes
-// shards of the same one).
+// What the fuzz targets share: a scratch directory for decoders that read files, input
+// splitting, and libFuzzer's initializer. Light on headers: each target compiles alone.
 #pragma once
 
 #include <ATen/Parallel.h>
-#include <torch/nn/modules/batchnorm.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/optim/sgd.h>
 
 #include <unistd.h>
 #include <cstdint>
@@ -75,13 +70,6 @@ inline void init_target() {
   scratch_dir();
   std::atexit(remove_scratch_dir);
 }
-
-// The model and optimizer of the checkpoint_shard target: parameters, buffers (BatchNorm's
-// running statistics) and optimizer state (momentum), so every part of a shard is read.
-struct TinyState {
-  torch::nn::Sequential module{torch::nn::Linear(3, 2), torch::nn::BatchNorm1d(2)};
-  torch::optim::SGD optimizer{module->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)};
-};
 
 }  // namespace dtrain::fuzz
 

@@ -1,7 +1,7 @@
 // GLUE TSV splits (data::read_glue_split): the first byte picks the task (even: rte, odd:
 // cola), the rest is the file. Any file gives examples of exactly max_length tokens from
 // the vocabulary with labels 0 or 1, or a std::runtime_error naming the line.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdlib>
 

@@ -1,7 +1,8 @@
 // The pipeline's driver commands (parallel::pipeline::from_message): the first byte picks
 // the message's dtype (double, float or int64), the rest are its values. Any message is a
 // valid command or a std::runtime_error, and a command read writes back to the same one.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <cstdlib>
 #include <cstring>

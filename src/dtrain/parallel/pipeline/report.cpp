@@ -13,7 +13,8 @@ namespace dtrain::parallel::pipeline {
 // One list of (key, member) per struct serves both directions.
 #define DTRAIN_STAGE_TIMES_FIELDS(X) \
   X(forward_s)                       \
-  X(backward_s) X(encode_s) X(decode_s) X(recv_wait_s) X(send_wait_s) X(step_s) X(steps)
+  X(backward_s)                      \
+  X(encode_s) X(decode_s) X(recv_wait_s) X(send_wait_s) X(wire_check_s) X(step_s) X(steps)
 #define DTRAIN_LINK_FIELDS(X) \
   X(src) X(dst) X(direction) X(bytes) X(fp32_bytes) X(messages) X(recv_time_s)
 #define DTRAIN_RANK_REPORT_FIELDS(X) X(rank) X(blocks) X(times) X(links) X(peak_rss_bytes)
@@ -65,6 +66,7 @@ metrics::Row stage_row(const RankReport& r) {
   s[key::kDecodeS] = t.decode_s;
   s[key::kRecvWaitS] = t.recv_wait_s;
   s[key::kSendWaitS] = t.send_wait_s;
+  s[key::kWireCheckS] = t.wire_check_s;
   s[key::kIdleS] = std::max(0.0, t.idle_s());
   s[key::kStepS] = t.step_s;
   s[key::kBubble] = bubble_of(t);
@@ -136,6 +138,7 @@ std::vector<metrics::Column> stage_columns() {
           {key::kDecodeS, "decode(s)", 2},
           {key::kRecvWaitS, "recv wait(s)", 2},
           {key::kSendWaitS, "send wait(s)", 2},
+          {key::kWireCheckS, "check(s)", 3},
           {key::kIdleS, "idle(s)", 2},
           {key::kBubble, "bubble", 3},
           {key::kPeakRssBytes, "peakRSS(B)"}};

@@ -20,7 +20,10 @@ struct StageTimes {
   double encode_s = 0, decode_s = 0;     // codecs
   double recv_wait_s = 0;                // blocked in receives (includes the transfer)
   double send_wait_s = 0;                // blocked waiting for sends to complete
-  double step_s = 0;                     // wall time of the schedules
+  // The wire check's share (comm::Group::wire_check_seconds): checksums and framing copies
+  // of this rank's messages, both directions; inside the sends and waits above, not extra.
+  double wire_check_s = 0;
+  double step_s = 0;  // wall time of the schedules
   int64_t steps = 0;
   double busy_s() const { return forward_s + backward_s + encode_s + decode_s; }
   double idle_s() const { return step_s - busy_s(); }

@@ -337,8 +337,18 @@ std::vector<LinkRecord> StageTransport::links() const {
   return out;
 }
 
+void StageTransport::set_counting(bool on) {
+  if (on == counting_) return;
+  if (on)
+    check_s_at_start_ = group_.wire_check_seconds();
+  else
+    times_.wire_check_s += group_.wire_check_seconds() - check_s_at_start_;
+  counting_ = on;
+}
+
 void StageTransport::reset_counters() {
   times_ = StageTimes{};
+  check_s_at_start_ = group_.wire_check_seconds();
   links_.clear();
   sent_.clear();
 }

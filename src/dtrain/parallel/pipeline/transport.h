@@ -116,7 +116,7 @@ class StageTransport {
   comm::Group& group() { return group_; }
 
   // Counting is on during training steps only.
-  void set_counting(bool on) { counting_ = on; }
+  void set_counting(bool on);
   bool counting() const { return counting_; }
   StageTimes& times() { return times_; }
   std::vector<LinkRecord> links() const;
@@ -150,6 +150,7 @@ class StageTransport {
   std::map<std::pair<int, bool>, Sent> sent_;
   bool keep_samples_ = false;
   bool counting_ = false;
+  double check_s_at_start_ = 0;  // group_.wire_check_seconds() when counting began
 };
 
 }  // namespace dtrain::parallel::pipeline
