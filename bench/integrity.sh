@@ -15,27 +15,34 @@ DTRAIN=${DTRAIN:-build/dtrain}
 OUT=${OUT:-out/bench/integrity}
 mkdir -p "$OUT"
 sections=${*:-p2p pipeline}
+# The 1 GB/s link: a two-host network lab, removed at exit whatever happens.
+lab=""
+lab_up() {
+  lab=wirecheck$$
+  trap '"$DTRAIN" netlab down "$lab" >/dev/null 2>&1 || true' EXIT
+  "$DTRAIN" netlab up "$lab" --hosts 2 --rate 8gbit >/dev/null
+}
+lab_down() {
+  [ -z "$lab" ] || "$DTRAIN" netlab down "$lab" >/dev/null
+  lab=""
+}
 for s in $sections; do
   case $s in
     p2p)
       "$DTRAIN" bench p2p -n 2 --wire-check both --sizes 64K:64M --factor 4 --format jsonl \
         > "$OUT/p2p-loopback.jsonl"
       if [ "$(id -u)" = 0 ]; then
-        lab=wirecheck$$
-        trap '"$DTRAIN" netlab down "$lab" >/dev/null 2>&1 || true' EXIT
-        "$DTRAIN" netlab up "$lab" --hosts 2 --rate 8gbit >/dev/null
+        lab_up
         "$DTRAIN" bench p2p -n 2 --netlab "$lab" --wire-check both --sizes 1M:64M --factor 4 \
           --format jsonl > "$OUT/p2p-1GBps.jsonl"
-        "$DTRAIN" netlab down "$lab" >/dev/null
+        lab_down
       fi ;;
     pipeline)
       # LINKS=1GBps (or loopback) measures one of them.
       links=()
       [ "${LINKS:-loopback}" = 1GBps ] || links+=(loopback)
       if [ "$(id -u)" = 0 ] && [ "${LINKS:-1GBps}" = 1GBps ]; then
-        lab=wirecheck$$
-        trap '"$DTRAIN" netlab down "$lab" >/dev/null 2>&1 || true' EXIT
-        "$DTRAIN" netlab up "$lab" --hosts 2 --rate 8gbit >/dev/null
+        lab_up
         links+=(1GBps)
       fi
       for link in "${links[@]}"; do
@@ -53,7 +60,7 @@ r['wire_check']='on' if sys.argv[2]=='1' else 'off'; print(json.dumps(r))" \
           done
         done
       done
-      [ -z "${lab:-}" ] || "$DTRAIN" netlab down "$lab" >/dev/null ;;
+      lab_down ;;
     *) echo "unknown section $s (p2p, pipeline)" >&2; exit 2 ;;
   esac
 done

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <random>
 #include <vector>
@@ -24,6 +26,15 @@ TEST(ParseIntegerTest, WholeTextWithinBoundsOnly) {
   EXPECT_FALSE(parse_integer("101", 0, 100));
   EXPECT_FALSE(parse_integer("-1", 0, 100));
   EXPECT_FALSE(parse_integer("99999999999999999999999", 0, INT64_MAX));
+}
+
+TEST(CountInDoubleTest, WholeNonNegativeAndExactOnly) {
+  EXPECT_EQ(count_in_double(0.0), 0);
+  EXPECT_EQ(count_in_double(17.0), 17);
+  EXPECT_EQ(count_in_double(8.9e15), int64_t{8'900'000'000'000'000});
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (const double bad : {-1.0, 0.5, 9.0e15, 1e300, nan, inf, -inf})
+    EXPECT_FALSE(count_in_double(bad)) << bad;
 }
 
 enum class Colour { kRed, kGreen, kBlue };

@@ -1,5 +1,7 @@
 #include "dtrain/base/parse.h"
 
+#include <cmath>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -16,6 +18,11 @@ std::optional<int64_t> parse_integer(const std::string& text, int64_t min, int64
   if (errno != 0 || end != text.c_str() + text.size()) return std::nullopt;
   if (v < min || v > max) return std::nullopt;
   return static_cast<int64_t>(v);
+}
+
+std::optional<int64_t> count_in_double(double value) {
+  if (!(value >= 0 && value < 9.0e15 && value == std::floor(value))) return std::nullopt;
+  return static_cast<int64_t>(value);
 }
 
 }  // namespace dtrain

@@ -12,4 +12,9 @@ namespace dtrain {
 // The integer `text` spells when it lies in [min, max]; nullopt otherwise.
 std::optional<int64_t> parse_integer(const std::string& text, int64_t min, int64_t max);
 
+// The count a double carries (a message or file field): a whole, non-negative value below
+// 9e15 (where doubles still hold every integer); nullopt for a fraction, a negative, NaN
+// or anything larger.
+std::optional<int64_t> count_in_double(double value);
+
 }  // namespace dtrain

@@ -95,9 +95,8 @@ void Request::wait() {
     const auto [sent_crc, sent_bytes] = read_check(data + s.bytes);
     // Copied out and checked in one pass; on a mismatch wait() throws, so the caller never
     // uses the bytes.
-    const auto start = Clock::now();
-    const uint32_t crc = crc32c_copy(s.payload.data_ptr(), data, static_cast<size_t>(s.bytes));
-    s.group->count_check_time(start);
+    const uint32_t crc =
+        s.group->checksum_copy(s.payload.data_ptr(), data, static_cast<size_t>(s.bytes));
     s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
   } else if (s.check.defined()) {
     const auto [sent_crc, sent_bytes] = read_check(s.check.data_ptr<uint8_t>());
@@ -198,10 +197,8 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, 
     const at::Tensor framed = s.frame.narrow(0, 0, s.bytes + kCheckBytes);
     auto* data = framed.data_ptr<uint8_t>();
     if (send) {
-      const auto start = Clock::now();
-      const uint32_t crc = crc32c_copy(data, bytes.data_ptr(), static_cast<size_t>(s.bytes));
-      count_check_time(start);
-      write_check(data + s.bytes, crc, s.bytes);
+      write_check(data + s.bytes,
+                  checksum_copy(data, bytes.data_ptr(), static_cast<size_t>(s.bytes)), s.bytes);
     } else {
       s.payload = bytes;
       s.framed = framed;
@@ -267,6 +264,13 @@ void Group::give_back_frame(at::Tensor frame) {
 uint32_t Group::checksum(const void* data, size_t n, uint32_t crc) {
   const auto start = Clock::now();
   crc = crc32c(data, n, crc);
+  count_check_time(start);
+  return crc;
+}
+
+uint32_t Group::checksum_copy(void* out, const void* data, size_t n) {
+  const auto start = Clock::now();
+  const uint32_t crc = crc32c_copy(out, data, n);
   count_check_time(start);
   return crc;
 }

@@ -138,6 +138,8 @@ class Group {
   // per message costs page faults for every few hundred KB sent or received.
   at::Tensor take_frame();
   void give_back_frame(at::Tensor frame);
+  // crc32c_copy(out, data, n), its time counted the same way.
+  uint32_t checksum_copy(void* out, const void* data, size_t n);
   // Adds the time since `start` to wire_check_seconds().
   void count_check_time(std::chrono::steady_clock::time_point start);
   void record(int peer, Direction dir, int64_t bytes, std::chrono::steady_clock::time_point posted,

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "dtrain/base/crc32c.h"
@@ -113,10 +114,8 @@ uint32_t extend(uint32_t crc, const std::string& text) {
   return crc32c(text.data(), text.size() + 1, crc);  // with its NUL: names stay apart
 }
 
-}  // namespace
-
-uint32_t state_crc32c(const Position& at, const RankState& state) {
-  const ShardContents contents = shard_contents(at, state);
+// The fingerprint of ShardEntry::state_crc32c, over contents already gathered.
+uint32_t contents_crc32c(const ShardContents& contents) {
   uint32_t crc = 0;
   for (const auto& [key, value] : contents.metadata)
     crc = extend(extend(crc, key), value);
@@ -126,6 +125,12 @@ uint32_t state_crc32c(const Position& at, const RankState& state) {
         crc32c(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size(), extend(crc, name));
   }
   return crc;
+}
+
+}  // namespace
+
+uint32_t state_crc32c(const Position& at, const RankState& state) {
+  return contents_crc32c(shard_contents(at, state));
 }
 
 std::string manifest_path(const std::string& dir) {
@@ -197,21 +202,16 @@ ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
   const std::string final_path = dir + "/" + entry.file;
   const std::string tmp = final_path + ".tmp." + std::to_string(getpid());
   // Made in memory and written by us, so a full disk is an error, not a torn file.
-  std::string bytes;
   try {
     const ShardContents contents = shard_contents(at, state);
-    bytes = models::safetensors_bytes(contents.tensors, contents.metadata);
-  } catch (const std::exception& e) {
-    throw std::runtime_error("cannot write checkpoint shard " + final_path + ": " + e.what());
-  }
-  try {
+    const std::string bytes = models::safetensors_bytes(contents.tensors, contents.metadata);
     write_file(tmp, bytes.data(), bytes.size());
+    entry.bytes = static_cast<int64_t>(bytes.size());
+    entry.crc32c = crc32c(bytes.data(), bytes.size());
+    entry.state_crc32c = contents_crc32c(contents);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot write checkpoint shard " + final_path + ": " + e.what());
   }
-  entry.bytes = static_cast<int64_t>(bytes.size());
-  entry.crc32c = crc32c(bytes.data(), bytes.size());
-  entry.state_crc32c = state_crc32c(at, state);
   commit_file(tmp, final_path, dir);
   return entry;
 }

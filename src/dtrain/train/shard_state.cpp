@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "dtrain/base/parse.h"
 #include "dtrain/base/shape_text.h"
 
 namespace dtrain::train {
@@ -113,11 +114,11 @@ class Reader {
 Position position_of(Reader& in) {
   const at::Tensor& t = in.take("position", at::kDouble, {5});
   const double* v = t.data_ptr<double>();
-  // Counts come back as integers only when they are whole, non-negative and in range.
   const auto count = [&](double x, const char* what) {
-    if (!(x >= 0 && x <= 9.0e15 && x == std::floor(x)))
+    const auto n = count_in_double(x);
+    if (!n)
       in.fail(std::string("has an impossible position (") + what + " " + std::to_string(x) + ")");
-    return static_cast<int64_t>(x);
+    return *n;
   };
   if (!std::isfinite(v[2])) in.fail("has a non-finite loss sum in its position");
   return {count(v[0], "epoch"), count(v[1], "step"), v[2], count(v[3], "correct"),

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "dtrain/base/parse.h"
+
 namespace dtrain::parallel::pipeline {
 
 at::Tensor to_message(const Command& c) {
@@ -23,7 +25,7 @@ Command from_message(const at::Tensor& message, const std::string& from) {
   const double* v = m.data_ptr<double>();
   if (!(v[0] >= kFirstCommandKind && v[0] <= kLastCommandKind) || v[0] != std::floor(v[0]))
     throw corrupt("unknown kind " + std::to_string(v[0]));
-  const auto count = [](double x) { return x >= 0 && x < 9.0e15 && x == std::floor(x); };
+  const auto count = [](double x) { return count_in_double(x).has_value(); };
   if (!count(v[1])) throw corrupt("bad batch size " + std::to_string(v[1]));
   if (!count(v[3]) || !count(v[4]))
     throw corrupt("bad position " + std::to_string(v[3]) + "/" + std::to_string(v[4]));
