@@ -57,6 +57,19 @@ TEST(LaunchTest, MaxRestartsStartsEveryRankAgainAndSaysSo) {
   EXPECT_NE(q.err().find("gave up after 2 restarts"), std::string::npos) << q.err();
 }
 
+// Ranks that fail at once are stopped while the others may still be starting: the stop
+// must end those ranks, never reach the launcher as if it had been told to stop (it then
+// gave up without restarting, in most runs at 4 ranks before the fix).
+TEST(LaunchTest, StoppingRanksThatAreStillStartingNeverStopsTheLauncher) {
+  for (int trial = 0; trial < 6; ++trial) {
+    Process p(
+        {DTRAIN_BINARY, "launch", "-n", "4", "--max-restarts", "1", "--", "sh", "-c", "exit 5"});
+    ASSERT_EQ(p.wait_for(60s), 5) << p.err();
+    EXPECT_EQ(p.err().find("received"), std::string::npos) << "trial " << trial << p.err();
+    EXPECT_NE(p.err().find("gave up after 1 restart\n"), std::string::npos) << p.err();
+  }
+}
+
 TEST(LaunchTest, MissingCommandIsAUsageError) {
   Process p({DTRAIN_BINARY, "launch", "-n", "2"});
   EXPECT_NE(p.wait_for(30s), 0);

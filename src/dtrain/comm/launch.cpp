@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -129,13 +130,19 @@ pid_t spawn(const LaunchOptions& o, int rank, int port, int restart, int out_fd,
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
 
+  // Signals stay blocked across fork until the child has dropped the launcher's handlers:
+  // a stop sent to a child that has not yet reset them would run on_signal in the child and
+  // write into the launcher's own signal pipe, so the launcher would believe it was told to
+  // stop (and give up on restarts). Blocked, it stays pending and kills the child instead.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
   const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("launch: fork failed: ") + strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);  // own process group: a stop signal reaches the rank's children too
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
+    for (const int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE})
+      signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
     if (!placement.netns_path.empty()) enter_network_namespace(placement.netns_path);
@@ -145,6 +152,10 @@ pid_t spawn(const LaunchOptions& o, int rank, int port, int restart, int out_fd,
     std::fprintf(stderr, "launch: cannot run '%s': %s\n", args[0], strerror(errno));
     _exit(127);
   }
+  const int fork_error = errno;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (pid < 0)
+    throw std::runtime_error(std::string("launch: fork failed: ") + strerror(fork_error));
   setpgid(pid, pid);
   return pid;
 }
