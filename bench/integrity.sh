@@ -8,13 +8,17 @@
 #              5), on loopback and (as root) on the 1 GB/s lab link; and, from the runs with
 #              the check, the time each rank spent in it (wire_check_s) against its step time
 #              (LINKS=loopback or LINKS=1GBps: only that one)
+#   pipeline-ab  the same pipeline with --measure-wire-check: inside each run, training steps
+#              alternate the check off and on (off, on, on, off, ...), so the drift between
+#              runs cancels; each run reports the cost in step time with a 95 % interval.
+#              ROUNDS runs (default 3) per link, LINKS as above
 # Results: JSON lines in out/bench/integrity/ (docs/data/integrity-*.jsonl: the recorded run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DTRAIN=${DTRAIN:-build/dtrain}
 OUT=${OUT:-out/bench/integrity}
 mkdir -p "$OUT"
-sections=${*:-p2p pipeline}
+sections=${*:-p2p pipeline-ab}
 # The 1 GB/s link: a two-host network lab, removed at exit whatever happens.
 lab=""
 lab_up() {
@@ -25,6 +29,16 @@ lab_up() {
 lab_down() {
   [ -z "$lab" ] || "$DTRAIN" netlab down "$lab" >/dev/null
   lab=""
+}
+# The pipeline sections' links: loopback and (as root) the lab link; LINKS=loopback or
+# LINKS=1GBps measures only that one.
+pipeline_links() {
+  links=()
+  [ "${LINKS:-loopback}" = 1GBps ] || links+=(loopback)
+  if [ "$(id -u)" = 0 ] && [ "${LINKS:-1GBps}" = 1GBps ]; then
+    lab_up
+    links+=(1GBps)
+  fi
 }
 for s in $sections; do
   case $s in
@@ -37,14 +51,22 @@ for s in $sections; do
           --format jsonl > "$OUT/p2p-1GBps.jsonl"
         lab_down
       fi ;;
+    pipeline-ab)
+      pipeline_links
+      for link in "${links[@]}"; do
+        rm -f "$OUT/pipeline-ab-$link.jsonl"
+        where=()
+        [ "$link" = loopback ] || where=(--netlab "$lab")
+        for round in $(seq "${ROUNDS:-3}"); do
+          "$DTRAIN" train -n 2 "${where[@]}" --parallel pipeline --placement ushape \
+            --client-blocks 1,1 --model cnn --epochs 1 --chunks 4 --limit-train 30000 \
+            --measure-wire-check --no-progress --metrics "$OUT/run.jsonl" > /dev/null
+          grep '"stages"' "$OUT/run.jsonl" | tail -1 >> "$OUT/pipeline-ab-$link.jsonl"
+        done
+      done
+      lab_down ;;
     pipeline)
-      # LINKS=1GBps (or loopback) measures one of them.
-      links=()
-      [ "${LINKS:-loopback}" = 1GBps ] || links+=(loopback)
-      if [ "$(id -u)" = 0 ] && [ "${LINKS:-1GBps}" = 1GBps ]; then
-        lab_up
-        links+=(1GBps)
-      fi
+      pipeline_links
       for link in "${links[@]}"; do
         rm -f "$OUT/pipeline-$link.jsonl"
         where=()
@@ -61,7 +83,7 @@ r['wire_check']='on' if sys.argv[2]=='1' else 'off'; print(json.dumps(r))" \
         done
       done
       lab_down ;;
-    *) echo "unknown section $s (p2p, pipeline)" >&2; exit 2 ;;
+    *) echo "unknown section $s (p2p, pipeline, pipeline-ab)" >&2; exit 2 ;;
   esac
 done
 python3 - "$OUT" <<'PY'
@@ -103,4 +125,20 @@ for link in ("loopback", "1GBps"):
     for rank, share in sorted(shares.items()):
         print(f"  rank {rank}: the check took {100 * median(share):.2f} % of its step time "
               f"(median over rounds; max {100 * max(share):.2f} %)")
+for link in ("loopback", "1GBps"):
+    path = os.path.join(out, f"pipeline-ab-{link}.jsonl")
+    if not os.path.exists(path):
+        continue
+    rows = [json.loads(l) for l in open(path)]
+    print(f"pipeline on {link}, the check off and on alternating inside each run:")
+    for r in rows:
+        # The check's own time accrues in the on steps only: about half of step_s.
+        own = ", ".join(f"rank {s['rank']} {100 * s['wire_check_s'] / (s['step_s'] / 2):.2f} %"
+                        for s in r["stages"])
+        print(f"  {r['wire_check_pairs']} pairs: step {1e3 * r['step_s_check_off']:.2f} ms off, "
+              f"{1e3 * r['step_s_check_on']:.2f} ms on: cost {100 * r['wire_check_cost']:+.2f} % "
+              f"+- {100 * r['wire_check_cost_ci95']:.2f} % (95 %); the check's own time, of "
+              f"an on step's: {own}")
+    costs = [r["wire_check_cost"] for r in rows]
+    print(f"  mean of the runs' costs {100 * sum(costs) / len(costs):+.2f} %")
 PY

@@ -136,7 +136,8 @@ void glue_files() {
 void pipeline_commands() {
   using namespace dtrain::parallel::pipeline;
   for (int kind = kFirstCommandKind; kind <= kLastCommandKind; ++kind) {
-    const at::Tensor m = to_message({static_cast<CommandKind>(kind), 64, 0.05, 2, 17});
+    const auto k = static_cast<CommandKind>(kind);
+    const at::Tensor m = to_message({k, k == CommandKind::kWireCheck ? 1 : 64, 0.05, 2, 17});
     seed("pipeline_command", "kind-" + std::to_string(kind),
          std::string(1, '\0') + bytes_of(m.data_ptr(), m.numel() * 8));
   }

@@ -13,10 +13,12 @@ namespace {
 
 TEST(PipelineCommandTest, EveryKindRoundTrips) {
   for (int k = kFirstCommandKind; k <= kLastCommandKind; ++k) {
-    const Command c{static_cast<CommandKind>(k), 37, 0.125, 4, 1200};
+    const auto kind = static_cast<CommandKind>(k);
+    const int64_t batch = kind == CommandKind::kWireCheck ? 1 : 37;  // a switch: 0 or 1
+    const Command c{kind, batch, 0.125, 4, 1200};
     const Command back = from_message(to_message(c), "test");
     EXPECT_EQ(back.kind, c.kind);
-    EXPECT_EQ(back.batch, 37);
+    EXPECT_EQ(back.batch, batch);
     EXPECT_EQ(back.lr, 0.125);
     EXPECT_EQ(back.epoch, 4);
     EXPECT_EQ(back.step, 1200);
@@ -36,6 +38,9 @@ TEST(PipelineCommandTest, InvalidMessagesAreRejected) {
                std::runtime_error);
   EXPECT_THROW(from_message(message(6, 0, 0, -1, 0), "rank 0"), std::runtime_error);
   EXPECT_THROW(from_message(message(6, 0, 0, 1, 0.5), "rank 0"), std::runtime_error);
+  const double wire_check = static_cast<double>(CommandKind::kWireCheck);
+  EXPECT_NO_THROW(from_message(message(wire_check, 0, 0), "rank 0"));
+  EXPECT_THROW(from_message(message(wire_check, 2, 0), "rank 0"), std::runtime_error);
   EXPECT_THROW(from_message(at::zeros({3}, at::kDouble), "rank 0"), std::runtime_error);
   EXPECT_THROW(from_message(at::zeros({5}, at::kFloat), "rank 0"), std::runtime_error);
   try {

@@ -208,6 +208,10 @@ void register_train(CLI::App& parent, int& exit_code) {
       sub, "--compress-edges", p.compress_all_edges,
       [](const std::string& text) { return kEdgeNames.parse(text); },
       "pipeline: client (only links touching rank 0) or all", kEdgeNames.to_string(false));
+  sub->add_flag("--measure-wire-check", p.measure_wire_check,
+                "pipeline: training steps alternate the wire check off and on (off, on, on, off, "
+                "...) and each epoch reports its cost in step time with a 95 % interval "
+                "(wire_check_cost); evaluation keeps the job's setting (DTRAIN_WIRE_CHECK)");
   add_typed_option(sub, "--device", c.device, parse_device,
                    "cpu, cuda or cuda:N (cuda: GPU LOCAL_RANK); pipeline: the servers' device",
                    "cpu");
@@ -243,6 +247,9 @@ void register_train(CLI::App& parent, int& exit_code) {
     } else {
       pc.gradient_codec = o->compress_grad;
     }
+    if (pc.measure_wire_check && !pipelined)
+      throw std::invalid_argument(
+          "--measure-wire-check is for --parallel pipeline (bench p2p: --wire-check both)");
     if (o->compress_auto || o->compress_grad_auto) {
       const auto options = auto_options(*o);
       if (o->compress_auto) {
@@ -289,9 +296,7 @@ void register_train(CLI::App& parent, int& exit_code) {
     stamp_command(rows);
     if (!o->output.report_path.empty()) write_rows_report(o->output.report_path, rows);
     if (o->quiet) return;
-    metrics::write_rows(
-        std::cout, format,
-        train::epoch_columns(pipelined, rows.back().contains(metrics::key::kTestMcc)), rows);
+    metrics::write_rows(std::cout, format, train::epoch_columns(pipelined, rows.back()), rows);
     if (format != metrics::Format::kTable) return;
     namespace pp = parallel::pipeline;
     const metrics::Row last = history.back().to_row();

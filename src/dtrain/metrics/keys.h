@@ -61,7 +61,13 @@ inline constexpr char kMessages[] = "messages";
 inline constexpr char kRecvTimeS[] = "recv_time_s";
 inline constexpr char kBandwidthGbps[] = "bandwidth_gbps";
 inline constexpr char kWireCheck[] = "wire_check";  // bench p2p: "on" or "off"
-inline constexpr char kLatencyUs[] = "latency_us";  // bench p2p
+// --measure-wire-check (metrics/alternating_cost.h): steps with the check off and on.
+inline constexpr char kWireCheckPairs[] = "wire_check_pairs";
+inline constexpr char kStepSCheckOff[] = "step_s_check_off";
+inline constexpr char kStepSCheckOn[] = "step_s_check_on";
+inline constexpr char kWireCheckCost[] = "wire_check_cost";           // (on - off) / off
+inline constexpr char kWireCheckCostCi95[] = "wire_check_cost_ci95";  // its 95 % half-width
+inline constexpr char kLatencyUs[] = "latency_us";                    // bench p2p
 inline constexpr char kRatio[] = "ratio";
 // --compress auto: one row per tuned link.
 inline constexpr char kAutoLinks[] = "auto_links";

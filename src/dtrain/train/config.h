@@ -56,6 +56,9 @@ struct PipelineOptions {
   bool compress_all_edges = false;                    // false: only links touching rank 0
   // --compress auto: the codec of each compressed link chosen per epoch from these.
   std::optional<parallel::AutoCompress> auto_compress;
+  // --measure-wire-check: training steps alternate the wire check off and on (ABBA) and each
+  // epoch reports its cost (metrics/alternating_cost.h); evaluation runs with the job's.
+  bool measure_wire_check = false;
 };
 
 struct DdpOptions {

@@ -27,7 +27,7 @@ metrics::Row EpochStats::to_row() const {
   return r;
 }
 
-std::vector<metrics::Column> epoch_columns(bool pipeline, bool matthews) {
+std::vector<metrics::Column> epoch_columns(bool pipeline, const metrics::Row& last) {
   std::vector<metrics::Column> columns{{key::kEpoch, "epoch"},
                                        {key::kTrainLoss, "train loss", 4},
                                        {key::kTrainAcc, "train acc", 4},
@@ -41,11 +41,16 @@ std::vector<metrics::Column> epoch_columns(bool pipeline, bool matthews) {
                                        {key::kTimeOptimizerS, "opt(s)", 2},
                                        {key::kTimeCommS, "comm(s)", 2},
                                        {key::kPeakRssBytes, "peakRSS(B)"}};
-  if (matthews) columns.insert(columns.begin() + 5, {key::kTestMcc, "test MCC", 4});
+  if (last.contains(key::kTestMcc))
+    columns.insert(columns.begin() + 5, {key::kTestMcc, "test MCC", 4});
   if (pipeline) {
     columns.push_back({key::kCompressionRatio, "wire/fp32", 4});
     columns.push_back({key::kBubbleMeasured, "bubble", 3});
     columns.push_back({key::kBubbleIdeal, "ideal", 3});
+  }
+  if (last.contains(key::kWireCheckCost)) {
+    columns.push_back({key::kWireCheckCost, "check cost", 4});
+    columns.push_back({key::kWireCheckCostCi95, "+-95%", 4});
   }
   return columns;
 }

@@ -21,8 +21,9 @@ struct EpochStats {
   metrics::Row to_row() const;
 };
 
-// The per-epoch table for people (pipeline: with its wire ratio and bubble columns).
-// With `matthews`, a test MCC column.
-std::vector<metrics::Column> epoch_columns(bool pipeline = false, bool matthews = false);
+// The per-epoch table for people (pipeline: with its wire ratio and bubble columns). Keys
+// only some runs write get their columns when `last` (the last epoch's row) has them: test
+// MCC, and the wire check's measured cost (--measure-wire-check).
+std::vector<metrics::Column> epoch_columns(bool pipeline, const metrics::Row& last);
 
 }  // namespace dtrain::train

@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/metrics/alternating_cost.h"
 #include "dtrain/metrics/keys.h"
+#include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
 #include "dtrain/models/batch_context.h"
 #include "dtrain/parallel/pipeline/block_times.h"
@@ -32,10 +34,26 @@ torch::nn::Sequential stages_module(const pp::Pipeline& pipeline) {
   return local;
 }
 
+void record_check_cost(const metrics::AlternatingCost& cost, EpochStats& s) {
+  namespace key = metrics::key;
+  const auto c = cost.summary();
+  s.extra[key::kWireCheckPairs] = c.pairs;
+  s.extra[key::kStepSCheckOff] = c.off_s;
+  s.extra[key::kStepSCheckOn] = c.on_s;
+  s.extra[key::kWireCheckCost] = c.cost;
+  s.extra[key::kWireCheckCostCi95] = c.cost_ci95;
+}
+
 class PipelineEngine final : public Engine {
  public:
-  explicit PipelineEngine(std::unique_ptr<pp::Pipeline> pipeline)
-      : pipeline_(std::move(pipeline)), local_(stages_module(*pipeline_)) {}
+  // job_wire_check: the group's setting, which evaluation keeps under --measure-wire-check.
+  PipelineEngine(std::unique_ptr<pp::Pipeline> pipeline, bool measure_wire_check,
+                 bool job_wire_check)
+      : pipeline_(std::move(pipeline)),
+        local_(stages_module(*pipeline_)),
+        job_wire_check_(job_wire_check) {
+    if (measure_wire_check) check_cost_.emplace();
+  }
 
   c10::Device input_device() const override { return pipeline_->device(); }
 
@@ -43,7 +61,13 @@ class PipelineEngine final : public Engine {
 
   BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan&,
                           EpochStats&) override {
-    return to_batch_result(pipeline_->train_batch(batch.inputs, batch.labels, batch.mask, lr));
+    if (!check_cost_)
+      return to_batch_result(pipeline_->train_batch(batch.inputs, batch.labels, batch.mask, lr));
+    pipeline_->set_wire_check(check_cost_->next_on());
+    const auto start = metrics::Clock::now();
+    const auto result = pipeline_->train_batch(batch.inputs, batch.labels, batch.mask, lr);
+    check_cost_->record(metrics::since(start), batch.inputs.size(0));
+    return to_batch_result(result);
   }
 
   BatchResult eval_batch(const data::Batch& batch) override {
@@ -51,6 +75,11 @@ class PipelineEngine final : public Engine {
   }
 
   void end_epoch(EpochStats& s) override {
+    if (check_cost_) {
+      pipeline_->set_wire_check(job_wire_check_);
+      record_check_cost(*check_cost_, s);
+      check_cost_->reset();
+    }
     const auto reports = pipeline_->collect_reports();
     const auto& mine = reports.front().times;
     s.time_forward_s = mine.forward_s;
@@ -76,6 +105,8 @@ class PipelineEngine final : public Engine {
  private:
   std::unique_ptr<pp::Pipeline> pipeline_;
   torch::nn::Sequential local_;
+  std::optional<metrics::AlternatingCost> check_cost_;  // --measure-wire-check
+  const bool job_wire_check_;
 };
 
 // Block weights for the partition: measured forward+backward time (rank 0 measures, all
@@ -166,7 +197,10 @@ std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequ
                                      pipeline_config(setup, group.rank(), group.size(),
                                                      static_cast<int64_t>(model->size()), weights));
   model = torch::nn::Sequential(nullptr);  // keep only this rank's blocks alive
-  if (group.rank() == 0) return std::make_unique<PipelineEngine>(std::move(pipeline));
+  if (group.rank() == 0) {
+    return std::make_unique<PipelineEngine>(
+        std::move(pipeline), setup.config.parallel.pipeline.measure_wire_check, group.wire_check());
+  }
   const TrainConfig& c = setup.config;
   auto optimizer = make_optimizer(c.optim, pipeline->parameters());
   torch::nn::Sequential local = stages_module(*pipeline);

@@ -115,6 +115,12 @@ std::string epoch_line(const EpochStats& s, int64_t epochs) {
     line << "test MCC " << std::setprecision(4) << s.extra[key::kTestMcc].get<double>() << ", ";
   line << std::setprecision(0) << s.samples_per_s << " samples/s, " << std::setprecision(1)
        << s.epoch_s << " s";
+  if (s.extra.contains(key::kWireCheckCost)) {
+    line << "; wire check " << std::showpos << std::setprecision(2)
+         << 100 * s.extra[key::kWireCheckCost].get<double>() << std::noshowpos << " % +- "
+         << 100 * s.extra[key::kWireCheckCostCi95].get<double>() << " % of step time ("
+         << s.extra[key::kWireCheckPairs].get<int64_t>() << " pairs)";
+  }
   return line.str();
 }
 

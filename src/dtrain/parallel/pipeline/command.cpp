@@ -32,6 +32,8 @@ Command from_message(const at::Tensor& message, const std::string& from) {
   if (!std::isfinite(v[2])) throw corrupt("non-finite learning rate");
   Command c;
   c.kind = static_cast<CommandKind>(static_cast<int>(v[0]));
+  if (c.kind == CommandKind::kWireCheck && v[1] != 0 && v[1] != 1)
+    throw corrupt("a wire check switch must be 0 or 1, got " + std::to_string(v[1]));
   c.batch = static_cast<int64_t>(v[1]);
   c.lr = v[2];
   c.epoch = static_cast<int64_t>(v[3]);

@@ -8,7 +8,6 @@
 #include "dtrain/base/device.h"
 #include "dtrain/comm/agreement.h"
 #include "dtrain/comm/group.h"
-#include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
 #include "dtrain/models/batch_context.h"
@@ -147,31 +146,6 @@ const Schedule& Pipeline::schedule_for(bool training, int micro_batches) {
   return it->second;
 }
 
-Command Pipeline::next_command() {
-  return wire_->receive_command();
-}
-
-void Pipeline::execute(const Command& c) {
-  switch (c.kind) {
-    case CommandKind::kTrain:
-    case CommandKind::kEval:
-      run(c.kind == CommandKind::kTrain, c.batch, {}, {}, {});
-      break;
-    case CommandKind::kReport:
-      wire_->send_report(local_report());
-      wire_->reset_counters();
-      break;
-    case CommandKind::kCalibrate:
-      if (!tuner_)
-        throw std::runtime_error(group_.describe() + ": calibrate without --compress auto");
-      tuner_->calibrate_as_follower(last_step_compute_s_);
-      break;
-    case CommandKind::kStop:
-    case CommandKind::kCheckpoint:  // the caller's: it owns the optimizer (follow())
-      break;
-  }
-}
-
 // Before any command goes out: a follower told to run a step waits for its tensors.
 void Pipeline::check_mask(int64_t batch, const at::Tensor& mask) const {
   if (config_.mask_length == 0) return;
@@ -180,40 +154,6 @@ void Pipeline::check_mask(int64_t batch, const at::Tensor& mask) const {
     throw std::invalid_argument("pipeline: a text batch needs its attention mask [" +
                                 std::to_string(batch) + ", " + std::to_string(config_.mask_length) +
                                 "]");
-}
-
-StepResult Pipeline::train_batch(const at::Tensor& inputs, const at::Tensor& labels,
-                                 const at::Tensor& mask, double lr) {
-  check_mask(inputs.size(0), mask);
-  wire_->send_command({CommandKind::kTrain, inputs.size(0), lr});
-  const StepResult result = run(true, inputs.size(0), inputs, labels, mask);
-  // The second step of an epoch: the first may carry warm-up (allocator, kernels' setup).
-  if (tuner_ && calibrate_due_ && wire_->times().steps >= 2) {
-    wire_->send_command({CommandKind::kCalibrate, 0, 0});
-    tuner_->calibrate_as_driver(last_step_compute_s_, config_.micro_batches);
-    calibrate_due_ = false;
-  }
-  return result;
-}
-
-std::vector<metrics::Row> Pipeline::auto_rows() const {
-  return tuner_ ? tuner_->rows() : std::vector<metrics::Row>{};
-}
-
-StepResult Pipeline::eval_batch(const at::Tensor& inputs, const at::Tensor& labels,
-                                const at::Tensor& mask) {
-  check_mask(inputs.size(0), mask);
-  wire_->send_command({CommandKind::kEval, inputs.size(0), 0});
-  return run(false, inputs.size(0), inputs, labels, mask);
-}
-
-void Pipeline::announce_checkpoint(int64_t epoch, int64_t step) {
-  wire_->send_command({CommandKind::kCheckpoint, 0, 0, epoch, step});
-}
-
-void Pipeline::stop() {
-  wire_->send_command({CommandKind::kStop, 0, 0});
-  wire_->wait_sends();
 }
 
 struct Pipeline::Live {
@@ -419,27 +359,6 @@ void Pipeline::gather_result(Step& step) {
     for (size_t i = 0; i < r.confusion.size(); ++i)
       r.confusion[i] = static_cast<int64_t>(v[3 + i]);
   }
-}
-
-RankReport Pipeline::local_report() const {
-  RankReport r;
-  r.rank = group_.rank();
-  r.blocks = block_names_;
-  r.times = wire_->times();
-  r.links = wire_->links();
-  r.peak_rss_bytes = metrics::peak_rss_bytes();
-  return r;
-}
-
-std::vector<RankReport> Pipeline::collect_reports() {
-  calibrate_due_ = true;  // a report closes an epoch: re-check the links in the next one
-  wire_->send_command({CommandKind::kReport, 0, 0});
-  wire_->wait_sends();
-  std::vector<RankReport> out{local_report()};
-  wire_->reset_counters();
-  for (int r = 1; r < group_.size(); ++r)
-    out.push_back(wire_->receive_report(r));
-  return out;
 }
 
 }  // namespace dtrain::parallel::pipeline

@@ -107,6 +107,10 @@ class Pipeline {
   // Tells the followers to save their checkpoint shards of position (epoch, step); the
   // caller then saves its own (train/checkpointer.h, collective over the group).
   void announce_checkpoint(int64_t epoch, int64_t step);
+  // Turns the wire check (comm/group.h) off or on for every rank's messages from here on,
+  // between two steps (a command to every follower, then this rank); a no-op when it already
+  // is. For measuring its cost inside one run (metrics/alternating_cost.h).
+  void set_wire_check(bool on);
   // Releases the followers from their command loop.
   void stop();
   // What a checkpoint's layout must match: the world size and every stage's blocks and rank.
