@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "../support/ranks.h"
+#include "dtrain/base/crc32c.h"
 #include "dtrain/comm/collectives.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
@@ -72,14 +75,15 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3,
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
 // The wire check's two framings round-trip exactly, with it on and off: small payloads
-// carry the check appended, large ones go in pieces (256 KiB .. 4 MiB) and a check message.
+// carry the check appended (up to 1 MiB), large ones go in pieces (1 .. 4 MiB) and a check
+// message.
 TEST(GroupTest, CheckedMessagesOfEverySizeArriveExactly) {
   testing::run_ranks(2, [](Group& g) {
     for (const bool check : {true, false}) {
       g.set_wire_check(check);
       const double check_s_before = g.wire_check_seconds();
-      for (const int64_t n :
-           {int64_t{1}, int64_t{65536}, int64_t{262144}, int64_t{262145}, int64_t{9 << 20} + 3}) {
+      for (const int64_t n : {int64_t{1}, int64_t{65536}, int64_t{1} << 20, (int64_t{1} << 20) + 1,
+                              int64_t{9 << 20} + 3}) {
         const at::Tensor want = at::arange(n, at::kInt).to(at::kByte);
         if (g.rank() == 0) {
           g.send(want, 1, 5);
@@ -94,6 +98,42 @@ TEST(GroupTest, CheckedMessagesOfEverySizeArriveExactly) {
         EXPECT_GT(g.wire_check_seconds(), check_s_before);
       else
         EXPECT_EQ(g.wire_check_seconds(), check_s_before);
+      g.barrier();
+    }
+  });
+}
+
+// With room after the tensor (Group::Room::kCheck) a checked message up to 1 MiB carries its
+// check there, in the caller's own buffers: the receiver finds [CRC32C, size] in its room,
+// the payload arrives exactly, and with the check off (or in pieces) the room is untouched.
+TEST(GroupTest, RoomAfterATensorCarriesTheCheckWithoutACopy) {
+  testing::run_ranks(2, [](Group& g) {
+    using Room = Group::Room;
+    for (const bool check : {true, false}) {
+      g.set_wire_check(check);
+      for (const int64_t n :
+           {int64_t{1}, int64_t{65536}, int64_t{1} << 20, (int64_t{1} << 20) + 1}) {
+        const at::Tensor want = at::arange(n, at::kInt).to(at::kByte);
+        at::Tensor buffer = at::full({n + Group::kCheckRoom}, 0xAA, at::kByte);
+        at::Tensor view = buffer.narrow(0, 0, n);
+        if (g.rank() == 0) {
+          view.copy_(want);
+          g.isend(view, 1, 6, Room::kCheck).wait();
+          EXPECT_TRUE(at::equal(view, want)) << n;  // the payload itself is not changed
+          continue;
+        }
+        g.irecv(view, 0, 6, Room::kCheck).wait();
+        EXPECT_TRUE(at::equal(view, want)) << n << (check ? " checked" : "");
+        const at::Tensor room = buffer.narrow(0, n, Group::kCheckRoom);
+        if (check && n <= (int64_t{1} << 20)) {
+          uint32_t words[2];
+          std::memcpy(words, room.data_ptr(), sizeof(words));
+          EXPECT_EQ(words[0], crc32c(want.data_ptr(), static_cast<size_t>(n))) << n;
+          EXPECT_EQ(words[1], static_cast<uint32_t>(n));
+        } else {
+          EXPECT_TRUE(at::equal(room, at::full({Group::kCheckRoom}, 0xAA, at::kByte))) << n;
+        }
+      }
       g.barrier();
     }
   });

@@ -36,18 +36,19 @@ struct Request::State {
 namespace {
 
 // The wire check's framing (docs/wire-format.md). Payloads up to kInlineCheckBytes travel
-// with their check appended (one message: a copy costs less than a message's overhead);
-// larger ones go in pieces and then an 8-byte check message, so each end checksums one
-// piece while the next crosses: a quarter of the payload (rounded up to 64 KiB), within
-// 256 KiB .. 4 MiB. (Smaller pieces and a 64 KiB limit cost more: on 2 cores each
-// message's handling outweighs the copy; docs/results.md.)
-constexpr int64_t kInlineCheckBytes = int64_t{256} << 10;
+// with their check appended (one message: a copy, fused with the checksum, costs less than
+// the extra messages of pieces); larger ones go in pieces and then an 8-byte check message,
+// so each end checksums one piece while the next crosses: a quarter of the payload (rounded
+// up to 64 KiB), within 1 .. 4 MiB. Measured inside one pipeline run (--measure-wire-check),
+// a 256 KiB limit, which sent the cnn's 400 KB activations in pieces, cost about 2.5
+// points of step time more than carrying them inline (docs/results.md).
+constexpr int64_t kInlineCheckBytes = int64_t{1} << 20;
+constexpr int64_t kFrameGrain = int64_t{64} << 10;
 int64_t piece_bytes(int64_t payload) {
-  constexpr int64_t kGrain = int64_t{64} << 10;
-  const int64_t quarter = (payload / 4 + kGrain - 1) / kGrain * kGrain;
+  const int64_t quarter = (payload / 4 + kFrameGrain - 1) / kFrameGrain * kFrameGrain;
   return std::clamp(quarter, kInlineCheckBytes, int64_t{4} << 20);
 }
-constexpr int64_t kCheckBytes = 8;  // [CRC32C, payload bytes mod 2^32], little-endian uint32
+constexpr int64_t kCheckBytes = Group::kCheckRoom;  // [CRC32C, payload bytes mod 2^32], LE uint32
 
 void write_check(uint8_t* at, uint32_t crc, int64_t bytes) {
   const uint32_t words[2] = {crc, static_cast<uint32_t>(bytes)};
@@ -93,10 +94,11 @@ void Request::wait() {
   if (s.framed.defined()) {
     const auto* data = s.framed.data_ptr<uint8_t>();
     const auto [sent_crc, sent_bytes] = read_check(data + s.bytes);
-    // Copied out and checked in one pass; on a mismatch wait() throws, so the caller never
-    // uses the bytes.
-    const uint32_t crc =
-        s.group->checksum_copy(s.payload.data_ptr(), data, static_cast<size_t>(s.bytes));
+    // Checked (and copied out of a pooled frame) in one pass; on a mismatch wait() throws,
+    // so the caller never uses the bytes.
+    const auto n = static_cast<size_t>(s.bytes);
+    const uint32_t crc = s.payload.defined() ? s.group->checksum_copy(s.payload.data_ptr(), data, n)
+                                             : s.group->checksum(data, n);
     s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
   } else if (s.check.defined()) {
     const auto [sent_crc, sent_bytes] = read_check(s.check.data_ptr<uint8_t>());
@@ -167,7 +169,8 @@ void Group::verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, in
   throw CorruptMessage(msg);
 }
 
-Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked) {
+Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked,
+                    Room room) {
   check_peer(peer, dir == Direction::kSend ? "send" : "recv");
   if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
     throw std::invalid_argument(describe() + ": point-to-point tensors must be contiguous CPU");
@@ -193,14 +196,22 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, 
   if (!checked || !wire_check_) {
     messages.push_back(bytes);
   } else if (s.bytes <= kInlineCheckBytes) {
-    s.frame = take_frame();
-    const at::Tensor framed = s.frame.narrow(0, 0, s.bytes + kCheckBytes);
+    at::Tensor framed;  // payload and check, one message
+    if (room == Room::kCheck) {
+      framed = at::from_blob(bytes.data_ptr(), {s.bytes + kCheckBytes}, at::kByte);
+      s.keep_alive.push_back(bytes);
+    } else {
+      s.frame = take_frame(s.bytes + kCheckBytes);
+      framed = s.frame.narrow(0, 0, s.bytes + kCheckBytes);
+    }
     auto* data = framed.data_ptr<uint8_t>();
+    const auto n = static_cast<size_t>(s.bytes);
     if (send) {
       write_check(data + s.bytes,
-                  checksum_copy(data, bytes.data_ptr(), static_cast<size_t>(s.bytes)), s.bytes);
+                  s.frame.defined() ? checksum_copy(data, bytes.data_ptr(), n) : checksum(data, n),
+                  s.bytes);
     } else {
-      s.payload = bytes;
+      if (s.frame.defined()) s.payload = bytes;  // copied out in wait()
       s.framed = framed;
     }
     messages.push_back(framed);
@@ -235,28 +246,33 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, 
   return req;
 }
 
-Request Group::isend(const at::Tensor& tensor, int peer, int tag) {
-  return post(tensor, peer, tag, Direction::kSend, true);
+Request Group::isend(const at::Tensor& tensor, int peer, int tag, Room room) {
+  return post(tensor, peer, tag, Direction::kSend, true, room);
 }
 
-Request Group::irecv(at::Tensor& tensor, int peer, int tag) {
-  return post(tensor, peer, tag, Direction::kRecv, true);
+Request Group::irecv(at::Tensor& tensor, int peer, int tag, Room room) {
+  return post(tensor, peer, tag, Direction::kRecv, true, room);
 }
 
-at::Tensor Group::take_frame() {
+at::Tensor Group::take_frame(int64_t bytes) {
   {
     const std::lock_guard<std::mutex> lock(frames_mutex_);
-    if (!frames_.empty()) {
-      at::Tensor frame = std::move(frames_.back());
-      frames_.pop_back();
+    // The smallest spare frame that fits: a small message does not take a large one.
+    auto best = frames_.end();
+    for (auto it = frames_.begin(); it != frames_.end(); ++it) {
+      if (it->numel() >= bytes && (best == frames_.end() || it->numel() < best->numel())) best = it;
+    }
+    if (best != frames_.end()) {
+      at::Tensor frame = std::move(*best);
+      frames_.erase(best);
       return frame;
     }
   }
-  return at::empty({kInlineCheckBytes + kCheckBytes}, at::kByte);
+  return at::empty({(bytes + kFrameGrain - 1) / kFrameGrain * kFrameGrain}, at::kByte);
 }
 
 void Group::give_back_frame(at::Tensor frame) {
-  constexpr size_t kMaxSpareFrames = 32;  // 8 MiB: more than a pipeline keeps in flight
+  constexpr size_t kMaxSpareFrames = 32;  // more than a pipeline keeps in flight
   const std::lock_guard<std::mutex> lock(frames_mutex_);
   if (frames_.size() < kMaxSpareFrames) frames_.push_back(std::move(frame));
 }

@@ -16,9 +16,9 @@
 //
 // Integrity: while the wire check is on (the default; DTRAIN_WIRE_CHECK=0 turns it off, and
 //   every rank must agree, which connect() checks), each message carries a check [CRC32C of
-//   the payload, payload bytes mod 2^32]: appended to payloads up to 256 KiB (one message),
+//   the payload, payload bytes mod 2^32]: appended to payloads up to 1 MiB (one message),
 //   or as an 8-byte message after a larger payload sent in pieces (a quarter of it, within
-//   256 KiB .. 4 MiB: each end checksums one piece while the next crosses). The receiver verifies
+//   1 .. 4 MiB: each end checksums one piece while the next crosses). The receiver verifies
 //   it in wait() (recv_bytes: the CRC rides in the length message). A mismatch throws
 //   comm::CorruptMessage naming the link and the message, and the payload is never handed
 //   on. Gloo's own collectives (native_*) are not covered.
@@ -93,8 +93,14 @@ class Group {
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
-  Request isend(const at::Tensor& tensor, int peer, int tag);
-  Request irecv(at::Tensor& tensor, int peer, int tag);
+  // Room after a tensor: with Room::kCheck the caller promises that the kCheckRoom bytes
+  // right after the tensor's last byte are part of the same allocation and free for the
+  // group (a send may overwrite them, a receive fills them). A checked message of up to
+  // 1 MiB then carries its check there: no copy at either end, only the checksum.
+  enum class Room { kNone, kCheck };
+  static constexpr int64_t kCheckRoom = 8;
+  Request isend(const at::Tensor& tensor, int peer, int tag, Room room = Room::kNone);
+  Request irecv(at::Tensor& tensor, int peer, int tag, Room room = Room::kNone);
   void send(const at::Tensor& tensor, int peer, int tag) { isend(tensor, peer, tag).wait(); }
   void recv(at::Tensor& tensor, int peer, int tag) { irecv(tensor, peer, tag).wait(); }
 
@@ -127,7 +133,8 @@ class Group {
 
  private:
   friend class Request;
-  Request post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked);
+  Request post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked,
+               Room room = Room::kNone);
   // The receive side of the wire check: throws CorruptMessage unless the sender's `crc` and
   // `announced_bytes` (mod 2^32) are the `computed` CRC and the `bytes` received.
   void verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, int64_t bytes, int peer,
@@ -136,7 +143,8 @@ class Group {
   uint32_t checksum(const void* data, size_t n, uint32_t crc = 0);
   // Buffers for the inline framing (payload and check in one message), reused: a fresh one
   // per message costs page faults for every few hundred KB sent or received.
-  at::Tensor take_frame();
+  // A pooled byte buffer of at least `bytes` (framed messages), and its return.
+  at::Tensor take_frame(int64_t bytes);
   void give_back_frame(at::Tensor frame);
   // crc32c_copy(out, data, n), its time counted the same way.
   uint32_t checksum_copy(void* out, const void* data, size_t n);

@@ -189,9 +189,10 @@ std::unique_ptr<Codec> make_codec(const CodecSpec& spec) {
   throw std::invalid_argument("unknown codec id");
 }
 
-Packet encode(const Codec& codec, const at::Tensor& tensor) {
+void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, size_t out_size) {
   if (tensor.dim() > kMaxDims) {
-    throw std::invalid_argument("encode: at most " + std::to_string(kMaxDims) + " dimensions");
+    throw std::invalid_argument("a packet holds at most " + std::to_string(kMaxDims) +
+                                " dimensions");
   }
   const uint8_t dtype = dtype_code(tensor.scalar_type());
   // A GPU tensor is cast on the GPU and staged through host memory; the coding runs on the
@@ -211,20 +212,29 @@ Packet encode(const Codec& codec, const at::Tensor& tensor) {
   h.numel = static_cast<uint64_t>(n);
   h.shape = tensor.sizes().vec();
   const size_t header = h.size();
-  Packet out(header + table + payload);
-  uint8_t* p = out.data();
-  h.write(p);
+  if (out_size != header + table + payload) {
+    throw std::invalid_argument("encode: the packet is " +
+                                std::to_string(header + table + payload) + " bytes, the buffer " +
+                                std::to_string(out_size));
+  }
+  h.write(out);
   try {
-    codec.encode_values(x, n, p + header, p + header + table);  // checks finiteness itself
+    codec.encode_values(x, n, out + header, out + header + table);  // checks finiteness itself
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(to_string(codec.spec()) + " " + e.what());
   }
+}
+
+Packet encode(const Codec& codec, const at::Tensor& tensor) {
+  Packet out(packet_size(codec, tensor.sizes().vec()));
+  encode_into(codec, tensor, out.data(), out.size());
   return out;
 }
 
 size_t packet_size(const Codec& codec, const std::vector<int64_t>& shape) {
   if (shape.size() > static_cast<size_t>(kMaxDims)) {
-    throw std::invalid_argument("packet_size: at most " + std::to_string(kMaxDims) + " dimensions");
+    throw std::invalid_argument("a packet holds at most " + std::to_string(kMaxDims) +
+                                " dimensions");
   }
   int64_t n = 1;
   for (const int64_t d : shape) {

@@ -76,6 +76,10 @@ inline std::unique_ptr<Codec> make_codec(const std::string& name) {
 
 // Any device's tensor (a CUDA tensor gives the same bytes as its CPU copy).
 Packet encode(const Codec& codec, const at::Tensor& tensor);
+// The same packet written into `out`, which must hold exactly packet_size(codec, shape)
+// bytes (std::invalid_argument otherwise): for callers that own the buffer (the pipeline
+// leaves room after it for the wire check).
+void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, size_t out_size);
 // The exact size of the packet encode() makes for a tensor of `shape` (header, table and
 // payload), without coding: receivers size their buffers with it. Throws
 // std::invalid_argument on a negative dimension or more than 8 of them.

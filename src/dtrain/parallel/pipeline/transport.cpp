@@ -150,9 +150,13 @@ void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) 
   learn_shape(transfer, t);
   auto pending = std::make_unique<Pending>();
   const auto t0 = Clock::now();
+  const compress::Codec& codec = codec_for(group_.rank(), to_rank, transfer.gradient);
   try {
-    pending->bytes =
-        compress::encode(codec_for(group_.rank(), to_rank, transfer.gradient), t.detach());
+    // The packet with room for the wire check after it (comm::Group::Room).
+    const auto size = static_cast<int64_t>(compress::packet_size(codec, t.sizes().vec()));
+    pending->tensor = at::empty({size + comm::Group::kCheckRoom}, at::kByte).narrow(0, 0, size);
+    compress::encode_into(codec, t.detach(), pending->tensor.data_ptr<uint8_t>(),
+                          static_cast<size_t>(size));
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(describe(transfer) + " cannot be sent: " + e.what() +
                              " (training diverged? lower --lr)");
@@ -167,20 +171,22 @@ void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) 
   }
   const int message_tag = tag(transfer);
   if (length_first) {
+    const auto* data = pending->tensor.data_ptr<uint8_t>();
+    pending->bytes.assign(data, data + pending->tensor.numel());
     pending->request = group_.isend_bytes(pending->bytes, to_rank, message_tag);
   } else {
-    // from_blob does not own: `pending` keeps the bytes until the send completes.
-    pending->tensor = at::from_blob(pending->bytes.data(),
-                                    {static_cast<int64_t>(pending->bytes.size())}, at::kByte);
-    pending->request = group_.isend(pending->tensor, to_rank, message_tag);
+    pending->request =
+        group_.isend(pending->tensor, to_rank, message_tag, comm::Group::Room::kCheck);
   }
   pending_.push_back(std::move(pending));
 }
 
-void StageTransport::post_receive(int message_tag, int from_rank, at::Tensor buffer) {
+void StageTransport::post_receive(int message_tag, int from_rank, at::Tensor buffer,
+                                  bool room_for_check) {
   Inbound in;
   in.buffer = std::move(buffer);
-  in.request = group_.irecv(in.buffer, from_rank, message_tag);
+  in.request = group_.irecv(in.buffer, from_rank, message_tag,
+                            room_for_check ? comm::Group::Room::kCheck : comm::Group::Room::kNone);
   inbound_.emplace(message_tag, std::move(in));
 }
 
@@ -196,8 +202,10 @@ void StageTransport::expect_tensor(const Transfer& transfer) {
   const int from_rank = rank_of(transfer.from_stage);
   if (from_rank == group_.rank() || inbound_.count(tag(transfer))) return;
   const auto bytes = packet_bytes(transfer);
-  if (bytes)
-    post_receive(tag(transfer), from_rank, at::empty({static_cast<int64_t>(*bytes)}, at::kByte));
+  if (!bytes) return;
+  const auto size = static_cast<int64_t>(*bytes);
+  post_receive(tag(transfer), from_rank,
+               at::empty({size + comm::Group::kCheckRoom}, at::kByte).narrow(0, 0, size), true);
 }
 
 at::Tensor StageTransport::receive_tensor(const Transfer& transfer) {

@@ -129,7 +129,8 @@ class StageTransport {
   std::optional<size_t> packet_bytes(const Transfer& transfer) const;
   void learn_shape(const Transfer& transfer, const at::Tensor& t);
   // Receives posted ahead, by tag: post one into `buffer`, or wait for it and take its buffer.
-  void post_receive(int message_tag, int from_rank, at::Tensor buffer);
+  // `room_for_check`: the buffer's allocation has comm::Group::kCheckRoom bytes after it.
+  void post_receive(int message_tag, int from_rank, at::Tensor buffer, bool room_for_check = false);
   at::Tensor take_receive(int message_tag);
   void keep_sending(at::Tensor tensor, int to_rank, int tag);
   void count_received(const Transfer& transfer, size_t bytes, const at::Tensor& t, double waited);
