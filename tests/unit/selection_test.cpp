@@ -45,10 +45,32 @@ std::vector<float> sample(int64_t n, bool relu, uint32_t seed) {
   return x;
 }
 
-TEST(OrderStatistics, ReluCountsTheCrowdedZeroBucket) {
-  // Half the values are +0: the wanted buckets hold ~n/2 values, so the low bits are counted.
+TEST(OrderStatistics, ReluPinsTheZeroBucketWithoutCountingIt) {
+  // Half the values are +0: that bucket holds nothing else, so its ranks need no second
+  // pass; the ranks among the positive values still get one.
   const auto x = sample(1 << 20, true, 1);
   expect_like_sorting(x, spread_ranks(1 << 20, 9));
+  std::vector<float> negative_zeros(5000, -0.f);  // -0 alone, and -0 beside +0
+  expect_like_sorting(negative_zeros, {0, 4999, 2500});
+  for (size_t i = 0; i < negative_zeros.size(); i += 2)
+    negative_zeros[i] = 0.f;
+  expect_like_sorting(negative_zeros, spread_ranks(5000, 9));
+}
+
+TEST(OrderStatistics, ACrowdedBucketOfDistinctValuesCountsItsLowBits) {
+  // Half the values share one bucket (1 + up to 2^-8: the same top 16 key bits) but differ
+  // below: crowded, not constant, so the low bits are counted. Zeros beside positive
+  // denormals (one bucket, not all zero) take the same way.
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> in_bucket(1.f, 1.f + 1.f / 256), wide(-4.f, 4.f);
+  std::vector<float> x(1 << 18);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = i % 2 ? in_bucket(gen) : wide(gen);
+  expect_like_sorting(x, spread_ranks(1 << 18, 9));
+  std::vector<float> zeros_and_denormals(1 << 16, 0.f);
+  for (size_t i = 0; i < zeros_and_denormals.size(); i += 3)
+    zeros_and_denormals[i] = std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 7);
+  expect_like_sorting(zeros_and_denormals, spread_ranks(1 << 16, 9));
 }
 
 TEST(OrderStatistics, DenseBucketsAreCountedWithoutACrowd) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace dtrain::compress {
@@ -37,6 +38,21 @@ std::vector<uint32_t> count_keys(const float* x, int64_t n, size_t size, Index i
     even[k] += odd[k];
   counts.resize(size);
   return counts;
+}
+
+constexpr uint32_t kPositiveZeroKey = 0x80000000u, kNegativeZeroKey = 0x7FFFFFFFu;
+
+// Whether the bucket of +0 (or of -0) holds that zero only: none of the 2^16 - 1 tiny
+// denormals that share its top key bits. A streaming pass the compiler vectorizes.
+bool bucket_holds_only_zero(const float* x, int64_t n, uint32_t zero_key) {
+  const uint32_t zero_bits = zero_key == kPositiveZeroKey ? 0u : 0x80000000u;
+  uint32_t others = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    others |= static_cast<uint32_t>(bits - zero_bits - 1u < 0xFFFFu);
+  }
+  return others == 0;
 }
 
 // Where the wanted ranks fall after the first pass: each rank's bucket and the rank's
@@ -151,17 +167,56 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
   }
   if (ranks.empty()) return {};
 
+  // A wanted bucket crowded with +0 (or -0) and nothing else (ReLU's zeros: half the
+  // values) pins its ranks without a second pass; checking that it holds nothing else
+  // costs a streaming pass, far less than counting its low bits.
+  std::vector<std::pair<size_t, uint32_t>> constant_buckets;
+  const auto constant_key = [&](size_t bucket) -> std::optional<uint32_t> {
+    for (const auto& [b, key] : constant_buckets)
+      if (b == bucket) return key;
+    return std::nullopt;
+  };
+  Located all = locate(counts, ranks);
+  for (const uint32_t zero : {kPositiveZeroKey, kNegativeZeroKey}) {
+    const size_t b = zero >> kShift;
+    if (all.slot_of_bucket[b] >= 0 && int64_t{counts[b]} * 16 > n &&
+        bucket_holds_only_zero(x, n, zero))
+      constant_buckets.emplace_back(b, zero);
+  }
+  std::vector<float> result(ranks.size());
+  Located rest;  // the ranks left for the second pass
+  std::vector<size_t> rest_rank;
+  rest.slot_of_bucket = std::move(all.slot_of_bucket);
+  for (const size_t b : all.wanted) {
+    rest.slot_of_bucket[b] = constant_key(b) ? -1 : static_cast<int32_t>(rest.wanted.size());
+    if (!constant_key(b)) rest.wanted.push_back(b);
+  }
+  for (size_t w = 0; w < ranks.size(); ++w) {
+    if (const auto key = constant_key(all.bucket_of[w])) {
+      result[w] = from_key(*key);
+      continue;
+    }
+    rest.bucket_of.push_back(all.bucket_of[w]);
+    rest.offset_in_bucket.push_back(all.offset_in_bucket[w]);
+    rest_rank.push_back(w);
+  }
+  if (rest_rank.empty()) return result;
+
   // The second pass pins each rank to one full key. Which way is cheaper depends on how
   // many values the wanted buckets hold (m) and how many buckets there are: estimated in
   // value-sized operations (a count array costs its zeroing and its merge).
-  Located at = locate(counts, ranks);
   double m = 0;
-  for (const size_t b : at.wanted)
+  for (const size_t b : rest.wanted)
     m += counts[b];
-  const double histogram_cost = 0.5 * static_cast<double>((at.wanted.size() + 1) * kLowValues);
+  const double histogram_cost = 0.5 * static_cast<double>((rest.wanted.size() + 1) * kLowValues);
   const double gathering_cost = 2.0 * m * std::log2(m + 2.0);
-  if (gathering_cost < histogram_cost) return select_by_gathering(x, n, counts, at);
-  return select_by_low_counts(x, n, at, m * 16 > static_cast<double>(n));
+  const std::vector<float> found =
+      gathering_cost < histogram_cost
+          ? select_by_gathering(x, n, counts, rest)
+          : select_by_low_counts(x, n, rest, m * 16 > static_cast<double>(n));
+  for (size_t i = 0; i < rest_rank.size(); ++i)
+    result[rest_rank[i]] = found[i];
+  return result;
 }
 
 }  // namespace dtrain::compress

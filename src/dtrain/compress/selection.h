@@ -4,7 +4,9 @@
 // one full key, i.e. one exact value, either by counting the low 16 bits of the values in
 // the buckets that hold wanted ranks (linear; a 256 KiB count array per such bucket) or,
 // when those buckets hold few values or are many (small tensors, sortquant with many
-// groups), by gathering those values' keys and sorting just them.
+// groups), by gathering those values' keys and sorting just them. A wanted bucket crowded
+// with +0 or -0 (ReLU's zeros: half the values) is first checked for holding nothing else,
+// in a streaming pass; if so its ranks are that zero, with no counting.
 #pragma once
 
 #include <cstdint>
