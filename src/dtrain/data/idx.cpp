@@ -5,7 +5,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -71,8 +70,10 @@ at::Tensor read_idx(const std::string& path) {
     read_exact(f.get(), data.data() + done, data.size() - done, path,
                header + static_cast<int64_t>(done), "the data");
   }
-  at::Tensor out = at::empty(dims, at::kByte);
-  if (total > 0) std::memcpy(out.data_ptr<uint8_t>(), data.data(), data.size());
+  // The tensor takes over the bytes read (no copy: the images of Fashion-MNIST are 47 MB).
+  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(data));
+  at::Tensor out = at::from_blob(
+      owned->data(), dims, [owned](void*) {}, at::TensorOptions(at::kByte));
   char extra;
   if (gzread(f.get(), &extra, 1) > 0) {
     throw std::runtime_error(path + ": byte " + std::to_string(header + total) +
