@@ -1,9 +1,8 @@
 #include "dtrain/base/parse.h"
 
-#include <cmath>
-
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace dtrain {

@@ -254,6 +254,10 @@ Request Group::irecv(at::Tensor& tensor, int peer, int tag, Room room) {
   return post(tensor, peer, tag, Direction::kRecv, true, room);
 }
 
+at::Tensor Group::buffer_with_room(int64_t bytes) {
+  return at::empty({bytes + kCheckRoom}, at::kByte).narrow(0, 0, bytes);
+}
+
 at::Tensor Group::take_frame(int64_t bytes) {
   {
     const std::lock_guard<std::mutex> lock(frames_mutex_);

@@ -99,6 +99,9 @@ class Group {
   // 1 MiB then carries its check there: no copy at either end, only the checksum.
   enum class Room { kNone, kCheck };
   static constexpr int64_t kCheckRoom = 8;
+  // A byte tensor of `bytes` whose allocation holds kCheckRoom more after it: a buffer the
+  // caller may pass with Room::kCheck.
+  static at::Tensor buffer_with_room(int64_t bytes);
   Request isend(const at::Tensor& tensor, int peer, int tag, Room room = Room::kNone);
   Request irecv(at::Tensor& tensor, int peer, int tag, Room room = Room::kNone);
   void send(const at::Tensor& tensor, int peer, int tag) { isend(tensor, peer, tag).wait(); }
@@ -141,9 +144,9 @@ class Group {
               int tag) const;
   // crc32c(data, n, crc), its time counted in wire_check_seconds().
   uint32_t checksum(const void* data, size_t n, uint32_t crc = 0);
-  // Buffers for the inline framing (payload and check in one message), reused: a fresh one
-  // per message costs page faults for every few hundred KB sent or received.
-  // A pooled byte buffer of at least `bytes` (framed messages), and its return.
+  // Buffers for the inline framing (payload and check in one message) of callers without
+  // room, reused: a fresh one per message costs page faults for every few hundred KB. A
+  // pooled buffer of at least `bytes`, and its return.
   at::Tensor take_frame(int64_t bytes);
   void give_back_frame(at::Tensor frame);
   // crc32c_copy(out, data, n), its time counted the same way.

@@ -188,8 +188,12 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
   std::vector<size_t> rest_rank;
   rest.slot_of_bucket = std::move(all.slot_of_bucket);
   for (const size_t b : all.wanted) {
-    rest.slot_of_bucket[b] = constant_key(b) ? -1 : static_cast<int32_t>(rest.wanted.size());
-    if (!constant_key(b)) rest.wanted.push_back(b);
+    if (constant_key(b)) {
+      rest.slot_of_bucket[b] = -1;
+      continue;
+    }
+    rest.slot_of_bucket[b] = static_cast<int32_t>(rest.wanted.size());
+    rest.wanted.push_back(b);
   }
   for (size_t w = 0; w < ranks.size(); ++w) {
     if (const auto key = constant_key(all.bucket_of[w])) {

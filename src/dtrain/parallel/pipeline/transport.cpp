@@ -154,7 +154,7 @@ void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) 
   try {
     // The packet with room for the wire check after it (comm::Group::Room).
     const auto size = static_cast<int64_t>(compress::packet_size(codec, t.sizes().vec()));
-    pending->tensor = at::empty({size + comm::Group::kCheckRoom}, at::kByte).narrow(0, 0, size);
+    pending->tensor = comm::Group::buffer_with_room(size);
     compress::encode_into(codec, t.detach(), pending->tensor.data_ptr<uint8_t>(),
                           static_cast<size_t>(size));
   } catch (const std::invalid_argument& e) {
@@ -204,8 +204,7 @@ void StageTransport::expect_tensor(const Transfer& transfer) {
   const auto bytes = packet_bytes(transfer);
   if (!bytes) return;
   const auto size = static_cast<int64_t>(*bytes);
-  post_receive(tag(transfer), from_rank,
-               at::empty({size + comm::Group::kCheckRoom}, at::kByte).narrow(0, 0, size), true);
+  post_receive(tag(transfer), from_rank, comm::Group::buffer_with_room(size), true);
 }
 
 at::Tensor StageTransport::receive_tensor(const Transfer& transfer) {
