@@ -3,6 +3,9 @@
 # (docs/data/ddp-*.jsonl, syncbn.jsonl, scale-*.jsonl).
 #   bash bench/ddp.sh [ddp|resnet|hooks|syncbn|compress|scale]...   (default: all)
 # The PyTorch side runs on the project's pinned torch (PYTHON, default .venv/bin/python).
+# ddp and resnet: ROUNDS alternated rounds (3 and 2 by default); BASE=<another dtrain
+# binary> adds that build to every round ("build":"base") to measure a change side by side;
+# SUFFIX names their output files docs/data/ddp-*-vs-pytorch$SUFFIX.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
@@ -13,17 +16,26 @@ trap 'rm -f "$tmp"' EXIT
 pytorch_ddp() {  # pytorch_ddp ARGS...: rank 0's JSON line
   "$bin" launch -n 2 -- "$py" bench/pytorch_ddp.py "$@" | sed -n 's/^\[rank 0\] //p'
 }
+dtrain_ddp() {  # dtrain_ddp ROUND FIELDS ARGS...: the first epoch's line of BASE (if set), then ours
+  local round=$1 fields=$2 build exe
+  shift 2
+  for build in ${BASE:+base} current; do
+    exe=$bin
+    [[ $build == base ]] && exe=$BASE
+    "$exe" train --parallel ddp -n 2 "$@" --quiet --metrics "$tmp"
+    head -1 "$tmp" | sed "s/^{/{\"impl\":\"dtrain-ddp\",\"build\":\"$build\",$fields\"round\":$round,/"
+  done
+}
 for section in ${*:-ddp resnet hooks syncbn compress scale}; do
   case $section in
   ddp)
     # Seed 004's table: ours vs torch DDP, same cnn, 10000 Fashion-MNIST samples, 64 per
     # rank, SGD 0.05 constant, 2 ranks x 1 thread; alternated 3 times so drift hits both.
-    out=docs/data/ddp-vs-pytorch.jsonl
+    out=docs/data/ddp-vs-pytorch${SUFFIX:-}.jsonl
     : >"$out"
-    for round in 1 2 3; do
-      "$bin" train --parallel ddp -n 2 --model cnn --limit-train 10000 --limit-test 1000 \
-        --epochs 1 --batch-size 64 --lr-schedule constant --quiet --metrics "$tmp"
-      head -1 "$tmp" | sed "s/^{/{\"impl\":\"dtrain-ddp\",\"round\":$round,/" >>"$out"
+    for round in $(seq "${ROUNDS:-3}"); do
+      dtrain_ddp "$round" "" --model cnn --limit-train 10000 --limit-test 1000 \
+        --epochs 1 --batch-size 64 --lr-schedule constant >>"$out"
       pytorch_ddp --limit-train 10000 --limit-test 1000 | sed "s/^{/{\"round\":$round,/" >>"$out"
     done
     ;;
@@ -31,13 +43,12 @@ for section in ${*:-ddp resnet hooks syncbn compress scale}; do
     # The CIFAR ResNet-18 (11.2 M parameters), 2 ranks x 32 samples, synthetic 3x32x32
     # data (1280 samples: 20 steps), SGD 0.05 constant, no augmentation (the PyTorch
     # script has none; dtrain crops and flips 32x32 colour data by default); alternated twice.
-    out=docs/data/ddp-resnet18-vs-pytorch.jsonl
+    out=docs/data/ddp-resnet18-vs-pytorch${SUFFIX:-}.jsonl
     : >"$out"
-    for round in 1 2; do
-      "$bin" train --parallel ddp -n 2 --model resnet18 --dataset synthetic --input-shape 3,32,32 \
-        --num-classes 10 --synthetic-size 1280 --epochs 1 --batch-size 32 --lr-schedule constant \
-        --crop-padding 0 --flip 0 --quiet --metrics "$tmp"
-      head -1 "$tmp" | sed "s/^{/{\"impl\":\"dtrain-ddp\",\"model\":\"resnet18\",\"round\":$round,/" >>"$out"
+    for round in $(seq "${ROUNDS:-2}"); do
+      dtrain_ddp "$round" '"model":"resnet18",' --model resnet18 --dataset synthetic \
+        --input-shape 3,32,32 --num-classes 10 --synthetic-size 1280 --epochs 1 --batch-size 32 \
+        --lr-schedule constant --crop-padding 0 --flip 0 >>"$out"
       pytorch_ddp --model resnet18 --dataset synthetic --synthetic-size 1280 --batch-size 32 \
         --limit-test 256 | sed "s/^{/{\"round\":$round,/" >>"$out"
     done

@@ -72,23 +72,28 @@ def ablation():
 
 
 def ddp_vs_pytorch(name):
-    """Per round: dtrain DDP and PyTorch DDP side by side; then the mean ratios."""
-    body, ours, theirs = [], [], []
+    """Per round: dtrain DDP (and a base build, if measured) and PyTorch DDP side by side;
+    then the mean ratios."""
+    body, runs = [], {}
     for r in rows(name):
         mine = r.get("impl") == "dtrain-ddp"
+        impl = ("dtrain" if r.get("build", "current") == "current" else "dtrain (base)") if mine \
+            else f'PyTorch {r["torch"]}'
         step = r[K.epoch_s] / r[K.steps] if mine else r[K.step_s]
         sps = r[K.samples_per_s]
-        (ours if mine else theirs).append((step, sps, r[K.peak_rss_max_bytes]))
-        body.append([r["round"], "dtrain" if mine else f'PyTorch {r["torch"]}', f'{r[K.epoch_s]:.2f}',
-                     f'{1000 * step:.1f}', f'{sps:.1f}', f'{r[K.peak_rss_max_bytes] / 2**20:.0f}',
-                     f'{r[K.train_loss]:.4f}', f'{r[K.test_acc]:.4f}'])
+        runs.setdefault(impl if mine else "PyTorch", []).append((step, sps, r[K.peak_rss_max_bytes]))
+        body.append([r["round"], impl, f'{r[K.epoch_s]:.2f}', f'{1000 * step:.1f}', f'{sps:.1f}',
+                     f'{r[K.peak_rss_max_bytes] / 2**20:.0f}', f'{r[K.train_loss]:.4f}',
+                     f'{r[K.test_acc]:.4f}'])
     print(table(["round", "impl", "epoch s", "step ms", "samples/s", "peak RSS MiB (max over ranks)",
                  "train loss", "test acc"], body))
-    if ours and theirs:
-        mean = lambda xs, i: statistics.mean(x[i] for x in xs)
-        print(f"\nmean step time ratio dtrain/PyTorch: {mean(ours, 0) / mean(theirs, 0):.3f}; "
-              f"samples/s ratio: {mean(ours, 1) / mean(theirs, 1):.3f}; "
-              f"peak RSS ratio: {mean(ours, 2) / mean(theirs, 2):.3f}")
+    mean = lambda xs, i: statistics.mean(x[i] for x in xs)
+    for ours, theirs in (("dtrain", "PyTorch"), ("dtrain (base)", "PyTorch"), ("dtrain", "dtrain (base)")):
+        if ours in runs and theirs in runs:
+            a, b = runs[ours], runs[theirs]
+            print(f"\nmean step time ratio {ours}/{theirs}: {mean(a, 0) / mean(b, 0):.3f}; "
+                  f"samples/s ratio: {mean(a, 1) / mean(b, 1):.3f}; "
+                  f"peak RSS ratio: {mean(a, 2) / mean(b, 2):.3f}")
 
 
 def ddp():

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -51,9 +52,15 @@ std::vector<at::Tensor> reference(int64_t rows) {
   return out;
 }
 
-// Each rank trains on its rows of every global batch, in `micro` accumulation steps.
+// Called on every rank after each synchronized backward, with the model.
+using AfterSync = std::function<void(const torch::nn::Module&)>;
+
+// Each rank trains on its rows of every global batch, in `micro` accumulation steps;
+// zero_grad() either drops the gradients (PyTorch's default) or zeroes them in place.
 std::map<int, std::vector<at::Tensor>> run_ddp(int world, DdpConfig config, int micro,
-                                               std::vector<DdpStats>* stats = nullptr) {
+                                               std::vector<DdpStats>* stats = nullptr,
+                                               bool zero_to_none = true,
+                                               const AfterSync& after_sync = nullptr) {
   std::vector<torch::nn::Sequential> models;
   for (int r = 0; r < world; ++r)
     models.push_back(make_mlp(1 + static_cast<uint64_t>(r)));  // DDP must copy rank 0's
@@ -66,7 +73,7 @@ std::map<int, std::vector<at::Tensor>> run_ddp(int world, DdpConfig config, int 
     DistributedDataParallel ddp(g, model.ptr(), config);
     auto opt = make_sgd(model->parameters());
     for (const auto& [x, y] : batches) {
-      opt.zero_grad();
+      opt.zero_grad(zero_to_none);
       const int64_t rows = kPerRank * micro;
       const at::Tensor xs = x.narrow(0, g.rank() * rows, rows),
                        ys = y.narrow(0, g.rank() * rows, rows);
@@ -79,6 +86,7 @@ std::map<int, std::vector<at::Tensor>> run_ddp(int world, DdpConfig config, int 
         (loss / static_cast<double>(micro)).backward();
         ddp.finish_backward();
       }
+      if (after_sync) after_sync(*model);
       opt.step();
     }
     std::vector<at::Tensor> params;
@@ -150,6 +158,52 @@ TEST(Ddp, AccumulationEqualsOneLargerBatchAndSkipsCommunication) {
   run_ddp(2, c, 1, &one);
   // Reductions happen on synchronized micro-steps only: as many as without accumulation.
   EXPECT_EQ(two[0].reductions, one[0].reductions);
+}
+
+TEST(Ddp, GradientsAreViewsIntoTheBucketWhicheverWayTheyAreZeroed) {
+  for (const bool to_none : {true, false}) {
+    for (const int micro : {1, 2}) {
+      SCOPED_TRACE(std::string(to_none ? "zero_grad(set_to_none)" : "zero_grad in place") +
+                   ", micro-steps " + std::to_string(micro));
+      DdpConfig c;  // default caps: the whole tiny model is the first bucket
+      std::atomic<int> checked{0};
+      const auto got = run_ddp(2, c, micro, nullptr, to_none, [&](const torch::nn::Module& m) {
+        const auto params = m.parameters();
+        for (const auto& p : params) {
+          ASSERT_TRUE(p.grad().defined());
+          EXPECT_EQ(p.grad().sizes(), p.sizes());
+          // One bucket: every gradient lies in the same flat buffer, none is a copy.
+          EXPECT_TRUE(p.grad().is_alias_of(params.front().grad()));
+        }
+        ++checked;
+      });
+      expect_close(got, reference(2 * kPerRank * micro));
+      EXPECT_EQ(checked.load(), 2 * kSteps);
+    }
+  }
+}
+
+// A parameter with no part in the forward: what its .grad holds is averaged (zero if
+// nothing), as for the others, and it lands in the bucket too.
+TEST(Ddp, ParametersOutsideTheGraphAverageWhatTheirGradientsHold) {
+  testing::run_ranks(2, [&](comm::Group& g) {
+    auto model = std::make_shared<torch::nn::Module>();
+    auto used = model->register_module("used", torch::nn::Linear(4, 2));
+    auto idle = model->register_module("idle", torch::nn::Linear(3, 3));
+    DistributedDataParallel ddp(g, model, {});
+    for (const bool set_by_hand : {true, false}) {
+      for (auto& p : model->parameters())
+        p.mutable_grad() = at::Tensor();
+      if (set_by_hand) idle->weight.mutable_grad() = at::full({3, 3}, 1.0 + g.rank());
+      used->forward(at::ones({1, 4})).sum().backward();
+      ddp.finish_backward();
+      EXPECT_TRUE(at::allclose(idle->weight.grad(), at::full({3, 3}, set_by_hand ? 1.5 : 0.0)));
+      EXPECT_TRUE(at::equal(idle->bias.grad(), at::zeros({3})));
+      // d(sum)/d(bias) is one per output on both ranks: the average is one too.
+      EXPECT_TRUE(at::equal(used->bias.grad(), at::ones({2})));
+      EXPECT_TRUE(idle->weight.grad().is_alias_of(used->weight.grad()));
+    }
+  });
 }
 
 TEST(Ddp, CompressedGradientsWithErrorFeedbackConvergeAndStayIdentical) {

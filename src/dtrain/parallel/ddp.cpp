@@ -1,8 +1,12 @@
 #include "dtrain/parallel/ddp.h"
 
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 
 #include "dtrain/comm/agreement.h"
 #include "dtrain/comm/coded_allreduce.h"
@@ -25,6 +29,23 @@ int exchange_tag(int phase, size_t bucket) {
   static const comm::TagLayout layout(comm::TagSpace::kDdp, {{"phase", 1}, {"bucket", 23}});
   return layout.make({phase, static_cast<int64_t>(bucket)});
 }
+
+// Runs after autograd has accumulated a parameter's gradient into .grad (a post hook of
+// its AccumulateGrad node, where PyTorch's reducer hooks in too): .grad then already holds
+// the sum over no_sync steps, and may already be the bucket view itself.
+class AfterAccumulation final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AfterAccumulation(std::function<void()> on_ready) : on_ready_(std::move(on_ready)) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    on_ready_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> on_ready_;
+};
 
 constexpr int kShapeSlots = 6;  // per parameter: ndim, 4 leading dims, numel
 
@@ -144,10 +165,20 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
     b->pending = b->params.size();
     b->scatter_feedback.resize(static_cast<size_t>(group_.size()));
   }
+  views_.resize(params_.size());
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
-    hooks_.emplace_back(
-        k, params_[k].register_hook([this, k](const at::Tensor& grad) { on_gradient(k, grad); }));
+    views_[k] = buckets_[slots_[k].bucket]
+                    ->flat.narrow(0, slots_[k].offset, params_[k].numel())
+                    .view_as(params_[k])
+                    // Not an autograd view: LibTorch's zero_grad() detaches .grad in place,
+                    // which it refuses for views.
+                    .detach();
+    // The variable holds its accumulator weakly: holding it here keeps the hook in place.
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
+    const uintptr_t key = accumulator->add_post_hook(
+        std::make_unique<AfterAccumulation>([this, k] { on_accumulated(k); }));
+    hooks_.push_back({std::move(accumulator), key});
   }
   worker_ = std::thread([this] {
     metrics::trace::name_thread("ddp communication");
@@ -163,23 +194,27 @@ DistributedDataParallel::~DistributedDataParallel() {
   cv_.notify_all();
   worker_.join();
   // Hooks capture `this`: a model that outlives us must not call them.
-  for (const auto& [param, handle] : hooks_)
-    params_[param].remove_hook(handle);
+  for (const auto& hook : hooks_)
+    hook.accumulator->del_post_hook(hook.key);
 }
 
-void DistributedDataParallel::on_gradient(size_t k, const at::Tensor& grad) {
-  if (!sync_) return;  // local accumulation: autograd adds into .grad as usual
+void DistributedDataParallel::on_accumulated(size_t k) {
+  if (!sync_) return;  // local accumulation: .grad keeps the running sum
+  adopt_gradient(k);
   Slot& slot = slots_[k];
-  Bucket& b = *buckets_[slot.bucket];
-  at::Tensor view = b.flat.narrow(0, slot.offset, params_[k].numel());
-  // .grad still holds the earlier accumulation steps; this gradient is added after us.
-  const at::Tensor& prior = params_[k].grad();
-  if (prior.defined())
-    at::add_out(view, prior.reshape({-1}), grad.reshape({-1}));
-  else
-    view.copy_(grad.reshape({-1}));
   slot.ready = true;
-  if (--b.pending == 0) mark_ready(slot.bucket);
+  if (--buckets_[slot.bucket]->pending == 0) mark_ready(slot.bucket);
+}
+
+void DistributedDataParallel::adopt_gradient(size_t k) {
+  at::Tensor& grad = params_[k].mutable_grad();
+  const at::Tensor& view = views_[k];
+  if (grad.is_same(view)) return;  // autograd accumulated into the bucket in place
+  if (grad.defined())
+    view.copy_(grad);
+  else
+    view.zero_();
+  grad = view;
 }
 
 void DistributedDataParallel::mark_ready(size_t bucket) {
@@ -282,14 +317,10 @@ void DistributedDataParallel::finish_backward() {
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = *buckets_[bi];
     if (b.pending == 0) continue;
+    torch::NoGradGuard no_grad;
     for (size_t k : b.params) {
       if (slots_[k].ready) continue;
-      at::Tensor view = b.flat.narrow(0, slots_[k].offset, params_[k].numel());
-      const at::Tensor& g = params_[k].grad();
-      if (g.defined())
-        view.copy_(g.reshape({-1}));
-      else
-        view.zero_();
+      adopt_gradient(k);
       slots_[k].ready = true;
     }
     b.pending = 0;
@@ -311,18 +342,8 @@ void DistributedDataParallel::finish_backward() {
   }
   for (auto& s : slots_)
     s.ready = false;
+  // .grad is the bucket view of every parameter: the averages are already in place.
   if (failure) std::rethrow_exception(failure);
-  torch::NoGradGuard no_grad;
-  for (size_t k = 0; k < params_.size(); ++k) {
-    if (!params_[k].requires_grad()) continue;
-    const at::Tensor reduced =
-        buckets_[slots_[k].bucket]->flat.narrow(0, slots_[k].offset, params_[k].numel());
-    at::Tensor& g = params_[k].mutable_grad();
-    if (g.defined())
-      g.copy_(reduced.view_as(g));
-    else
-      g = reduced.view_as(params_[k]).clone();
-  }
 }
 
 DdpStats DistributedDataParallel::take_stats() {

@@ -8,10 +8,15 @@
 // - Parameters are grouped into buckets in reverse registration order (roughly the order
 //   backward produces their gradients); a bucket closes once it reaches its cap (so it may
 //   exceed it by one parameter); the first bucket's cap is small so communication starts
-//   early. A gradient hook copies each gradient into its bucket's flat buffer; a full
-//   bucket is handed to a communication thread that all-reduces it (in bucket order, the
-//   same on every rank) while backward goes on. finish_backward() waits for the rest and
-//   writes the averaged gradients into .grad.
+//   early. Each parameter's .grad becomes a view into its bucket's flat buffer (PyTorch's
+//   gradient_as_bucket_view): once autograd has accumulated a gradient, a hook moves it
+//   into the view if it is not there already (a gradient allocated afresh after
+//   zero_grad() is copied once; one accumulated into .grad in place costs nothing) and
+//   points .grad at the view. A full bucket is handed to a communication thread that
+//   all-reduces it in place (in bucket order, the same on every rank) while backward goes
+//   on. finish_backward() waits for the rest: the averages are then in .grad, with no
+//   copy out. .grad therefore shares memory with the bucket: assigning a new tensor to
+//   .grad is fine (it is copied in at the next backward), and so is zero_grad() either way.
 // - set_sync(false) turns the next backward into local accumulation (no communication),
 //   like PyTorch's no_sync(); the next synchronized backward reduces the accumulated sum.
 // - With a gradient codec other than "none", each bucket is reduced as a reduce-scatter of
@@ -27,6 +32,7 @@
 #include <torch/nn/module.h>
 
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -37,6 +43,9 @@
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/compress/codec.h"
 
+namespace torch::autograd {
+struct Node;
+}
 namespace dtrain::comm {
 class Group;
 }
@@ -92,7 +101,10 @@ class DistributedDataParallel {
 
  private:
   struct Bucket;
-  void on_gradient(size_t param, const at::Tensor& grad);
+  void on_accumulated(size_t param);
+  // Makes .grad the parameter's bucket view, moving what .grad held into it (zero if
+  // nothing).
+  void adopt_gradient(size_t param);
   void mark_ready(size_t bucket);
   void communicate();
   // Both return the bytes this rank sent.
@@ -103,7 +115,12 @@ class DistributedDataParallel {
   std::shared_ptr<torch::nn::Module> model_;
   DdpConfig config_;
   std::vector<at::Tensor> params_;
-  std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle)
+  std::vector<at::Tensor> views_;  // per parameter: its gradient's place in its bucket
+  struct Hook {
+    std::shared_ptr<torch::autograd::Node> accumulator;
+    uintptr_t key;
+  };
+  std::vector<Hook> hooks_;
   struct Slot {
     size_t bucket;
     int64_t offset;
