@@ -213,6 +213,40 @@ TEST(NetlabTest, CompressGradAutoCompressesOnASlowLink) {
   EXPECT_GT(rows[0]["test_acc"].get<double>(), 0.3);  // chance: 0.1
 }
 
+// A runoff on a 20 Mbit/s link (--compress-runoff 100: the closest other candidate is
+// always run off): 3 measured pairs in the row, for the pipeline's driver and DDP's rank 0,
+// and on a link this slow the smallest packets win the measurement too.
+TEST(NetlabTest, AutoRunsTheClosestCandidateOffAndKeepsTheFaster) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--rate", "20mbit"});
+  ASSERT_TRUE(lab.ok());
+  const std::string metrics = "/tmp/dtrain-netlab-runoff-" + std::to_string(getpid()) + ".jsonl";
+  const std::vector<std::vector<std::string>> modes = {
+      {"--parallel", "pipeline", "--placement", "ushape", "--model", "cnn", "--limit-train", "1280",
+       "--compress", "auto"},
+      {"--parallel", "ddp", "--model", "mlp", "--limit-train", "2048", "--compress-grad", "auto"}};
+  for (const auto& mode : modes) {
+    SCOPED_TRACE(mode[1]);
+    std::vector<std::string> argv{
+        DTRAIN_BINARY, "train", "-n",           "2",   "--netlab",          lab.name(),
+        "--epochs",    "1",     "--limit-test", "100", "--compress-runoff", "100",
+        "--metrics",   metrics, "--no-progress"};
+    argv.insert(argv.end(), mode.begin(), mode.end());
+    Process train(argv);
+    ASSERT_EQ(train.wait_for(300s), 0) << train.err();
+    EXPECT_NE(train.err().find("runoff over 3 pairs"), std::string::npos) << train.err();
+    const auto rows = testing::take_json_lines_file(metrics);
+    ASSERT_EQ(rows.size(), 2u);
+    ASSERT_FALSE(rows[0]["auto_links"].empty()) << rows[0].dump();
+    for (const auto& l : rows[0]["auto_links"]) {
+      EXPECT_EQ(l["runoff_pairs"], 3) << l.dump();
+      ASSERT_EQ(l["measured_step_s_by_codec"].size(), 2u) << l.dump();
+      EXPECT_TRUE(l["measured_step_s_by_codec"].contains("sortquant:6:2")) << l.dump();
+      EXPECT_EQ(l["codec"], "sortquant:6:2") << l.dump();
+    }
+  }
+}
+
 TEST(NetlabTest, RefusesWithoutRootSayingSo) {
   if (geteuid() != 0) {
     Process up({DTRAIN_BINARY, "netlab", "up", "x", "--hosts", "2"});

@@ -39,6 +39,7 @@ struct Options {
   bool compress_auto = false, compress_grad_auto = false;
   std::string compress_candidates = names_of(parallel::default_auto_candidates());
   int compress_min_bits = 8;
+  double compress_runoff = parallel::AutoCompress{}.runoff_window;
 };
 
 const EnumNames<bool> kEdgeNames("edge set", {{false, "client"}, {true, "all"}});
@@ -63,6 +64,7 @@ parallel::AutoCompress auto_options(const Options& o) {
     }
   }
   a.min_bits = o.compress_min_bits;
+  a.runoff_window = o.compress_runoff;
   parallel::eligible_candidates(a);
   return a;
 }
@@ -193,6 +195,12 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_option("--compress-min-bits", o->compress_min_bits,
                   "--compress auto: never fewer bits per value than this")
       ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  sub->add_option("--compress-runoff", o->compress_runoff,
+                  "--compress auto and --compress-grad auto: a candidate predicted within this "
+                  "fraction of the choice's step time is run off against it over the next 8 "
+                  "training steps, and the faster as measured is kept (0: trust the prediction)")
+      ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   add_typed_option(
       sub, "--compress-grad", o->compress_grad,

@@ -75,6 +75,9 @@ inline constexpr char kCodec[] = "codec";
 inline constexpr char kRateMbps[] = "rate_mbps";
 inline constexpr char kPredictedStepS[] = "predicted_step_s";
 inline constexpr char kPredictedBy[] = "predicted_step_s_by_codec";
+// Its runoff (parallel/auto_runoff.h): pairs of steps counted, mean step per codec run off.
+inline constexpr char kRunoffPairs[] = "runoff_pairs";
+inline constexpr char kMeasuredBy[] = "measured_step_s_by_codec";
 
 // The summary row closing a run's JSON lines.
 inline constexpr char kSummary[] = "summary";

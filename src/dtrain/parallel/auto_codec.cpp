@@ -100,7 +100,7 @@ std::vector<LinkChoice> choose_codecs(const AutoInput& input) {
   std::vector<LinkChoice> out;
   for (size_t i = 0; i < input.links.size(); ++i) {
     LinkChoice choice{
-        input.links[i].src, input.links[i].dst, input.links[i].rate_bytes_per_s, best[i], {}};
+        input.links[i].src, input.links[i].dst, input.links[i].rate_bytes_per_s, best[i], {}, {}};
     std::vector<size_t> c = best;
     for (c[i] = 0; c[i] < input.links[i].costs.size(); ++c[i])
       choice.predicted_step_s.push_back(predict_step_s(input, c));
@@ -130,6 +130,14 @@ metrics::Row to_row(const LinkChoice& choice, const std::vector<compress::CodecS
   row[key::kCodec] = compress::to_string(candidates.at(choice.chosen));
   row[key::kPredictedStepS] = choice.predicted_step_s.at(choice.chosen);
   row[key::kPredictedBy] = by_codec;
+  if (choice.runoff) {
+    const RunoffResult& r = *choice.runoff;
+    metrics::Row measured = metrics::Row::object();
+    measured[compress::to_string(candidates.at(r.a))] = r.a_step_s;
+    measured[compress::to_string(candidates.at(r.b))] = r.b_step_s;
+    row[key::kRunoffPairs] = r.pairs;
+    row[key::kMeasuredBy] = measured;
+  }
   return row;
 }
 

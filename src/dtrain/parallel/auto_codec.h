@@ -15,6 +15,9 @@
 // link) keep the exact codec and the choice does not flap between epochs.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,9 @@ namespace dtrain::parallel {
 struct AutoCompress {
   std::vector<compress::CodecSpec> candidates;  // in preference order for ties
   int min_bits = 8;                             // never below this many bits per value
+  // auto_runoff.h: candidates predicted within this fraction of the choice are run off
+  // against it by measurement; 0 trusts the prediction.
+  double runoff_window = 0.25;
 };
 // none, fp16, sortquant:12, sortquant:8.
 std::vector<compress::CodecSpec> default_auto_candidates();
@@ -54,19 +60,30 @@ struct AutoInput {
   std::vector<LinkMeasurement> links;
 };
 
-// The choice for one link, and why: the predicted step time with each candidate there.
+// What a runoff (auto_runoff.h) measured on this link: mean step seconds with candidate a
+// (the prediction's choice) and with candidate b, over `pairs` counted pairs of steps.
+struct RunoffResult {
+  int64_t pairs = 0;
+  size_t a = 0, b = 0;
+  double a_step_s = 0, b_step_s = 0;
+};
+
+// The choice for one link, and why: the predicted step time with each candidate there,
+// and what a runoff measured, if one ran.
 struct LinkChoice {
   int src = 0, dst = 0;
   double rate_bytes_per_s = 0;
   size_t chosen = 0;                     // index into the candidates
   std::vector<double> predicted_step_s;  // per candidate
+  std::optional<RunoffResult> runoff;
 };
 
 double predict_step_s(const AutoInput& input, const std::vector<size_t>& choice);
 std::vector<LinkChoice> choose_codecs(const AutoInput& input);
 
 // The choice as a metrics row (metrics::key::kAutoLinks): src, dst, rate_mbps, codec,
-// predicted_step_s and the prediction per candidate.
+// predicted_step_s and the prediction per candidate; after a runoff also runoff_pairs and
+// the measured step per codec run off.
 metrics::Row to_row(const LinkChoice& choice, const std::vector<compress::CodecSpec>& candidates);
 
 // "link 0->1 at 98.4 Mbit/s: sortquant:6:2 (predicted step 0.210 s; none 0.640, ...)".

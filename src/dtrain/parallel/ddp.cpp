@@ -361,7 +361,8 @@ std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
 }
 
 void DistributedDataParallel::set_gradient_codec(const compress::CodecSpec& spec) {
-  std::lock_guard<std::mutex> lock(mu_);  // the communication thread reads codec_
+  std::lock_guard<std::mutex> lock(mu_);       // the communication thread reads codec_
+  if (spec == config_.gradient_codec) return;  // keep the codec's scratch buffers
   for (const auto& b : buckets_)
     if (b->submitted) throw std::logic_error("DDP: the gradient codec changed during a backward");
   config_.gradient_codec = spec;

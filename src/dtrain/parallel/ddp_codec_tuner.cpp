@@ -51,12 +51,14 @@ CandidateCost cost_of(const compress::CodecSpec& spec, const at::Tensor& gradien
 }  // namespace
 
 DdpCodecTuner::DdpCodecTuner(comm::Group& group, const AutoCompress& options)
-    : group_(group), candidates_(eligible_candidates(options)) {}
+    : group_(group),
+      candidates_(eligible_candidates(options)),
+      runoff_window_(options.runoff_window),
+      chosen_(candidates_.size() - 1) {}
 
-compress::CodecSpec DdpCodecTuner::calibrate(const at::Tensor& gradients, double compute_s,
-                                             double messages) {
+void DdpCodecTuner::calibrate(const at::Tensor& gradients, double compute_s, double messages) {
   const Slowest slowest = probe_from_rank0(group_);
-  auto chosen = at::zeros({1}, at::kLong);
+  auto decision = at::full({2}, -1, at::kLong);  // chosen, and the runoff's other side
   if (group_.rank() == 0 && group_.size() > 1) {
     LinkMeasurement link;
     link.src = link.dst = 0;  // coding runs on every rank alike: charge it to one
@@ -72,15 +74,55 @@ compress::CodecSpec DdpCodecTuner::calibrate(const at::Tensor& gradients, double
     choice_ = choose_codecs(input);
     choice_[0].src = slowest.src;
     choice_[0].dst = slowest.dst;
-    chosen[0] = static_cast<int64_t>(choice_[0].chosen);
+    decision[0] = static_cast<int64_t>(choice_[0].chosen);
+    if (const auto plan = plan_runoff(input, choice_, runoff_window_))
+      decision[1] = static_cast<int64_t>(plan->b[0]);
     std::cerr << "auto (DDP gradients, slowest link): " << describe(choice_[0], link.costs)
               << std::endl;
   }
-  group_.native_broadcast(chosen, 0);
-  const auto index = chosen[0].item<int64_t>();
-  if (index < 0 || index >= static_cast<int64_t>(candidates_.size()))
+  group_.native_broadcast(decision, 0);
+  const auto count = static_cast<int64_t>(candidates_.size());
+  const int64_t chosen = decision[0].item<int64_t>(), other = decision[1].item<int64_t>();
+  if (group_.size() == 1) {  // nothing crosses a wire
+    chosen_ = 0;
+    return;
+  }
+  if (chosen < 0 || chosen >= count || other < -1 || other >= count)
     throw std::runtime_error(group_.describe() + ": rank 0 chose an unknown codec");
-  return candidates_[static_cast<size_t>(index)];
+  chosen_ = static_cast<size_t>(chosen);
+  runoff_.reset();
+  if (other >= 0) runoff_.emplace(RunoffPlan{{chosen_}, {static_cast<size_t>(other)}});
+}
+
+const compress::CodecSpec& DdpCodecTuner::codec_for_next_step() const {
+  return candidates_[runoff_ ? runoff_->next()[0] : chosen_];
+}
+
+void DdpCodecTuner::record_step(double seconds, int64_t samples) {
+  if (!runoff_) return;
+  runoff_->record(seconds, samples);
+  if (!runoff_->decided()) return;
+  const RunoffPlan plan = runoff_->plan();
+  auto b_wins = at::zeros({1}, at::kLong);
+  if (group_.rank() == 0) {
+    const auto measured = runoff_->summary();
+    b_wins[0] = runoff_prefers_b(plan, measured) ? 1 : 0;
+    std::cerr << "auto (DDP gradients): "
+              << settle_runoff(plan, measured, b_wins[0].item<int64_t>() == 1, candidates_, choice_)
+              << std::endl;
+  }
+  group_.native_broadcast(b_wins, 0);
+  chosen_ = b_wins[0].item<int64_t>() == 1 ? plan.b[0] : plan.a[0];
+  runoff_.reset();
+}
+
+void DdpCodecTuner::end_epoch() {
+  if (runoff_ && group_.rank() == 0) {
+    std::cerr << "auto (DDP gradients): the epoch ended before the runoff ("
+              << runoff_->summary().pairs << " of " << kRunoffPairs
+              << " pairs): the prediction's choice stays" << std::endl;
+  }
+  runoff_.reset();
 }
 
 std::vector<metrics::Row> DdpCodecTuner::rows() const {

@@ -11,15 +11,20 @@
 // values; none takes the exact path (ring traffic 2(p-1)/p of the fp32 bytes, no coding).
 // The prediction is auto_codec.h's with one resource per rank and the exchange as one link
 // (compute + coding + wire: the coding competes with backward for the cores here, so no
-// overlap is credited). Rank 0 decides; every rank gets the codec.
+// overlap is credited). Rank 0 decides; every rank gets the codec. When another candidate
+// is predicted close, the next synchronized steps run it off against the choice
+// (auto_runoff.h): every rank alternates alike, rank 0's step times decide.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "dtrain/metrics/report.h"
 #include "dtrain/parallel/auto_codec.h"
+#include "dtrain/parallel/auto_runoff.h"
 
 namespace dtrain::comm {
 class Group;
@@ -32,7 +37,14 @@ class DdpCodecTuner {
   DdpCodecTuner(comm::Group& group, const AutoCompress& options);
 
   // `gradients`: this step's, flattened; `messages`: point-to-point messages per step.
-  compress::CodecSpec calibrate(const at::Tensor& gradients, double compute_s, double messages);
+  void calibrate(const at::Tensor& gradients, double compute_s, double messages);
+  // The codec the next synchronized step must use: a runoff's side, else the choice (before
+  // the first calibration: the most compressive candidate).
+  const compress::CodecSpec& codec_for_next_step() const;
+  // After every synchronized step; collective on the step that ends a runoff.
+  void record_step(double seconds, int64_t samples);
+  // At the end of an epoch: an unfinished runoff is dropped, the choice stays.
+  void end_epoch();
 
   // The last decision (metrics::key::kAutoLinks rows: the slowest link), empty before it.
   std::vector<metrics::Row> rows() const;
@@ -41,7 +53,10 @@ class DdpCodecTuner {
  private:
   comm::Group& group_;
   std::vector<compress::CodecSpec> candidates_;
-  std::vector<LinkChoice> choice_;
+  double runoff_window_;
+  std::vector<LinkChoice> choice_;  // rank 0
+  size_t chosen_;
+  std::optional<Runoff> runoff_;
 };
 
 }  // namespace dtrain::parallel

@@ -57,7 +57,9 @@ class DdpEngine final : public Engine {
   BatchResult train_batch(const data::Batch& batch, double, const StepPlan& plan,
                           EpochStats& s) override {
     model_->train();
+    if (tuner_ && plan.sync) ddp_->set_gradient_codec(tuner_->codec_for_next_step());
     auto t = Clock::now();
+    const auto step_start = t;
     ddp_->before_forward();
     const models::AttentionMaskScope scope(batch.mask);
     const at::Tensor logits = model_->forward(batch.inputs);
@@ -72,8 +74,11 @@ class DdpEngine final : public Engine {
       const metrics::trace::Span wait("communication", "wait for gradients");
       ddp_->finish_backward();
     }
-    // At the second synchronized step of an epoch: the first may carry warm-up.
-    if (tuner_ && plan.sync && ++synced_in_epoch_ == 2) calibrate(forward_s + backward_s);
+    if (tuner_ && plan.sync) {
+      tuner_->record_step(since(step_start), batch.labels.size(0));
+      // At the second synchronized step of an epoch: the first may carry warm-up.
+      if (++synced_in_epoch_ == 2) calibrate(forward_s + backward_s);
+    }
     s.time_forward_s += forward_s;
     s.time_backward_s += backward_s;
     s.time_comm_s += since(t);
@@ -95,6 +100,7 @@ class DdpEngine final : public Engine {
     s.extra[key::kGradWireBytes] = d.wire_bytes;
     s.extra[key::kBuckets] = static_cast<int64_t>(ddp_->bucket_sizes().size());
     if (tuner_) {
+      tuner_->end_epoch();
       s.extra[key::kAutoLinks] = tuner_->rows();
       synced_in_epoch_ = 0;
     }
@@ -119,7 +125,7 @@ class DdpEngine final : public Engine {
       if (p.grad().defined()) grads.push_back(p.grad().reshape({-1}));
     const double messages =
         2.0 * (group_.size() - 1) * static_cast<double>(ddp_->bucket_sizes().size());
-    ddp_->set_gradient_codec(tuner_->calibrate(at::cat(grads), compute_s, messages));
+    tuner_->calibrate(at::cat(grads), compute_s, messages);
   }
 
   comm::Group& group_;

@@ -18,6 +18,8 @@ namespace dtrain::parallel::pipeline {
 // kWireCheck: every rank turns the wire check off (batch 0) or on (batch 1) for the messages
 // that follow; nothing is in flight between two commands, so both ends of every link switch
 // between the same two messages (--measure-wire-check).
+// kSetCodecs: the driver sends each rank the codecs of its links next, as after kCalibrate
+// (an auto runoff switching between two assignments, parallel/auto_runoff.h).
 enum class CommandKind {
   kTrain = 1,
   kEval = 2,
@@ -25,9 +27,10 @@ enum class CommandKind {
   kStop = 4,
   kCalibrate = 5,
   kCheckpoint = 6,
-  kWireCheck = 7
+  kWireCheck = 7,
+  kSetCodecs = 8
 };
-constexpr int kFirstCommandKind = 1, kLastCommandKind = 7;
+constexpr int kFirstCommandKind = 1, kLastCommandKind = 8;
 
 struct Command {
   CommandKind kind = CommandKind::kStop;

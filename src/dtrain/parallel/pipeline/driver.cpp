@@ -4,6 +4,8 @@
 // asks for. The step itself runs in pipeline.cpp.
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/memory.h"
+#include "dtrain/metrics/timer.h"
+#include "dtrain/parallel/pipeline/link_tuner.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
 
 namespace dtrain::parallel::pipeline {
@@ -27,6 +29,11 @@ void Pipeline::execute(const Command& c) {
         throw std::runtime_error(group_.describe() + ": calibrate without --compress auto");
       tuner_->calibrate_as_follower(last_step_compute_s_);
       break;
+    case CommandKind::kSetCodecs:
+      if (!tuner_)
+        throw std::runtime_error(group_.describe() + ": link codecs without --compress auto");
+      tuner_->receive_codecs();
+      break;
     case CommandKind::kWireCheck:
       group_.set_wire_check(c.batch == 1);
       break;
@@ -39,8 +46,11 @@ void Pipeline::execute(const Command& c) {
 StepResult Pipeline::train_batch(const at::Tensor& inputs, const at::Tensor& labels,
                                  const at::Tensor& mask, double lr) {
   check_mask(inputs.size(0), mask);
+  if (tuner_) tuner_->before_step();
+  const auto start = metrics::Clock::now();
   wire_->send_command({CommandKind::kTrain, inputs.size(0), lr});
   const StepResult result = run(true, inputs.size(0), inputs, labels, mask);
+  if (tuner_) tuner_->after_step(metrics::since(start), inputs.size(0));
   // The second step of an epoch: the first may carry warm-up (allocator, kernels' setup).
   if (tuner_ && calibrate_due_ && wire_->times().steps >= 2) {
     wire_->send_command({CommandKind::kCalibrate, 0, 0});
@@ -57,6 +67,7 @@ std::vector<metrics::Row> Pipeline::auto_rows() const {
 StepResult Pipeline::eval_batch(const at::Tensor& inputs, const at::Tensor& labels,
                                 const at::Tensor& mask) {
   check_mask(inputs.size(0), mask);
+  if (tuner_) tuner_->end_epoch();  // evaluation ends training's part of the epoch
   wire_->send_command({CommandKind::kEval, inputs.size(0), 0});
   return run(false, inputs.size(0), inputs, labels, mask);
 }
@@ -89,6 +100,7 @@ RankReport Pipeline::local_report() const {
 
 std::vector<RankReport> Pipeline::collect_reports() {
   calibrate_due_ = true;  // a report closes an epoch: re-check the links in the next one
+  if (tuner_) tuner_->end_epoch();
   wire_->send_command({CommandKind::kReport, 0, 0});
   wire_->wait_sends();
   std::vector<RankReport> out{local_report()};

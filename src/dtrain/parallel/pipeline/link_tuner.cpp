@@ -12,6 +12,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/link_probe.h"
 #include "dtrain/parallel/codec_timing.h"
+#include "dtrain/parallel/pipeline/command.h"
 #include "dtrain/parallel/pipeline/transport.h"
 
 namespace dtrain::parallel::pipeline {
@@ -54,7 +55,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LinkTuner::Measurement, rank, compute_s, prob
 
 LinkTuner::LinkTuner(StageTransport& wire, const std::vector<int>& stage_rank,
                      const AutoCompress& options)
-    : wire_(wire), candidates_(eligible_candidates(options)) {
+    : wire_(wire),
+      candidates_(eligible_candidates(options)),
+      runoff_window_(options.runoff_window) {
   const int me = wire_.group().rank();
   std::set<std::pair<int, int>> pairs;  // sorted: one global order of probes
   for (size_t s = 0; s + 1 < stage_rank.size(); ++s) {
@@ -124,7 +127,11 @@ void LinkTuner::calibrate_as_follower(double compute_s) {
   g.isend_bytes(std::vector<uint8_t>(text.begin(), text.end()), 0,
                 StageTransport::tuning_tag(kMeasurements))
       .wait();
-  const auto reply = g.recv_bytes(0, StageTransport::tuning_tag(kCodecs), 1 << 20);
+  receive_codecs();
+}
+
+void LinkTuner::receive_codecs() {
+  const auto reply = wire_.group().recv_bytes(0, StageTransport::tuning_tag(kCodecs), 1 << 20);
   apply(nlohmann::json::parse(reply.begin(), reply.end()));
 }
 
@@ -160,14 +167,25 @@ void LinkTuner::calibrate_as_driver(double compute_s, int micro_batches) {
   }
   const AutoInput input = to_input(all, micro_batches);
   choices_ = choose_codecs(input);
+  for (size_t i = 0; i < choices_.size(); ++i)
+    std::cerr << "auto: " << describe(choices_[i], input.links[i].costs) << std::endl;
+  Assignment chosen;
+  for (const auto& c : choices_)
+    chosen.push_back(c.chosen);
+  send_codecs(chosen);
+  runoff_.reset();
+  if (auto plan = plan_runoff(input, choices_, runoff_window_)) runoff_.emplace(std::move(*plan));
+}
+
+void LinkTuner::send_codecs(const Assignment& assignment) {
+  comm::Group& g = wire_.group();
   // Both ends of a link learn its codec: the receiver sizes its buffers with it.
   std::vector<nlohmann::json> codecs(static_cast<size_t>(g.size()), nlohmann::json::array());
   for (size_t i = 0; i < choices_.size(); ++i) {
     const LinkChoice& c = choices_[i];
-    const nlohmann::json link = {c.src, c.dst, compress::to_string(candidates_[c.chosen])};
+    const nlohmann::json link = {c.src, c.dst, compress::to_string(candidates_[assignment.at(i)])};
     codecs[static_cast<size_t>(c.src)].push_back(link);
     codecs[static_cast<size_t>(c.dst)].push_back(link);
-    std::cerr << "auto: " << describe(c, input.links[i].costs) << std::endl;
   }
   for (int r = 1; r < g.size(); ++r) {
     const std::string text = codecs[static_cast<size_t>(r)].dump();
@@ -176,6 +194,42 @@ void LinkTuner::calibrate_as_driver(double compute_s, int micro_batches) {
         .wait();
   }
   apply(codecs[0]);
+  applied_ = assignment;
+}
+
+void LinkTuner::before_step() {
+  if (!runoff_ || runoff_->next() == applied_) return;
+  wire_.send_command({CommandKind::kSetCodecs, 0, 0});
+  send_codecs(runoff_->next());
+}
+
+void LinkTuner::after_step(double seconds, int64_t samples) {
+  if (!runoff_) return;
+  runoff_->record(seconds, samples);
+  if (!runoff_->decided()) return;
+  const auto measured = runoff_->summary();
+  const RunoffPlan plan = runoff_->plan();
+  const bool b_wins = runoff_prefers_b(plan, measured);
+  std::cerr << "auto: " << settle_runoff(plan, measured, b_wins, candidates_, choices_)
+            << std::endl;
+  runoff_.reset();
+  const Assignment& winner = b_wins ? plan.b : plan.a;
+  if (winner != applied_) {
+    wire_.send_command({CommandKind::kSetCodecs, 0, 0});
+    send_codecs(winner);
+  }
+}
+
+void LinkTuner::end_epoch() {
+  if (!runoff_) return;
+  const RunoffPlan plan = runoff_->plan();
+  std::cerr << "auto: the epoch ended before the runoff (" << runoff_->summary().pairs << " of "
+            << kRunoffPairs << " pairs): the prediction's choice stays" << std::endl;
+  runoff_.reset();
+  if (plan.a != applied_) {
+    wire_.send_command({CommandKind::kSetCodecs, 0, 0});
+    send_codecs(plan.a);
+  }
 }
 
 std::vector<metrics::Row> LinkTuner::rows() const {

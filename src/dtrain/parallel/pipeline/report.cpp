@@ -161,15 +161,20 @@ std::vector<metrics::Column> link_columns() {
 
 std::vector<metrics::Row> auto_rows(const metrics::Row& epoch_row) {
   std::vector<metrics::Row> rows = rows_under(epoch_row, key::kAutoLinks);
-  for (auto& r : rows) {  // the candidates' predictions as one readable cell
-    std::string why;
-    for (const auto& [codec, seconds] : r[key::kPredictedBy].items()) {
+  // The candidates' predictions, and a runoff's measurements, each as one readable cell.
+  const auto cell = [](const metrics::Row& by_codec) {
+    std::string text;
+    for (const auto& [codec, seconds] : by_codec.items()) {
       char part[64];
-      std::snprintf(part, sizeof(part), "%s%s %.4f", why.empty() ? "" : ", ", codec.c_str(),
+      std::snprintf(part, sizeof(part), "%s%s %.4f", text.empty() ? "" : ", ", codec.c_str(),
                     seconds.get<double>());
-      why += part;
+      text += part;
     }
-    r[key::kPredictedBy] = why;
+    return text;
+  };
+  for (auto& r : rows) {
+    r[key::kPredictedBy] = cell(r[key::kPredictedBy]);
+    r[key::kMeasuredBy] = r.contains(key::kMeasuredBy) ? cell(r[key::kMeasuredBy]) : "-";
   }
   return rows;
 }
@@ -180,7 +185,8 @@ std::vector<metrics::Column> auto_columns() {
           {key::kRateMbps, "rate(Mbit/s)", 1},
           {key::kCodec, "codec"},
           {key::kPredictedStepS, "predicted step(s)", 4},
-          {key::kPredictedBy, "predicted step(s) per candidate"}};
+          {key::kPredictedBy, "predicted step(s) per candidate"},
+          {key::kMeasuredBy, "measured step(s), runoff"}};
 }
 
 }  // namespace dtrain::parallel::pipeline
