@@ -17,7 +17,8 @@ tmp=$(mktemp)
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp"' EXIT
 
 # rate -> lab flags ("" = loopback, no lab) and training samples.
-rates=(loopback 1gbit 100mbit 20mbit)
+# RATES="loopback 1gbit" re-runs some rates: their rows are replaced, the others kept.
+read -r -a rates <<<"${RATES:-loopback 1gbit 100mbit 20mbit}"
 declare -A samples=([loopback]=6400 [1gbit]=6400 [100mbit]=3200 [20mbit]=1280)
 declare -A mobile_samples=([loopback]=3200 [1gbit]=3200 [100mbit]=1600 [20mbit]=640)
 
@@ -33,6 +34,15 @@ lab_up() {  # lab_up RATE: (re)builds the lab for RATE; prints the flags ranks n
   fi
   "$bin" netlab up "$lab" --hosts 2 --rate "$1" >/dev/null
   echo "--netlab $lab"
+}
+
+reset() {  # reset OUT: drops the rows of the rates about to run
+  touch "$1"
+  local rate
+  for rate in "${rates[@]}"; do
+    grep -v "\"rate\":\"$rate\"" "$1" >"$tmp.keep" || true
+    mv "$tmp.keep" "$1"
+  done
 }
 
 run() {  # run OUT TAG RATE ARGS...
@@ -61,7 +71,7 @@ for section in $sections; do
     ;;
   ushape)
     out=docs/data/slowlink.jsonl
-    : >"$out"
+    reset "$out"
     for rate in "${rates[@]}"; do
       flags=$(lab_up $rate)
       for model in cnn mobilenetv2; do
@@ -78,7 +88,7 @@ for section in $sections; do
     ;;
   ddp)
     out=docs/data/slowlink-ddp.jsonl
-    : >"$out"
+    reset "$out"
     for rate in "${rates[@]}"; do
       flags=$(lab_up $rate)
       for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do

@@ -214,7 +214,7 @@ TEST(NetlabTest, CompressGradAutoCompressesOnASlowLink) {
 }
 
 // A runoff on a 20 Mbit/s link (--compress-runoff 100: the closest other candidate is
-// always run off): 3 measured pairs in the row, for the pipeline's driver and DDP's rank 0,
+// always run off): its measured pairs in the row, for the pipeline's driver and DDP's rank 0,
 // and on a link this slow the smallest packets win the measurement too.
 TEST(NetlabTest, AutoRunsTheClosestCandidateOffAndKeepsTheFaster) {
   SKIP_WITHOUT_LABS();
@@ -234,12 +234,12 @@ TEST(NetlabTest, AutoRunsTheClosestCandidateOffAndKeepsTheFaster) {
     argv.insert(argv.end(), mode.begin(), mode.end());
     Process train(argv);
     ASSERT_EQ(train.wait_for(300s), 0) << train.err();
-    EXPECT_NE(train.err().find("runoff over 3 pairs"), std::string::npos) << train.err();
+    EXPECT_NE(train.err().find("runoff over "), std::string::npos) << train.err();
     const auto rows = testing::take_json_lines_file(metrics);
     ASSERT_EQ(rows.size(), 2u);
     ASSERT_FALSE(rows[0]["auto_links"].empty()) << rows[0].dump();
     for (const auto& l : rows[0]["auto_links"]) {
-      EXPECT_EQ(l["runoff_pairs"], 3) << l.dump();
+      EXPECT_GE(l["runoff_pairs"].get<int>(), 3) << l.dump();
       ASSERT_EQ(l["measured_step_s_by_codec"].size(), 2u) << l.dump();
       EXPECT_TRUE(l["measured_step_s_by_codec"].contains("sortquant:6:2")) << l.dump();
       EXPECT_EQ(l["codec"], "sortquant:6:2") << l.dump();

@@ -81,6 +81,13 @@ TEST(AutoRunoffTest, StepsAlternateInAbbaOrderAndEndAfterTheWarmUpAndThePairs) {
   EXPECT_EQ(r.summary().pairs, 3);  // the first pair is warm-up
 }
 
+TEST(AutoRunoffTest, ShortStepsGetMorePairsUpToAFewSecondsOfSteps) {
+  EXPECT_EQ(runoff_pairs_for(0.75), 3);    // mobilenetv2 at 100 Mbit/s: the minimum
+  EXPECT_EQ(runoff_pairs_for(0.1), 5);     // 1 s of pairs
+  EXPECT_EQ(runoff_pairs_for(0.025), 16);  // cnn at 1 Gbit/s: the maximum
+  EXPECT_EQ(runoff_pairs_for(0), 16);
+}
+
 metrics::AlternatingCost::Summary measured(double a_s, double b_s, int64_t pairs = 3,
                                            double ci95 = 0.01) {
   metrics::AlternatingCost::Summary s;

@@ -1,5 +1,7 @@
 #include "dtrain/parallel/auto_runoff.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -47,6 +49,13 @@ std::optional<RunoffPlan> plan_runoff(const AutoInput& input,
     plan.b.push_back(best);
   }
   return plan;
+}
+
+int64_t runoff_pairs_for(double predicted_step_s) {
+  if (!(predicted_step_s > 0)) return kRunoffMaxPairs;
+  const double fill = std::ceil(kRunoffSeconds / (2 * predicted_step_s));
+  return static_cast<int64_t>(
+      std::clamp(fill, static_cast<double>(kRunoffMinPairs), static_cast<double>(kRunoffMaxPairs)));
 }
 
 Runoff::Runoff(RunoffPlan plan, int64_t pairs) : plan_(std::move(plan)), pairs_(pairs) {}

@@ -3,10 +3,10 @@
 // say): when another candidate's predicted step is within the runoff window
 // (AutoCompress::runoff_window, --compress-runoff) of the chosen one's, the next training
 // steps alternate the chosen assignment (A) and that one (B) in ABBA order
-// (metrics/alternating_cost.h, first pair warm-up) and, after kRunoffPairs pairs, the faster
-// as measured is kept. Both assignments are trained with: the steps are not spent. The
-// prediction's preference holds for measurements too: the lossier side must be faster by
-// more than kRunoffTie (auto_codec.h's margin) and by more than the 95 % interval of the
+// (metrics/alternating_cost.h, first pair warm-up) and, after 3 to 16 more pairs
+// (runoff_pairs_for), the faster as measured is kept. Both assignments are trained with: the steps
+// are not spent. The prediction's preference holds for measurements too: the lossier side must be
+// faster by more than kRunoffTie (auto_codec.h's margin) and by more than the 95 % interval of the
 // measured difference, else the less lossy side wins.
 //
 // Nothing here talks to ranks or reads clocks: the tuners (link_tuner.h for the pipeline's
@@ -26,7 +26,12 @@
 namespace dtrain::parallel {
 
 inline constexpr double kRunoffTie = 0.05;
-inline constexpr int64_t kRunoffPairs = 3;
+// Counted pairs: as many as fill about kRunoffSeconds at the predicted step time, so that
+// short, noisy steps get more of them; at least kRunoffMinPairs, at most kRunoffMaxPairs.
+inline constexpr int64_t kRunoffMinPairs = 3;
+inline constexpr int64_t kRunoffMaxPairs = 16;
+inline constexpr double kRunoffSeconds = 1.0;
+int64_t runoff_pairs_for(double predicted_step_s);
 
 // A candidate index per link (in LinkChoice order).
 using Assignment = std::vector<size_t>;
@@ -52,7 +57,8 @@ std::optional<RunoffPlan> plan_runoff(const AutoInput& input,
 
 class Runoff {
  public:
-  explicit Runoff(RunoffPlan plan, int64_t pairs = kRunoffPairs);
+  Runoff(RunoffPlan plan, int64_t pairs);
+  int64_t pairs() const { return pairs_; }
   const RunoffPlan& plan() const { return plan_; }
   // The assignment the next training step must run with.
   const Assignment& next() const;

@@ -58,7 +58,8 @@ DdpCodecTuner::DdpCodecTuner(comm::Group& group, const AutoCompress& options)
 
 void DdpCodecTuner::calibrate(const at::Tensor& gradients, double compute_s, double messages) {
   const Slowest slowest = probe_from_rank0(group_);
-  auto decision = at::full({2}, -1, at::kLong);  // chosen, and the runoff's other side
+  // The choice, the runoff's other side (-1: none) and its pairs.
+  auto decision = at::full({3}, -1, at::kLong);
   if (group_.rank() == 0 && group_.size() > 1) {
     LinkMeasurement link;
     link.src = link.dst = 0;  // coding runs on every rank alike: charge it to one
@@ -75,23 +76,27 @@ void DdpCodecTuner::calibrate(const at::Tensor& gradients, double compute_s, dou
     choice_[0].src = slowest.src;
     choice_[0].dst = slowest.dst;
     decision[0] = static_cast<int64_t>(choice_[0].chosen);
-    if (const auto plan = plan_runoff(input, choice_, runoff_window_))
+    if (const auto plan = plan_runoff(input, choice_, runoff_window_)) {
       decision[1] = static_cast<int64_t>(plan->b[0]);
+      decision[2] = runoff_pairs_for(choice_[0].predicted_step_s.at(choice_[0].chosen));
+    }
     std::cerr << "auto (DDP gradients, slowest link): " << describe(choice_[0], link.costs)
               << std::endl;
   }
   group_.native_broadcast(decision, 0);
   const auto count = static_cast<int64_t>(candidates_.size());
-  const int64_t chosen = decision[0].item<int64_t>(), other = decision[1].item<int64_t>();
+  const int64_t chosen = decision[0].item<int64_t>(), other = decision[1].item<int64_t>(),
+                pairs = decision[2].item<int64_t>();
   if (group_.size() == 1) {  // nothing crosses a wire
     chosen_ = 0;
     return;
   }
-  if (chosen < 0 || chosen >= count || other < -1 || other >= count)
+  if (chosen < 0 || chosen >= count || other < -1 || other >= count ||
+      (other >= 0 && (pairs < kRunoffMinPairs || pairs > kRunoffMaxPairs)))
     throw std::runtime_error(group_.describe() + ": rank 0 chose an unknown codec");
   chosen_ = static_cast<size_t>(chosen);
   runoff_.reset();
-  if (other >= 0) runoff_.emplace(RunoffPlan{{chosen_}, {static_cast<size_t>(other)}});
+  if (other >= 0) runoff_.emplace(RunoffPlan{{chosen_}, {static_cast<size_t>(other)}}, pairs);
 }
 
 const compress::CodecSpec& DdpCodecTuner::codec_for_next_step() const {
@@ -119,7 +124,7 @@ void DdpCodecTuner::record_step(double seconds, int64_t samples) {
 void DdpCodecTuner::end_epoch() {
   if (runoff_ && group_.rank() == 0) {
     std::cerr << "auto (DDP gradients): the epoch ended before the runoff ("
-              << runoff_->summary().pairs << " of " << kRunoffPairs
+              << runoff_->summary().pairs << " of " << runoff_->pairs()
               << " pairs): the prediction's choice stays" << std::endl;
   }
   runoff_.reset();

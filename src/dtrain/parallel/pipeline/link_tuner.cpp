@@ -174,7 +174,10 @@ void LinkTuner::calibrate_as_driver(double compute_s, int micro_batches) {
     chosen.push_back(c.chosen);
   send_codecs(chosen);
   runoff_.reset();
-  if (auto plan = plan_runoff(input, choices_, runoff_window_)) runoff_.emplace(std::move(*plan));
+  if (auto plan = plan_runoff(input, choices_, runoff_window_)) {
+    const double step_s = choices_.front().predicted_step_s.at(choices_.front().chosen);
+    runoff_.emplace(std::move(*plan), runoff_pairs_for(step_s));
+  }
 }
 
 void LinkTuner::send_codecs(const Assignment& assignment) {
@@ -224,7 +227,7 @@ void LinkTuner::end_epoch() {
   if (!runoff_) return;
   const RunoffPlan plan = runoff_->plan();
   std::cerr << "auto: the epoch ended before the runoff (" << runoff_->summary().pairs << " of "
-            << kRunoffPairs << " pairs): the prediction's choice stays" << std::endl;
+            << runoff_->pairs() << " pairs): the prediction's choice stays" << std::endl;
   runoff_.reset();
   if (plan.a != applied_) {
     wire_.send_command({CommandKind::kSetCodecs, 0, 0});
