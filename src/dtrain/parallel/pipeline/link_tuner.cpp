@@ -200,10 +200,14 @@ void LinkTuner::send_codecs(const Assignment& assignment) {
   applied_ = assignment;
 }
 
-void LinkTuner::before_step() {
-  if (!runoff_ || runoff_->next() == applied_) return;
+void LinkTuner::switch_to(const Assignment& assignment) {
+  if (assignment == applied_) return;
   wire_.send_command({CommandKind::kSetCodecs, 0, 0});
-  send_codecs(runoff_->next());
+  send_codecs(assignment);
+}
+
+void LinkTuner::before_step() {
+  if (runoff_) switch_to(runoff_->next());
 }
 
 void LinkTuner::after_step(double seconds, int64_t samples) {
@@ -216,11 +220,7 @@ void LinkTuner::after_step(double seconds, int64_t samples) {
   std::cerr << "auto: " << settle_runoff(plan, measured, b_wins, candidates_, choices_)
             << std::endl;
   runoff_.reset();
-  const Assignment& winner = b_wins ? plan.b : plan.a;
-  if (winner != applied_) {
-    wire_.send_command({CommandKind::kSetCodecs, 0, 0});
-    send_codecs(winner);
-  }
+  switch_to(b_wins ? plan.b : plan.a);
 }
 
 void LinkTuner::end_epoch() {
@@ -229,10 +229,7 @@ void LinkTuner::end_epoch() {
   std::cerr << "auto: the epoch ended before the runoff (" << runoff_->summary().pairs << " of "
             << runoff_->pairs() << " pairs): the prediction's choice stays" << std::endl;
   runoff_.reset();
-  if (plan.a != applied_) {
-    wire_.send_command({CommandKind::kSetCodecs, 0, 0});
-    send_codecs(plan.a);
-  }
+  switch_to(plan.a);
 }
 
 std::vector<metrics::Row> LinkTuner::rows() const {

@@ -63,6 +63,8 @@ class LinkTuner {
   void apply(const nlohmann::json& codecs);
   // Driver: every rank's links to the candidates of `assignment` (per choices_ entry).
   void send_codecs(const Assignment& assignment);
+  // Driver, between steps: kSetCodecs and send_codecs, unless the links carry it already.
+  void switch_to(const Assignment& assignment);
 
   StageTransport& wire_;
   std::vector<std::pair<int, int>> pairs_;  // this rank's compressed links, a < b, sorted
