@@ -21,6 +21,8 @@ class AlternatingCost {
   bool next_on() const;
   // The step just run (in the state next_on() gave): its seconds and samples.
   void record(double seconds, int64_t samples);
+  // Steps recorded since reset(), counted or not.
+  int64_t steps() const { return static_cast<int64_t>(steps_.size()); }
   void reset();
 
   struct Summary {

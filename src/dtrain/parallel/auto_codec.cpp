@@ -10,7 +10,6 @@ namespace dtrain::parallel {
 namespace {
 
 constexpr size_t kMaxCombinations = 4096;
-constexpr double kPreferenceMargin = 0.05;
 
 size_t combinations(const AutoInput& input) {
   size_t n = 1;

@@ -26,6 +26,9 @@
 
 namespace dtrain::parallel {
 
+// An earlier (less lossy) candidate within this fraction of the best prediction wins.
+inline constexpr double kPreferenceMargin = 0.05;
+
 struct AutoCompress {
   std::vector<compress::CodecSpec> candidates;  // in preference order for ties
   int min_bits = 8;                             // never below this many bits per value

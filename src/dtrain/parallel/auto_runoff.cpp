@@ -66,7 +66,6 @@ const Assignment& Runoff::next() const {
 
 void Runoff::record(double seconds, int64_t samples) {
   steps_.record(seconds, samples);
-  ++steps_run_;
 }
 
 bool runoff_prefers_b(const RunoffPlan& plan, const metrics::AlternatingCost::Summary& measured,

@@ -6,8 +6,8 @@
 // (metrics/alternating_cost.h, first pair warm-up) and, after 3 to 16 more pairs
 // (runoff_pairs_for), the faster as measured is kept. Both assignments are trained with: the steps
 // are not spent. The prediction's preference holds for measurements too: the lossier side must be
-// faster by more than kRunoffTie (auto_codec.h's margin) and by more than the 95 % interval of the
-// measured difference, else the less lossy side wins.
+// faster by more than kRunoffTie (auto_codec.h's kPreferenceMargin) and by more than the 95 %
+// interval of the measured difference, else the less lossy side wins.
 //
 // Nothing here talks to ranks or reads clocks: the tuners (link_tuner.h for the pipeline's
 // driver, ddp_codec_tuner.h for DDP's rank 0) feed the step times in and apply the
@@ -25,7 +25,7 @@
 
 namespace dtrain::parallel {
 
-inline constexpr double kRunoffTie = 0.05;
+inline constexpr double kRunoffTie = kPreferenceMargin;
 // Counted pairs: as many as fill about kRunoffSeconds at the predicted step time, so that
 // short, noisy steps get more of them; at least kRunoffMinPairs, at most kRunoffMaxPairs.
 inline constexpr int64_t kRunoffMinPairs = 3;
@@ -66,14 +66,13 @@ class Runoff {
   void record(double seconds, int64_t samples);
   // After the warm-up pair and `pairs` more, counted or not (a pair of unequal batches is
   // not): a count of steps, so that ranks that each time their own steps agree on it.
-  bool decided() const { return steps_run_ >= 2 * (pairs_ + 1); }
+  bool decided() const { return steps_.steps() >= 2 * (pairs_ + 1); }
   // "off" is A, "on" is B.
   metrics::AlternatingCost::Summary summary() const { return steps_.summary(); }
 
  private:
   RunoffPlan plan_;
   int64_t pairs_;
-  int64_t steps_run_ = 0;
   metrics::AlternatingCost steps_;
 };
 

@@ -314,10 +314,10 @@ void DistributedDataParallel::before_forward() {
 void DistributedDataParallel::finish_backward() {
   if (!sync_) return;
   // Parameters that took no part in this backward: reduce what .grad holds (or zero).
+  torch::NoGradGuard no_grad;
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = *buckets_[bi];
     if (b.pending == 0) continue;
-    torch::NoGradGuard no_grad;
     for (size_t k : b.params) {
       if (slots_[k].ready) continue;
       adopt_gradient(k);
@@ -362,7 +362,7 @@ std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
 
 void DistributedDataParallel::set_gradient_codec(const compress::CodecSpec& spec) {
   std::lock_guard<std::mutex> lock(mu_);       // the communication thread reads codec_
-  if (spec == config_.gradient_codec) return;  // keep the codec's scratch buffers
+  if (spec == config_.gradient_codec) return;  // a runoff asks before every step
   for (const auto& b : buckets_)
     if (b->submitted) throw std::logic_error("DDP: the gradient codec changed during a backward");
   config_.gradient_codec = spec;

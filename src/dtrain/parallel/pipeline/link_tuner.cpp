@@ -175,8 +175,7 @@ void LinkTuner::calibrate_as_driver(double compute_s, int micro_batches) {
   send_codecs(chosen);
   runoff_.reset();
   if (auto plan = plan_runoff(input, choices_, runoff_window_)) {
-    const double step_s = choices_.front().predicted_step_s.at(choices_.front().chosen);
-    runoff_.emplace(std::move(*plan), runoff_pairs_for(step_s));
+    runoff_.emplace(std::move(*plan), runoff_pairs_for(predict_step_s(input, chosen)));
   }
 }
 
