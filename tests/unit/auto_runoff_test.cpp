@@ -124,6 +124,15 @@ TEST(AutoRunoffTest, SettlingRecordsTheMeasurementInTheChoiceAndItsRow) {
   EXPECT_EQ(row.at("runoff_pairs"), 3);
   EXPECT_DOUBLE_EQ(row.at("measured_step_s_by_codec").at(sq12).get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(row.at("measured_step_s_by_codec").at(sq8).get<double>(), 0.85);
+  // A link on the same codec on both sides gets the outcome but no measurement: its two
+  // times would land on one codec's name.
+  std::vector<LinkChoice> two{link(2, {3.1, 1.6, 0.826, 0.792}), link(3, {3.1, 1.6, 0.83, 0.79})};
+  settle_runoff({{2, 3}, {3, 3}}, measured(1.0, 0.85), true, kCandidates, two);
+  EXPECT_EQ(two[0].chosen, 3u);
+  EXPECT_TRUE(two[0].runoff);
+  EXPECT_EQ(two[1].chosen, 3u);
+  EXPECT_FALSE(two[1].runoff);
+  EXPECT_FALSE(to_row(two[1], kCandidates).contains("measured_step_s_by_codec"));
   // Without a runoff the row has no measurement.
   EXPECT_FALSE(to_row(link(0, {1, 2, 3, 4}), kCandidates).contains("runoff_pairs"));
 }

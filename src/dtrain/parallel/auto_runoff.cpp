@@ -94,8 +94,10 @@ std::string settle_runoff(const RunoffPlan& plan, const metrics::AlternatingCost
                           std::vector<LinkChoice>& choices) {
   for (size_t i = 0; i < choices.size(); ++i) {
     choices[i].chosen = b_wins ? plan.b[i] : plan.a[i];
-    choices[i].runoff =
-        RunoffResult{measured.pairs, plan.a[i], plan.b[i], measured.off_s, measured.on_s};
+    // A link on the same codec in both assignments has no two codecs to put times on.
+    if (plan.a[i] != plan.b[i])
+      choices[i].runoff =
+          RunoffResult{measured.pairs, plan.a[i], plan.b[i], measured.off_s, measured.on_s};
   }
   char line[256];
   std::snprintf(line, sizeof(line), "runoff over %lld pairs: %s %.4f s, %s %.4f s per step: %s",

@@ -82,9 +82,9 @@ class Runoff {
 bool runoff_prefers_b(const RunoffPlan& plan, const metrics::AlternatingCost::Summary& measured,
                       double tie = kRunoffTie);
 
-// Writes the outcome into the choices (chosen, and what was measured: LinkChoice::runoff)
-// and says it in one line: "runoff over 3 pairs: sortquant:12 0.998 s, sortquant:8 0.851 s
-// per step: sortquant:8".
+// Writes the outcome into the choices (chosen, and, on the links whose codec differs between
+// the two assignments, what was measured: LinkChoice::runoff) and says it in one line: "runoff over
+// 3 pairs: sortquant:12 0.998 s, sortquant:8 0.851 s per step: sortquant:8".
 std::string settle_runoff(const RunoffPlan& plan, const metrics::AlternatingCost::Summary& measured,
                           bool b_wins, const std::vector<compress::CodecSpec>& candidates,
                           std::vector<LinkChoice>& choices);
