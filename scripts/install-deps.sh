@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what dtrain builds and runs with (see DESIGN.md, "Dependencies"):
 #   1. Debian packages: compilers (clang with libFuzzer: tests/fuzz), CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
-#      iproute2 (ip, tc: the network lab), Python headers (the Python package), chromium
+#      iproute2 and iptables (ip, tc, the impairer's NFQUEUE rule: the network lab), Python headers (the Python package), chromium
 #      (headless: the test that loads the HTML report in a browser), fortunes (the text demo
 #      task's data: scripts/make-text-demo.py);
 #   2. LibTorch: the `torch` wheel of the Python package index, at the one version pinned in
@@ -22,7 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   fortunes
-  iproute2
+  iproute2 iptables
   python3-dev
   chromium
 )

@@ -108,7 +108,7 @@ TEST(NetlabPlanTest, BuildsOneNamespacePerHostOnASwitchOfItsOwn) {
 TEST(NetlabPlanTest, ShapesEachDirectionWithTbfAndTheClientsUplinkApart) {
   LabSpec spec = lab_x(2, 100e6);
   spec.uplink_bps = 20e6;
-  const auto shape = lines(shape_commands(spec, /*first_time=*/true));
+  const auto shape = lines(shape_commands(spec, /*first_time=*/true, Impairment::kNetem));
   EXPECT_TRUE(has(shape,
                   "tc -n dtrain-x-h0 qdisc replace dev eth0 root handle 1: tbf rate "
                   "20000000bit"));
@@ -129,7 +129,7 @@ TEST(NetlabPlanTest, DelayAndLossGoOnUplinksWithTbfBelowNetem) {
   LabSpec spec = lab_x(2, 1e9);
   spec.delay_ms = 5;
   spec.loss_percent = 2;
-  const auto commands = shape_commands(spec, /*first_time=*/false);
+  const auto commands = shape_commands(spec, /*first_time=*/false, Impairment::kNetem);
   const auto shape = lines(commands);
   EXPECT_TRUE(has(shape,
                   "tc -n dtrain-x-h0 qdisc replace dev eth0 root handle 1: netem limit "
@@ -139,6 +139,27 @@ TEST(NetlabPlanTest, DelayAndLossGoOnUplinksWithTbfBelowNetem) {
   // Removing a qdisc that may not exist is allowed to fail; nothing else is.
   for (const auto& c : commands)
     EXPECT_EQ(c.may_fail, c.argv[4] == "del") << lines({c})[0];
+}
+
+TEST(NetlabPlanTest, WithoutNetemUplinksKeepTbfAndSendEveryPacketToTheImpairer) {
+  LabSpec spec = lab_x(2, 20e6);
+  spec.delay_ms = 5;
+  const auto shape = lines(shape_commands(spec, /*first_time=*/true, Impairment::kNfqueue));
+  EXPECT_FALSE(has(shape, "netem"));
+  EXPECT_TRUE(
+      has(shape, "tc -n dtrain-x-h1 qdisc replace dev eth0 root handle 1: tbf rate 20000000bit"));
+  auto rules = lines(nfqueue_commands(spec, 0));
+  const std::string iptables = "ip netns exec dtrain-x-sw iptables -w ";
+  EXPECT_TRUE(has(rules, iptables + "-F FORWARD"));
+  EXPECT_TRUE(has(rules, iptables + "-A FORWARD -j NFQUEUE --queue-num 0"));
+  EXPECT_TRUE(has(rules, "echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables"));
+  // Nothing on the hosts: their own sockets must not see the delay as a local queue.
+  EXPECT_FALSE(has(rules, "dtrain-x-h"));
+  // Reshaped to neither: the rule goes, nothing is queued any more.
+  spec.delay_ms = 0;
+  rules = lines(nfqueue_commands(spec, 0));
+  EXPECT_TRUE(has(rules, iptables + "-F FORWARD"));
+  EXPECT_FALSE(has(rules, "NFQUEUE"));
 }
 
 TEST(NetlabPlanTest, BucketCoversTwoMillisecondsOfFastLinks) {

@@ -16,6 +16,12 @@ void print(const netlab::LabState& s) {
   if (s.spec.uplink_bps) std::cout << ", host 0 uplink " << netlab::human_rate(*s.spec.uplink_bps);
   if (s.spec.delay_ms > 0) std::cout << ", " << s.spec.delay_ms << " ms one way";
   if (s.spec.loss_percent > 0) std::cout << ", " << s.spec.loss_percent << " % loss";
+  if (s.impairment && netlab::impaired(s.spec)) {
+    std::cout << (*s.impairment == netlab::Impairment::kNetem
+                      ? " (netem)"
+                      : " (dtrain's impairer, pid " + std::to_string(s.impairer_pid) +
+                            ": this kernel has no netem)");
+  }
   std::cout << "\n";
   for (size_t k = 0; k < s.addresses.size(); ++k)
     std::cout << "  host " << k << "  " << s.addresses[k] << "  netns " << s.host_namespaces[k]
@@ -30,9 +36,9 @@ void add_shape_flags(CLI::App* sub, netlab::LabSpec& spec) {
       "--uplink", [&spec](const std::string& t) { spec.uplink_bps = netlab::parse_rate(t); },
       "host 0's uplink rate (a client's slower uplink); default: --rate");
   add_typed_option(sub, "--delay", spec.delay_ms, netlab::parse_delay_ms,
-                   "one-way delay added on every uplink (5ms); needs the kernel's netem", "0");
+                   "one-way delay added on every uplink (5ms): netem, else dtrain's impairer", "0");
   add_typed_option(sub, "--loss", spec.loss_percent, netlab::parse_loss_percent,
-                   "packet loss on every uplink (2%); needs the kernel's netem", "0");
+                   "packet loss on every uplink (2%): netem, else dtrain's impairer", "0");
 }
 
 }  // namespace

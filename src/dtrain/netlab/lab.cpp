@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "dtrain/netlab/impairer.h"
 #include "dtrain/netlab/plan.h"
 
 namespace dtrain::netlab {
@@ -72,8 +73,8 @@ void run(const Command& command) {
       std::find(command.argv.begin(), command.argv.end(), "netem") != command.argv.end();
   if (netem && output.find("qdisc kind is unknown") != std::string::npos) {
     why =
-        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM), so --delay and --loss cannot "
-        "be emulated here; rates (tbf) still can (" +
+        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM); unset DTRAIN_NETLAB_IMPAIR=netem "
+        "to make delay and loss with dtrain's own impairer (" +
         why + ")";
   }
   throw std::runtime_error("netlab: " + why);
@@ -86,6 +87,10 @@ void run_all(const std::vector<Command>& commands) {
 
 std::string state_file(const std::string& name) {
   return state_dir() + "/" + name + ".json";
+}
+
+std::string impairer_log(const std::string& name) {
+  return state_dir() + "/" + name + ".impairer.log";
 }
 
 bool exists(const std::string& path) {
@@ -117,11 +122,18 @@ std::vector<std::string> namespaces_of(const std::string& name) {
 // stopped half-way or whose state file is gone goes too), and its state file.
 // `best_effort`: a failed deletion is no error (a rollback must not hide its cause).
 void remove_lab(const std::string& name, bool best_effort) {
+  try {
+    stop_impairer(load(name).impairer_pid);
+  } catch (const std::exception&) {
+    // No state (a half-built lab, or removed by hand): its impairer, if any, ends by itself
+    // once the namespaces below are gone.
+  }
   for (auto command : remove_commands(namespaces_of(name))) {
     command.may_fail = best_effort;
     run(command);
   }
   std::remove(state_file(name).c_str());
+  std::remove(impairer_log(name).c_str());
 }
 
 void make_dirs(const std::string& path) {
@@ -130,6 +142,12 @@ void make_dirs(const std::string& path) {
   }
   mkdir(path.c_str(), 0755);
   if (!exists(path)) throw std::runtime_error("netlab: cannot create " + path);
+}
+
+Impairment parse_impairment(const std::string& name) {
+  if (name == "netem") return Impairment::kNetem;
+  if (name == "nfqueue") return Impairment::kNfqueue;
+  throw std::runtime_error("unknown impairment '" + name + "' (netem or nfqueue)");
 }
 
 nlohmann::json to_json(const LabState& s) {
@@ -141,6 +159,8 @@ nlohmann::json to_json(const LabState& s) {
                    {"host_namespaces", s.host_namespaces},
                    {"addresses", s.addresses}};
   if (s.spec.uplink_bps) j["uplink_bps"] = *s.spec.uplink_bps;
+  if (s.impairment) j["impairment"] = impairment_name(*s.impairment);
+  if (s.impairer_pid > 0) j["impairer_pid"] = s.impairer_pid;
   return j;
 }
 
@@ -154,11 +174,68 @@ LabState from_json(const nlohmann::json& j) {
   if (j.contains("uplink_bps")) s.spec.uplink_bps = j.at("uplink_bps").get<double>();
   s.host_namespaces = j.at("host_namespaces").get<std::vector<std::string>>();
   s.addresses = j.at("addresses").get<std::vector<std::string>>();
+  if (j.contains("impairment")) s.impairment = parse_impairment(j.at("impairment"));
+  s.impairer_pid = j.value("impairer_pid", 0);
   if (static_cast<int>(s.addresses.size()) != s.spec.hosts ||
       static_cast<int>(s.host_namespaces.size()) != s.spec.hosts) {
     throw std::runtime_error("host lists do not match the host count");
   }
   return s;
+}
+
+// Tries a netem qdisc on the switch namespace's loopback and takes it away again.
+bool kernel_has_netem(const std::string& lab) {
+  const std::string ns = switch_namespace(lab);
+  std::string output;
+  if (run_capturing({"tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "netem"}, output) != 0)
+    return false;
+  run_capturing({"tc", "-n", ns, "qdisc", "del", "dev", "lo", "root"}, output);
+  return true;
+}
+
+Impairment choose_impairment(const std::string& lab) {
+  const char* forced = std::getenv("DTRAIN_NETLAB_IMPAIR");
+  if (forced != nullptr && *forced != '\0') {
+    try {
+      return parse_impairment(forced);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("netlab: DTRAIN_NETLAB_IMPAIR: ") + e.what());
+    }
+  }
+  return kernel_has_netem(lab) ? Impairment::kNetem : Impairment::kNfqueue;
+}
+
+// Shapes the lab's links to `spec` and starts, restarts or stops the impairer to match.
+// On success `state` describes the lab as it now is.
+void apply_shape(LabState& state, const LabSpec& spec, bool first_time) {
+  if (!state.impairment && impaired(spec)) state.impairment = choose_impairment(spec.name);
+  const Impairment how = state.impairment.value_or(Impairment::kNetem);
+  std::string version;
+  if (how == Impairment::kNfqueue && impaired(spec) &&
+      run_capturing({"iptables", "-V"}, version) != 0) {
+    throw std::runtime_error(
+        "netlab: this kernel has no netem, and delay and loss without it need iptables "
+        "(scripts/install-deps.sh installs it)");
+  }
+  run_all(shape_commands(spec, first_time, how));
+  if (how == Impairment::kNfqueue) {
+    // The queue has one owner: the old impairer goes before the new one binds. Packets sent
+    // in between are dropped (no listener); TCP sends them again.
+    stop_impairer(state.impairer_pid);
+    state.impairer_pid = 0;
+    if (impaired(spec)) {
+      ImpairerSpec impairer;
+      impairer.namespace_name = switch_namespace(spec.name);
+      impairer.delay_ms = spec.delay_ms;
+      impairer.loss_percent = spec.loss_percent;
+      impairer.seed = std::hash<std::string>{}(spec.name);
+      impairer.log_path = impairer_log(spec.name);
+      make_dirs(state_dir());
+      state.impairer_pid = start_impairer(impairer);
+    }
+    run_all(nfqueue_commands(spec, kImpairQueue));
+  }
+  state.spec = spec;
 }
 
 void save(const LabState& s) {
@@ -203,6 +280,10 @@ class HeldSignals {
 
 }  // namespace
 
+std::string impairment_name(Impairment how) {
+  return how == Impairment::kNetem ? "netem" : "nfqueue";
+}
+
 std::string state_dir() {
   const char* dir = std::getenv("DTRAIN_NETLAB_DIR");
   return dir != nullptr && *dir != '\0' ? dir : "/run/dtrain/netlab";
@@ -243,10 +324,11 @@ LabState bring_up(const LabSpec& spec) {
   const HeldSignals held;
   try {
     run_all(build_commands(spec));
-    run_all(shape_commands(spec, /*first_time=*/true));
+    apply_shape(state, spec, /*first_time=*/true);
     if (held.interrupted()) throw std::runtime_error("netlab: interrupted while building");
     save(state);
   } catch (...) {
+    stop_impairer(state.impairer_pid);
     remove_lab(spec.name, /*best_effort=*/true);
     throw;
   }
@@ -268,17 +350,19 @@ LabState reshape(LabSpec spec) {
   LabState state = load(spec.name);
   require_lab_support();
   spec.hosts = state.spec.hosts;
+  const LabSpec before = state.spec;
   try {
-    run_all(shape_commands(spec, /*first_time=*/false));
+    apply_shape(state, spec, /*first_time=*/false);
   } catch (...) {
     // Put the old shaping back (it worked before), so a refused change changes nothing.
-    for (auto c : shape_commands(state.spec, /*first_time=*/false)) {
-      c.may_fail = true;
-      run(c);
+    try {
+      apply_shape(state, before, /*first_time=*/false);
+      save(state);
+    } catch (const std::exception&) {
+      // The original error says more than this one.
     }
     throw;
   }
-  state.spec = spec;
   save(state);
   return state;
 }

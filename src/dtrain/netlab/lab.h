@@ -4,9 +4,13 @@
 // ever left behind.
 #pragma once
 
+#include <sys/types.h>
+
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "dtrain/netlab/plan.h"
 #include "dtrain/netlab/spec.h"
 
 namespace dtrain::netlab {
@@ -15,7 +19,14 @@ struct LabState {
   LabSpec spec;
   std::vector<std::string> host_namespaces;  // index: host
   std::vector<std::string> addresses;        // index: host
+  // How delay and loss are made, chosen when first asked for (netem where the kernel has
+  // it; DTRAIN_NETLAB_IMPAIR=netem|nfqueue forces one), then kept for the lab's life.
+  std::optional<Impairment> impairment;
+  pid_t impairer_pid = 0;  // the running impairer (kNfqueue with delay or loss), else 0
 };
+
+// "netem" or "nfqueue", as the state file and `netlab list` spell it.
+std::string impairment_name(Impairment how);
 
 // Throws std::runtime_error saying why a lab cannot be made here: not root, or no `ip`/`tc`.
 void require_lab_support();

@@ -30,10 +30,11 @@ Command remove_root_qdisc(const std::string& ns, const std::string& dev) {
 }
 
 // Host k's uplink: netem (delay, loss) at the root with tbf below it, or tbf alone.
-std::vector<Command> uplink_commands(const LabSpec& spec, int host, bool first_time) {
+std::vector<Command> uplink_commands(const LabSpec& spec, int host, bool first_time,
+                                     Impairment how) {
   const std::string ns = host_namespace(spec.name, host);
   const double bps = host == 0 && spec.uplink_bps ? *spec.uplink_bps : spec.rate_bps;
-  const bool netem = spec.delay_ms > 0 || spec.loss_percent > 0;
+  const bool netem = how == Impairment::kNetem && impaired(spec);
   std::vector<Command> out;
   // A root qdisc of another kind cannot be changed in place: start from none.
   if (!first_time) out.push_back(remove_root_qdisc(ns, kHostInterface));
@@ -93,14 +94,37 @@ std::vector<Command> build_commands(const LabSpec& spec) {
   return out;
 }
 
-std::vector<Command> shape_commands(const LabSpec& spec, bool first_time) {
+bool impaired(const LabSpec& spec) {
+  return spec.delay_ms > 0 || spec.loss_percent > 0;
+}
+
+std::vector<Command> shape_commands(const LabSpec& spec, bool first_time, Impairment how) {
   std::vector<Command> out;
   const std::string sw = switch_namespace(spec.name);
   for (int k = 0; k < spec.hosts; ++k) {
-    const auto up = uplink_commands(spec, k, first_time);
+    const auto up = uplink_commands(spec, k, first_time, how);
     out.insert(out.end(), up.begin(), up.end());
     if (!first_time) out.push_back(remove_root_qdisc(sw, switch_port(k)));
     if (spec.rate_bps > 0) out.push_back(tbf(sw, switch_port(k), "root", spec.rate_bps));
+  }
+  return out;
+}
+
+std::vector<Command> nfqueue_commands(const LabSpec& spec, int queue) {
+  const std::string sw = switch_namespace(spec.name);
+  const std::vector<std::string> iptables{"ip", "netns", "exec", sw, "iptables", "-w"};
+  std::vector<std::string> flush = iptables;
+  flush.insert(flush.end(), {"-F", "FORWARD"});
+  std::vector<Command> out{
+      // Bridged IPv4 passes the switch's iptables (br_netfilter); say so, whatever the default.
+      {{"ip", "netns", "exec", sw, "sh", "-c",
+        "echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables"}},
+      {flush}};
+  if (impaired(spec)) {
+    std::vector<std::string> rule = iptables;
+    rule.insert(rule.end(),
+                {"-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", std::to_string(queue)});
+    out.push_back({rule});
   }
   return out;
 }

@@ -26,9 +26,20 @@ constexpr const char* kHostInterface = "eth0";
 
 // Namespaces, bridge, veth pairs, addresses; no shaping.
 std::vector<Command> build_commands(const LabSpec& spec);
+// How a lab makes delay and loss: the kernel's netem qdisc where it has one, else dtrain's
+// own impairer (impairer.h) behind an iptables NFQUEUE rule on every uplink.
+enum class Impairment { kNetem, kNfqueue };
+
 // tc commands that (re)shape every link to `spec` (qdiscs replaced in place, so a running
 // job sees the new rate at once). `first_time`: no qdisc exists yet, nothing to delete.
-std::vector<Command> shape_commands(const LabSpec& spec, bool first_time);
+// With kNfqueue the uplinks get tbf alone: the delay and loss happen before the qdisc.
+std::vector<Command> shape_commands(const LabSpec& spec, bool first_time, Impairment how);
+// For kNfqueue: while the spec has delay or loss, the switch sends every packet it forwards
+// (each crossed one uplink) to queue `queue`, the impairer's, else straight on. In the switch,
+// not on the host: a packet held on its sender's host still counts against the sender's
+// socket (TCP small queues) and would cap the rate at a few packets per delay.
+std::vector<Command> nfqueue_commands(const LabSpec& spec, int queue);
+bool impaired(const LabSpec& spec);
 // Removes these namespaces (a lab's, as found on the machine; their interfaces and qdiscs go
 // with them).
 std::vector<Command> remove_commands(const std::vector<std::string>& namespaces);

@@ -5,9 +5,10 @@
 // 10.200.0.<k+1>/24) on a veth pair whose other end is a port of a bridge in the lab's own
 // switch namespace. A host's *uplink* is its eth0 egress (host -> switch); its *downlink*
 // is the switch port's egress (switch -> host). A message from host a to host b crosses a's
-// uplink, then b's downlink. Rates are shaped with tbf on both; delay and loss (netem) sit
-// on the uplinks only, so the one-way delay between two hosts is `delay` and a round trip
-// is twice that.
+// uplink, then b's downlink. Rates are shaped with tbf on both; delay and loss are added
+// once per packet between the two (netem on the uplink, or the impairer in the switch where
+// the kernel has no netem: impairer.h), so the one-way delay between two hosts is `delay`
+// and a round trip is twice that.
 #pragma once
 
 #include <optional>
