@@ -188,7 +188,7 @@ TEST(NetlabTest, CompressAutoFollowsARateChangeAtTheNextEpoch) {
   const auto rows = testing::take_json_lines_file(metrics);
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& l : rows[0]["auto_links"]) {
-    EXPECT_LT(l["rate_mbps"].get<double>(), 11) << l.dump();
+    EXPECT_NEAR(l["rate_mbps"].get<double>(), 10, 1) << l.dump();
     EXPECT_EQ(l["codec"], "sortquant:6:2") << l.dump();
   }
   for (const auto& l : rows[1]["auto_links"]) {
@@ -211,7 +211,7 @@ TEST(NetlabTest, CompressGradAutoCompressesOnASlowLink) {
   const auto rows = testing::take_json_lines_file(metrics);
   ASSERT_EQ(rows.size(), 2u);
   const auto& link = rows[0]["auto_links"].at(0);
-  EXPECT_LT(link["rate_mbps"].get<double>(), 11) << link.dump();
+  EXPECT_NEAR(link["rate_mbps"].get<double>(), 10, 1) << link.dump();
   EXPECT_EQ(link["codec"], "sortquant:6:2") << link.dump();
   EXPECT_GT(rows[0]["test_acc"].get<double>(), 0.3);  // chance: 0.1
 }
