@@ -18,7 +18,10 @@ trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp"' EXIT
 
 # rate -> lab flags ("" = loopback, no lab) and training samples.
 # RATES="loopback 1gbit" re-runs some rates: their rows are replaced, the others kept.
+# ROUNDS=3 runs every codec of a rate 3 times, alternated (round 1 of every codec, then
+# round 2, ...); the tables show the median round (single short runs scatter by +-10 %).
 read -r -a rates <<<"${RATES:-loopback 1gbit 100mbit 20mbit}"
+rounds=${ROUNDS:-1}
 declare -A samples=([loopback]=6400 [1gbit]=6400 [100mbit]=3200 [20mbit]=1280)
 declare -A mobile_samples=([loopback]=3200 [1gbit]=3200 [100mbit]=1600 [20mbit]=640)
 
@@ -40,15 +43,15 @@ reset() {  # reset OUT: drops the rows of the rates about to run
   done
 }
 
-run() {  # run OUT TAG RATE ARGS...
-  local out=$1 tag=$2 rate=$3
-  shift 3
+run() {  # run OUT TAG RATE ROUND ARGS...
+  local out=$1 tag=$2 rate=$3 round=$4
+  shift 4
   echo "slowlink: $tag" >&2
   "$bin" train --no-progress --seed 0 --metrics "$tmp" "$@" >/dev/null 2>"$tmp.err" || {
     cat "$tmp.err" >&2
     return 1
   }
-  sed "s|^{|{\"run\":\"$tag\",\"rate\":\"$rate\",|" "$tmp" >>"$out"
+  sed "s|^{|{\"run\":\"$tag\",\"rate\":\"$rate\",\"round\":$round,|" "$tmp" >>"$out"
 }
 
 sections=${*:-p2p ushape ddp}
@@ -72,11 +75,13 @@ for section in $sections; do
       for model in cnn mobilenetv2; do
         n=${samples[$rate]}
         [ $model = mobilenetv2 ] && n=${mobile_samples[$rate]}
-        for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do
-          # shellcheck disable=SC2086
-          run "$out" "ushape/$model/$rate/$codec" $rate --parallel pipeline -n 2 $flags \
-            --placement ushape --client-blocks 1,1 --model $model --batch-size 64 --chunks 4 \
-            --epochs 1 --limit-train "$n" --limit-test 1000 --compress $codec
+        for round in $(seq "$rounds"); do
+          for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do
+            # shellcheck disable=SC2086
+            run "$out" "ushape/$model/$rate/$codec" $rate $round --parallel pipeline -n 2 \
+              $flags --placement ushape --client-blocks 1,1 --model $model --batch-size 64 \
+              --chunks 4 --epochs 1 --limit-train "$n" --limit-test 1000 --compress $codec
+          done
         done
       done
     done
@@ -86,11 +91,13 @@ for section in $sections; do
     reset "$out"
     for rate in "${rates[@]}"; do
       flags=$(lab_up $rate)
-      for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do
-        # shellcheck disable=SC2086
-        run "$out" "ddp/cnn/$rate/$codec" $rate --parallel ddp -n 2 $flags --model cnn \
-          --batch-size 64 --epochs 1 --limit-train "${samples[$rate]}" --limit-test 1000 \
-          --compress-grad $codec
+      for round in $(seq "$rounds"); do
+        for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do
+          # shellcheck disable=SC2086
+          run "$out" "ddp/cnn/$rate/$codec" $rate $round --parallel ddp -n 2 $flags \
+            --model cnn --batch-size 64 --epochs 1 --limit-train "${samples[$rate]}" \
+            --limit-test 1000 --compress-grad $codec
+        done
       done
     done
     ;;

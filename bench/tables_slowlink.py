@@ -18,7 +18,18 @@ def rows(name):
 
 
 def epochs(name):
-    return {r["run"]: r for r in rows(name) if K.epoch in r}
+    """Per run tag, its median round (by samples/s; the lower middle of an even count) and
+    the number of rounds. Accuracy is the median round's (same seed: equal in every round of
+    a fixed codec)."""
+    by_tag = {}
+    for r in rows(name):
+        if K.epoch in r:
+            by_tag.setdefault(r["run"], []).append(r)
+    out = {}
+    for tag, rs in by_tag.items():
+        rs.sort(key=lambda r: r[K.samples_per_s])
+        out[tag] = dict(rs[(len(rs) - 1) // 2], rounds=len(rs))
+    return out
 
 
 def p2p():
@@ -46,6 +57,23 @@ def codec_table(name, prefix, codecs):
             x = r[K.samples_per_s] / base[K.samples_per_s]
             cells.append(f"{r[K.samples_per_s]:.0f} ({x:.2f}x) / {100 * r[K.test_acc]:.1f}")
         print(f"| {codec} | " + " | ".join(cells) + " |")
+    counts = [f"{rate} {runs[f'{prefix}/{rate}/none']['rounds']}" for rate in RATES
+              if f"{prefix}/{rate}/none" in runs]
+    print(f"\nRounds per codec (median shown): {', '.join(counts)}. auto / best fixed codec of >= 8 bits "
+          "(none, fp16, sortquant:8): " + ", ".join(auto_vs_best(runs, prefix)) + ".")
+
+
+def auto_vs_best(runs, prefix):
+    out = []
+    for rate in RATES:
+        auto = runs.get(f"{prefix}/{rate}/auto")
+        fixed = [runs.get(f"{prefix}/{rate}/{c}") for c in ("none", "fp16", "sortquant:8")]
+        if auto is None or None in fixed:
+            continue
+        best = max(fixed, key=lambda r: r[K.samples_per_s])
+        out.append(f"{rate} {auto[K.samples_per_s] / best[K.samples_per_s]:.2f} "
+                   f"(vs {best['run'].split('/')[-1]})")
+    return out
 
 
 def ushape():
