@@ -116,7 +116,9 @@ std::vector<Command> nfqueue_commands(const LabSpec& spec, int queue) {
   std::vector<std::string> flush = iptables;
   flush.insert(flush.end(), {"-F", "FORWARD"});
   std::vector<Command> out{
-      // Bridged IPv4 passes the switch's iptables (br_netfilter); say so, whatever the default.
+      // Bridged IPv4 passes the switch's iptables through br_netfilter: load it where it is a
+      // module (built in here, and modprobe may be missing), then turn it on for the switch.
+      {{"modprobe", "-q", "br_netfilter"}, /*may_fail=*/true},
       {{"ip", "netns", "exec", sw, "sh", "-c",
         "echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables"}},
       {flush}};
