@@ -17,10 +17,11 @@ void print(const netlab::LabState& s) {
   if (s.spec.delay_ms > 0) std::cout << ", " << s.spec.delay_ms << " ms one way";
   if (s.spec.loss_percent > 0) std::cout << ", " << s.spec.loss_percent << " % loss";
   if (s.impairment && netlab::impaired(s.spec)) {
+    // kNfqueue is the fallback, but DTRAIN_NETLAB_IMPAIR can force it where netem exists:
+    // name the mechanism, not the kernel's lack.
     std::cout << (*s.impairment == netlab::Impairment::kNetem
                       ? " (netem)"
-                      : " (dtrain's impairer, pid " + std::to_string(s.impairer_pid) +
-                            ": this kernel has no netem)");
+                      : " (dtrain's impairer, pid " + std::to_string(s.impairer_pid) + ")");
   }
   std::cout << "\n";
   for (size_t k = 0; k < s.addresses.size(); ++k)

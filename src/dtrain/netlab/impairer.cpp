@@ -139,7 +139,8 @@ Counts run_loop(NfQueue& queue, const ImpairerSpec& spec, int signal_fd) {
   } catch (const std::exception& e) {
     const std::string why = std::string(e.what()) + "\n";
     const std::string said = me + why;
-    if (write(ready, said.data(), said.size()) < 0) status = 1;
+    // Nothing more to do if the starter is gone: it reports "no answer" itself.
+    [[maybe_unused]] const ssize_t written = write(ready, said.data(), said.size());
     std::fprintf(stderr, "impairer: %s", why.c_str());
     status = 1;
   }
@@ -183,7 +184,9 @@ pid_t start_impairer(const ImpairerSpec& spec) {
   char buf[512];
   pollfd p{fds[0], POLLIN, 0};
   const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (Clock::now() < deadline && poll(&p, 1, 100) >= 0) {
+  while (Clock::now() < deadline) {
+    p.revents = 0;
+    if (poll(&p, 1, 100) < 0 && errno != EINTR) break;
     if (p.revents == 0) continue;
     const ssize_t n = read(fds[0], buf, sizeof(buf));
     if (n <= 0) break;
