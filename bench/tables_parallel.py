@@ -2,7 +2,7 @@
 """Markdown tables for docs/results.md from the pipeline and DDP benchmark data
 (docs/data/pipeline-*.jsonl, ddp-*.jsonl, syncbn.jsonl, scale-*.jsonl).
 Usage: python3 bench/tables_parallel.py SECTION
-  (bubble|schedules|ablation|ddp|resnet|hooks|compress|syncbn|scale|vsddp|vspytorch|pyhooks|pycodec)
+  (bubble|schedules|ablation|ddp|resnet|hooks|compress|syncbn|scale|vsddp|vspytorch|pyhooks|pycodec|two_way)
   or a table function with its arguments: ddp_vs_pytorch FILE.jsonl"""
 import json, statistics, sys
 from pathlib import Path
@@ -223,6 +223,36 @@ def pycodec():
              f'{r["cpp_decode_gbps"]:.3f}', f'{r["py_decode_gbps"]:.3f}', f'{r["decode_py_over_cpp"]:.2f}']
             for r in rows("python-codec.jsonl")]
     print(table(["Python's malloc", "codec", "C++ enc GB/s", "Python enc GB/s", "ratio", "C++ dec GB/s", "Python dec GB/s", "ratio"], body))
+
+
+def two_way():
+    """bench/two_way.sh: a build against its base, collectives and DDP, lab and loopback."""
+    for where in ("lab", "loopback"):
+        times = {}
+        for r in rows(f"receive-first-{where}-collective.jsonl"):
+            times.setdefault((r["bytes"], r["algo"]), {}).setdefault(r["build"], []).append(r["time_us"])
+        body = []
+        for (size, algo), by in sorted(times.items()):
+            base, new = sorted(by["BASE"]), sorted(by["NEW"])
+            med_b, med_n = statistics.median(base), statistics.median(new)
+            body.append([size, algo, f"{base[0]:.0f} / {med_b:.0f}", f"{new[0]:.0f} / {med_n:.0f}",
+                         f"{med_n / med_b:.2f}"])
+        print(f"{where}: all_reduce, 2 ranks, time us (min / median over {len(base)} rounds)\n")
+        print(table(["bytes", "algo", "base", "new", "new / base (medians)"], body))
+        runs = {}
+        for r in rows(f"receive-first-{where}-ddp.jsonl"):
+            runs.setdefault(r["codec"], {}).setdefault(r["build"], []).append(r)
+        body = []
+        for codec, by in runs.items():
+            sps = {b: [x["samples_per_s"] for x in v] for b, v in by.items()}
+            same = {(x["train_loss"], x["test_acc"]) for v in by.values() for x in v}
+            body.append([codec, ", ".join(f"{x:.0f}" for x in sps["BASE"]),
+                         ", ".join(f"{x:.0f}" for x in sps["NEW"]),
+                         f"{statistics.mean(sps['NEW']) / statistics.mean(sps['BASE']):.2f}",
+                         "yes" if len(same) == 1 else "no"])
+        print(f"\n{where}: DDP cnn, samples/s per round\n")
+        print(table(["gradients", "base", "new", "new / base (means)", "same loss and accuracy"], body))
+        print()
 
 
 globals()[sys.argv[1]](*sys.argv[2:])

@@ -92,6 +92,23 @@ TEST(NetlabTest, MeasuredBandwidthIsTheSetRate) {
   EXPECT_NEAR(measured_bytes_per_s(lab, "4M"), 1e9 / 8, 0.1 * 1e9 / 8);
 }
 
+// Both directions of a link carry an all-reduce at once: each algorithm's bus bandwidth (the
+// rate each direction carries) is the link's. It was half of it while a rank posted its
+// receive behind its own send (Gloo then holds the peer's data until this rank's crossed).
+TEST(NetlabTest, AllReduceCarriesBothDirectionsAtOnce) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--rate", "20mbit"});
+  ASSERT_TRUE(lab.ok());
+  Process p({DTRAIN_BINARY, "bench", "collective", "-n", "2", "--netlab", lab.name(), "--sizes",
+             "1M", "--algo", "ring,direct,butterfly", "--warmup", "1", "--iters", "2", "--format",
+             "jsonl", "--timeout", "60"});
+  ASSERT_EQ(p.wait_for(180s), 0) << p.err();
+  const auto rows = json_lines(p.out());
+  ASSERT_EQ(rows.size(), 3u) << p.out();
+  for (const auto& row : rows)  // 20 Mbit/s less TCP/IP headers is 2.4 MB/s of payload
+    EXPECT_GT(row["busbw_gbps"].get<double>() * 1e9, 0.8 * 20e6 / 8) << row.dump();
+}
+
 TEST(NetlabTest, LaunchPlacesRankKOnHostK) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2"});

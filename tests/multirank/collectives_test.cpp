@@ -176,6 +176,34 @@ TEST(GroupTest, TaggedMessagesMatchPerTagAndAreCounted) {
   });
 }
 
+// Every rank sends each other rank a message of its own length (one of them empty) and gets
+// back exactly what each sent it, in the order of `peers`, as isend_bytes/recv_bytes would.
+TEST(GroupTest, ExchangeBytesDeliversEveryPeersMessage) {
+  testing::run_ranks(3, [](Group& g) {
+    auto message = [](int from, int to) {
+      std::vector<uint8_t> m(static_cast<size_t>(from == 2 && to == 0 ? 0 : 1000 * from + 7 * to));
+      for (size_t i = 0; i < m.size(); ++i)
+        m[i] = static_cast<uint8_t>(31 * from + 17 * to + i);
+      return m;
+    };
+    std::vector<int> peers;
+    std::vector<std::vector<uint8_t>> out;
+    for (int j = 2; j >= 0; --j) {  // not in rank order: the result follows `peers`
+      if (j == g.rank()) continue;
+      peers.push_back(j);
+      out.push_back(message(g.rank(), j));
+    }
+    std::vector<const std::vector<uint8_t>*> out_ptrs;
+    for (const auto& m : out)
+      out_ptrs.push_back(&m);
+    const auto in = g.exchange_bytes(peers, out_ptrs, 11);
+    ASSERT_EQ(in.size(), peers.size());
+    for (size_t i = 0; i < peers.size(); ++i)
+      EXPECT_EQ(in[i], message(peers[i], g.rank())) << "from rank " << peers[i];
+    EXPECT_THROW(g.exchange_bytes(peers, {}, 12), std::invalid_argument);
+  });
+}
+
 TEST(GroupTest, InvalidPeersAndNonContiguousTensorsAreRejected) {
   testing::run_ranks(2, [](Group& g) {
     auto t = at::zeros({4, 4});

@@ -4,6 +4,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 #include "dtrain/comm/reduce_op.h"
 
 namespace dtrain::comm {
@@ -19,6 +21,17 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
 void ring_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes);
 void butterfly_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag);
 void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag);
+
+// Whether a rank posts its receive before its send of `send_bytes`, where it does both with
+// one peer or more at once. Gloo sends data only to a posted receive, and a receive's
+// notice queues behind this rank's own outgoing data on the pair's one connection: posted
+// after a large send, it waits for that send to cross, and on a slow link the two
+// directions then take turns (half the rate). Small sends are quicker the other way round
+// on loopback (docs/results.md, "Receives before sends").
+constexpr int64_t kReceiveFirstMinBytes = 128 * 1024;
+constexpr bool receive_first(int64_t send_bytes) {
+  return send_bytes >= kReceiveFirstMinBytes;
+}
 
 // Below this many bytes butterfly exchanges whole vectors (recursive doubling) instead of
 // halving them: latency, not bandwidth, dominates.

@@ -28,6 +28,11 @@ struct PieceCoding {
       encode;
   // The values in `bytes`; throws on corrupt bytes.
   std::function<at::Tensor(const std::vector<uint8_t>& bytes)> decode;
+  // Optional: the bytes encode() returns for a piece of `values` values, where a codec's
+  // packet size follows from its length. Given it, every piece travels as one message of a
+  // size both ends know, its receive posted before any send; without it, as a byte message
+  // (a length, then the payload: Group::exchange_bytes).
+  std::function<int64_t(int64_t values)> packet_bytes;
 };
 
 // Averages `flat` (1-D) over the group in place; returns the bytes this rank sent. A piece

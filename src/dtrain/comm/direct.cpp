@@ -26,16 +26,22 @@ void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag) {
   std::vector<Request> sends;
   std::vector<Request> recvs;
   at::Tensor staging = at::empty({(p - 1) * own.numel()}, flat.options());
-  for (int i = 1; i < p; ++i) {  // staggered so rank j is not everyone's first target
-    const int peer = wrap(r + i, p);
-    sends.push_back(group.isend(block(peer), peer, tag));
-  }
+  // Both phases post receives and sends in the order receive_first() gives.
+  const bool recv_first = receive_first(own.nbytes());
+  auto post_sends = [&](auto&& what) {
+    for (int i = 1; i < p; ++i) {  // staggered so rank j is not everyone's first target
+      const int peer = wrap(r + i, p);
+      sends.push_back(group.isend(what(peer), peer, tag));
+    }
+  };
   std::vector<at::Tensor> parts(static_cast<size_t>(p));
+  if (!recv_first) post_sends(block);
   for (int i = 1; i < p; ++i) {
     const int peer = wrap(r - i, p);
     parts[static_cast<size_t>(peer)] = slice(staging, (i - 1) * own.numel(), own.numel());
     recvs.push_back(group.irecv(parts[static_cast<size_t>(peer)], peer, tag));
   }
+  if (recv_first) post_sends(block);
   for (auto& req : recvs)
     req.wait();
   // Reduce in rank order so the result does not depend on arrival order.
@@ -51,13 +57,14 @@ void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag) {
 
   sends.clear();
   recvs.clear();
-  for (int i = 1; i < p; ++i)
-    sends.push_back(group.isend(own, wrap(r + i, p), tag));
+  auto reduced = [&](int) { return own; };
+  if (!recv_first) post_sends(reduced);
   for (int i = 1; i < p; ++i) {
     const int peer = wrap(r - i, p);
     at::Tensor dst = block(peer);
     recvs.push_back(group.irecv(dst, peer, tag));
   }
+  if (recv_first) post_sends(reduced);
   for (auto& req : recvs)
     req.wait();
   for (auto& req : sends)

@@ -301,16 +301,11 @@ void Group::count_check_time(Clock::time_point start) {
 
 // Two messages: [length, CRC32C of the payload (0 with the wire check off)], then the payload.
 Request Group::isend_bytes(const std::vector<uint8_t>& bytes, int peer, int tag) {
-  auto length = at::empty({2}, at::kLong);
-  length[0] = static_cast<int64_t>(bytes.size());
-  length[1] = wire_check_ ? static_cast<int64_t>(checksum(bytes.data(), bytes.size())) : 0;
+  const at::Tensor length = length_message(bytes);
   Request req = post(length, peer, tag, Direction::kSend, false);
-  req.state_->keep_alive.push_back(length);
+  keep_alive(req, length);
   if (!bytes.empty()) {
-    // from_blob does not own: the caller keeps `bytes` alive (see contract).
-    auto payload = at::from_blob(const_cast<uint8_t*>(bytes.data()),
-                                 {static_cast<int64_t>(bytes.size())}, at::kByte);
-    Request body = post(payload, peer, tag, Direction::kSend, false);
+    Request body = post(payload_view(bytes), peer, tag, Direction::kSend, false);
     for (auto& w : body.state_->works)
       req.state_->works.push_back(std::move(w));
     body.state_->works.clear();
@@ -320,25 +315,8 @@ Request Group::isend_bytes(const std::vector<uint8_t>& bytes, int peer, int tag)
   return req;
 }
 
-std::vector<uint8_t> Group::recv_bytes(int peer, int tag, int64_t max_bytes) {
-  auto length = at::empty({2}, at::kLong);
-  post(length, peer, tag, Direction::kRecv, false).wait();
-  const int64_t n = length[0].item<int64_t>();
-  if (n < 0 || n > max_bytes) {
-    throw CommError(describe() + ": byte message from rank " + std::to_string(peer) + " (tag " +
-                    std::to_string(tag) + ") announces " + std::to_string(n) + " bytes, limit is " +
-                    std::to_string(max_bytes) + ": corrupt or mismatched");
-  }
-  std::vector<uint8_t> out(static_cast<size_t>(n));
-  if (n > 0) {
-    auto payload = at::from_blob(out.data(), {n}, at::kByte);
-    post(payload, peer, tag, Direction::kRecv, false).wait();
-  }
-  if (wire_check_) {
-    verify(checksum(out.data(), out.size()), static_cast<uint32_t>(length[1].item<int64_t>()),
-           static_cast<uint32_t>(n), n, peer, tag);
-  }
-  return out;
+void Group::keep_alive(Request& request, const at::Tensor& tensor) {
+  request.state_->keep_alive.push_back(tensor);
 }
 
 void Group::barrier() {

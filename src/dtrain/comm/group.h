@@ -111,6 +111,16 @@ class Group {
   // `bytes` must stay alive until the Request completes.
   Request isend_bytes(const std::vector<uint8_t>& bytes, int peer, int tag);
   std::vector<uint8_t> recv_bytes(int peer, int tag, int64_t max_bytes = int64_t{1} << 34);
+  // Both directions at once: `out[i]` goes to `peers[i]`, and what each of `peers` sent here
+  // comes back in the same order (the same messages as isend_bytes/recv_bytes). Use it
+  // where ranks send to and receive from each other: every receive is posted before this
+  // rank's payloads go out. Gloo sends data only to a posted receive, and a receive's
+  // notice travels behind this rank's own outgoing data on the pair's one connection: a
+  // receive posted after a large send waits for that send to cross, and on a slow link the
+  // two directions then take turns (half the rate; docs/results.md, "Receives before sends").
+  std::vector<std::vector<uint8_t>> exchange_bytes(
+      const std::vector<int>& peers, const std::vector<const std::vector<uint8_t>*>& out, int tag,
+      int64_t max_bytes = int64_t{1} << 34);
 
   void barrier();
 
@@ -142,6 +152,14 @@ class Group {
   // `announced_bytes` (mod 2^32) are the `computed` CRC and the `bytes` received.
   void verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, int64_t bytes, int peer,
               int tag) const;
+  // Byte messages' framing (byte_messages.cpp): the length message of `bytes`; the length a
+  // received one announces (throws beyond `max_bytes`); the payload's check.
+  at::Tensor length_message(const std::vector<uint8_t>& bytes);
+  int64_t announced_bytes(const at::Tensor& length, int peer, int tag, int64_t max_bytes) const;
+  void verify_bytes(const std::vector<uint8_t>& bytes, const at::Tensor& length, int peer, int tag);
+  static at::Tensor payload_view(const std::vector<uint8_t>& bytes);
+  // Holds `tensor` until `request` completes.
+  static void keep_alive(Request& request, const at::Tensor& tensor);
   // crc32c(data, n, crc), its time counted in wire_check_seconds().
   uint32_t checksum(const void* data, size_t n, uint32_t crc = 0);
   // Buffers for the inline framing (payload and check in one message) of callers without

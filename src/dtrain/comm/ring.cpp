@@ -29,6 +29,7 @@ class Ring {
     k_segments_ =
         std::max<int64_t>(1, (blocks_.max_size() * elem + segment_bytes - 1) / segment_bytes);
     slot_len_ = (blocks_.max_size() + k_segments_ - 1) / k_segments_;
+    segment_bytes_ = slot_len_ * elem;
     if (any_reduce) staging_ = at::empty({k_segments_ * slot_len_}, flat.options());
     sends_.resize(static_cast<size_t>(p_ * k_segments_));
     recvs_.resize(static_cast<size_t>(k_segments_));
@@ -74,6 +75,26 @@ class Ring {
     recvs_[static_cast<size_t>(k)] = group_.irecv(target, wrap(r_ - 1, p_), tag_);
   }
 
+  // Posts step s's receives and sends (receive_first() decides the order), every segment
+  // (the first step) or one (the later steps, as their segments are ready).
+  void post_step(int s) {
+    if (receive_first(segment_bytes_)) {
+      for (int64_t k = 0; k < k_segments_; ++k)
+        post_recv(s, k);
+    }
+    for (int64_t k = 0; k < k_segments_; ++k)
+      post_send(s, k);
+    if (!receive_first(segment_bytes_)) {
+      for (int64_t k = 0; k < k_segments_; ++k)
+        post_recv(s, k);
+    }
+  }
+  void post_segment(int s, int64_t k) {
+    if (receive_first(segment_bytes_)) post_recv(s, k);
+    post_send(s, k);
+    if (!receive_first(segment_bytes_)) post_recv(s, k);
+  }
+
   // Waits for segment k of step s; returns what arrived into staging (reduce steps) or an
   // undefined tensor (nothing to combine).
   at::Tensor receive(int s, int64_t k) {
@@ -91,7 +112,7 @@ class Ring {
   at::Tensor& flat_;
   const int tag_, p_, r_;
   const BlockLayout blocks_;
-  int64_t k_segments_ = 1, slot_len_ = 0;
+  int64_t k_segments_ = 1, slot_len_ = 0, segment_bytes_ = 0;
   at::Tensor staging_;
   std::vector<Request> sends_, recvs_;
   std::vector<at::Tensor> recv_target_;
@@ -108,10 +129,7 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
   }
   Ring ring(group, flat, tag, segment_bytes, first_step < p - 1);
   const int64_t k_segments = ring.segments();
-  for (int64_t k = 0; k < k_segments; ++k)
-    ring.post_send(first_step, k);
-  for (int64_t k = 0; k < k_segments; ++k)
-    ring.post_recv(first_step, k);
+  ring.post_step(first_step);
   for (int s = first_step; s < end_step; ++s) {
     const int b = ring.recv_block(s);
     for (int64_t k = 0; k < k_segments; ++k) {
@@ -121,10 +139,7 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
         combine_into(region, arrived, op);
         if (s == p - 2) finalize_reduction(region, op, p);
       }
-      if (s + 1 < end_step) {
-        ring.post_send(s + 1, k);
-        ring.post_recv(s + 1, k);
-      }
+      if (s + 1 < end_step) ring.post_segment(s + 1, k);
     }
   }
   ring.wait_sends();

@@ -282,6 +282,9 @@ int64_t DistributedDataParallel::reduce_compressed(size_t index) {
                : b.gather_feedback.encode(*codec_, piece, decoded);
   };
   coding.decode = [](const std::vector<uint8_t>& bytes) { return compress::decode(bytes); };
+  coding.packet_bytes = [&](int64_t values) {
+    return static_cast<int64_t>(compress::packet_size(*codec_, {values}));
+  };
   return comm::coded_all_reduce_mean(group_, b.flat, coding, exchange_tag(0, index),
                                      exchange_tag(1, index));
 }
