@@ -56,4 +56,21 @@ LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_
   return {rate_of(out), rate_of(in), rtt / 2};
 }
 
+double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
+  at::Tensor ping = at::zeros({8}, at::kByte);
+  double rtt = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = metrics::Clock::now();
+    if (initiator) {
+      g.send(ping, peer, ping_tag);
+      g.recv(ping, peer, ping_tag);
+    } else {
+      g.recv(ping, peer, ping_tag);
+      g.send(ping, peer, ping_tag);
+    }
+    rtt = std::min(rtt, metrics::since(t0));
+  }
+  return rtt / 2;
+}
+
 }  // namespace dtrain::comm

@@ -21,4 +21,7 @@ struct LinkProbe {
 
 LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int data_tag);
 
+// One way's latency alone: half the best of three 8-byte round trips (both ranks call it).
+double probe_latency(Group& group, int peer, bool initiator, int ping_tag);
+
 }  // namespace dtrain::comm

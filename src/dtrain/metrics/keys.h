@@ -73,6 +73,8 @@ inline constexpr char kRatio[] = "ratio";
 inline constexpr char kAutoLinks[] = "auto_links";
 inline constexpr char kCodec[] = "codec";
 inline constexpr char kRateMbps[] = "rate_mbps";
+// How rate_mbps was measured: "probe" (comm/link_probe.h) or "step" (the last step's exchange).
+inline constexpr char kRateFrom[] = "rate_from";
 inline constexpr char kPredictedStepS[] = "predicted_step_s";
 inline constexpr char kPredictedBy[] = "predicted_step_s_by_codec";
 // Its runoff (parallel/auto_runoff.h): pairs of steps counted, mean step per codec run off.

@@ -126,6 +126,7 @@ metrics::Row to_row(const LinkChoice& choice, const std::vector<compress::CodecS
   row[key::kSrc] = choice.src;
   row[key::kDst] = choice.dst;
   row[key::kRateMbps] = choice.rate_bytes_per_s * 8 / 1e6;
+  row[key::kRateFrom] = choice.rate_from;
   row[key::kCodec] = compress::to_string(candidates.at(choice.chosen));
   row[key::kPredictedStepS] = choice.predicted_step_s.at(choice.chosen);
   row[key::kPredictedBy] = by_codec;

@@ -79,6 +79,7 @@ struct LinkChoice {
   size_t chosen = 0;                     // index into the candidates
   std::vector<double> predicted_step_s;  // per candidate
   std::optional<RunoffResult> runoff;
+  std::string rate_from = "probe";  // how rate_bytes_per_s was measured: metrics::key::kRateFrom
 };
 
 double predict_step_s(const AutoInput& input, const std::vector<size_t>& choice);

@@ -18,11 +18,59 @@ const comm::TagLayout kTuningTags(comm::TagSpace::kTuning, {{"purpose", 4}});
 const int kPingTag = kTuningTags.make({0});
 const int kDataTag = kTuningTags.make({1});
 
-// The slowest directed link between rank 0 and the others, as a probe saw it.
+// The slowest directed link between rank 0 and the others, as a probe (or the last step's
+// exchange) saw it.
 struct Slowest {
   int src = 0, dst = 0;
   double rate = 1e30, latency = 0;
+  bool from_step = false;
 };
+
+// An exchange that kept a direction busy this long measures its rate well enough: the
+// ranks' skew (the ends of their backward passes, milliseconds apart here) is a few percent
+// of it. Shorter (fast links, small models), the probe measures instead.
+constexpr double kStepMeasuresFromS = 0.1;
+
+// What the last synchronized step's exchange moved on every link of rank 0, both ways:
+// row r = [bytes 0->r, busy seconds 0->r (rank r's receive), bytes r->0, busy seconds r->0
+// (rank 0's receive)], the same on every rank (summed over ranks). Busy: the union of the
+// receives' post -> completion intervals (comm::LinkCounters::active_s).
+at::Tensor step_traffic(comm::Group& g, const std::vector<comm::LinkCounters>& last_step) {
+  auto t = at::zeros({g.size(), 4}, at::kDouble);
+  auto* const rows = t.data_ptr<double>();
+  for (int r = 1; r < g.size(); ++r) {
+    if (g.rank() == r) {
+      rows[4 * r] = static_cast<double>(last_step[0].bytes);
+      rows[4 * r + 1] = last_step[0].active_s;
+    }
+    if (g.rank() == 0) {
+      rows[4 * r + 2] = static_cast<double>(last_step[static_cast<size_t>(r)].bytes);
+      rows[4 * r + 3] = last_step[static_cast<size_t>(r)].active_s;
+    }
+  }
+  g.native_all_reduce(t, comm::ReduceOp::kSum);
+  return t;
+}
+
+// The slowest link from the step's traffic, when every direction was busy long enough
+// (every rank reaches the same answer from the same numbers); the latency comes from pings.
+std::optional<Slowest> slowest_from_step(comm::Group& g, const at::Tensor& traffic) {
+  const auto* const rows = traffic.data_ptr<double>();
+  Slowest s;
+  for (int r = 1; r < g.size(); ++r) {
+    for (const int way : {0, 1}) {
+      const double bytes = rows[4 * r + 2 * way], busy = rows[4 * r + 2 * way + 1];
+      if (bytes <= 0 || busy < kStepMeasuresFromS) return std::nullopt;
+      if (bytes / busy < s.rate) s = {way == 0 ? 0 : r, way == 0 ? r : 0, bytes / busy, 0, true};
+    }
+  }
+  for (int r = 1; r < g.size(); ++r) {
+    if (g.rank() != 0 && g.rank() != r) continue;
+    const double latency = comm::probe_latency(g, g.rank() == 0 ? r : 0, g.rank() == 0, kPingTag);
+    s.latency = std::max(s.latency, latency);
+  }
+  return s;
+}
 
 Slowest probe_from_rank0(comm::Group& g) {
   Slowest s;
@@ -54,10 +102,14 @@ DdpCodecTuner::DdpCodecTuner(comm::Group& group, const AutoCompress& options)
     : group_(group),
       candidates_(eligible_candidates(options)),
       runoff_window_(options.runoff_window),
-      chosen_(candidates_.size() - 1) {}
+      chosen_(candidates_.size() - 1),
+      counted_(static_cast<size_t>(group.size())),
+      last_step_(static_cast<size_t>(group.size())) {}
 
 void DdpCodecTuner::calibrate(const at::Tensor& gradients, double compute_s, double messages) {
-  const Slowest slowest = probe_from_rank0(group_);
+  const std::optional<Slowest> measured =
+      slowest_from_step(group_, step_traffic(group_, last_step_));
+  const Slowest slowest = measured ? *measured : probe_from_rank0(group_);
   // The choice, the runoff's other side (-1: none) and its pairs.
   auto decision = at::full({3}, -1, at::kLong);
   if (group_.rank() == 0 && group_.size() > 1) {
@@ -75,13 +127,15 @@ void DdpCodecTuner::calibrate(const at::Tensor& gradients, double compute_s, dou
     choice_ = choose_codecs(input);
     choice_[0].src = slowest.src;
     choice_[0].dst = slowest.dst;
+    choice_[0].rate_from = slowest.from_step ? "step" : "probe";
     decision[0] = static_cast<int64_t>(choice_[0].chosen);
     if (const auto plan = plan_runoff(input, choice_, runoff_window_)) {
       decision[1] = static_cast<int64_t>(plan->b[0]);
       decision[2] = runoff_pairs_for(choice_[0].predicted_step_s.at(choice_[0].chosen));
     }
-    std::cerr << "auto (DDP gradients, slowest link): " << describe(choice_[0], link.costs)
-              << std::endl;
+    std::cerr << "auto (DDP gradients, slowest link"
+              << (slowest.from_step ? ", rate from the last step's exchange" : "")
+              << "): " << describe(choice_[0], link.costs) << std::endl;
   }
   group_.native_broadcast(decision, 0);
   const auto count = static_cast<int64_t>(candidates_.size());
@@ -104,6 +158,16 @@ const compress::CodecSpec& DdpCodecTuner::codec_for_next_step() const {
 }
 
 void DdpCodecTuner::record_step(double seconds, int64_t samples) {
+  for (int peer = 0; peer < group_.size(); ++peer) {
+    if (peer == group_.rank()) continue;
+    const comm::LinkCounters now = group_.link_stats(peer).recv;
+    comm::LinkCounters& before = counted_[static_cast<size_t>(peer)];
+    if (now.bytes < before.bytes) before = {};  // the counters were reset
+    last_step_[static_cast<size_t>(peer)] = {
+        now.bytes - before.bytes, now.messages - before.messages, now.active_s - before.active_s,
+        now.wait_s - before.wait_s};
+    before = now;
+  }
   if (!runoff_) return;
   runoff_->record(seconds, samples);
   if (!runoff_->decided()) return;

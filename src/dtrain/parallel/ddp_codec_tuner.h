@@ -3,8 +3,11 @@
 // calibrate() at the same step). Until the first decision the exchange uses the last
 // (most compressive) candidate.
 //
-// Measured: every link between rank 0 and another rank, both directions (comm/link_probe.h;
-// an all-reduce is as slow as its slowest link, so that rate is used); on rank 0, this
+// Measured: every link between rank 0 and another rank, both directions (an all-reduce is
+// as slow as its slowest link, so that rate is used): from the calibrating step's own
+// exchange (its bytes over the time its receives were busy, each way) where that kept every
+// direction busy for 0.1 s or more (slow links: no probe bytes added to the epoch), else by
+// the probe (comm/link_probe.h); on rank 0, this
 // step's gradients coded with every candidate (exact packet bytes, encode and decode time);
 // this step's compute (forward + backward). Per rank and step, a codec other than none sends
 // 2(p-1)/p of the packet bytes (reduce-scatter, then all-gather) and decodes 2(p-1)/p of the
@@ -22,13 +25,10 @@
 #include <optional>
 #include <vector>
 
+#include "dtrain/comm/group.h"
 #include "dtrain/metrics/report.h"
 #include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/auto_runoff.h"
-
-namespace dtrain::comm {
-class Group;
-}
 
 namespace dtrain::parallel {
 
@@ -57,6 +57,8 @@ class DdpCodecTuner {
   std::vector<LinkChoice> choice_;  // rank 0
   size_t chosen_;
   std::optional<Runoff> runoff_;
+  // Per peer: its receive counters at the last record_step(), and what the step moved.
+  std::vector<comm::LinkCounters> counted_, last_step_;
 };
 
 }  // namespace dtrain::parallel
