@@ -28,23 +28,29 @@ double rate_of(const double (&seconds)[2], int64_t scale) {
          std::max(seconds[1] - seconds[0], 1e-7);
 }
 
+// The initiator sends `out` and waits for `in`; the peer mirrors: receives, then answers.
+// Returns the seconds it took.
+double exchange(Group& g, int peer, bool initiator, at::Tensor& out, int out_tag, at::Tensor& in,
+                int in_tag) {
+  const auto t0 = metrics::Clock::now();
+  if (initiator) {
+    g.send(out, peer, out_tag);
+    g.recv(in, peer, in_tag);
+  } else {
+    g.recv(out, peer, out_tag);
+    g.send(in, peer, in_tag);
+  }
+  return metrics::since(t0);
+}
+
 }  // namespace
 
 LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_tag) {
   at::Tensor ping = at::zeros({8}, at::kByte);
   int64_t scale = 1;
   at::Tensor data[2] = {at::zeros({kSmallBytes}, at::kByte), at::zeros({kLargeBytes}, at::kByte)};
-  // The initiator sends `out` and waits for `in`; the peer mirrors: receives, then answers.
   auto exchange = [&](at::Tensor& out, int out_tag, at::Tensor& in, int in_tag) {
-    const auto t0 = metrics::Clock::now();
-    if (initiator) {
-      g.send(out, peer, out_tag);
-      g.recv(in, peer, in_tag);
-    } else {
-      g.recv(out, peer, out_tag);
-      g.send(in, peer, in_tag);
-    }
-    return metrics::since(t0);
+    return comm::exchange(g, peer, initiator, out, out_tag, in, in_tag);
   };
   double rtt = 1e30, out[2] = {1e30, 1e30}, in[2] = {1e30, 1e30};
   const auto start = metrics::Clock::now();
@@ -77,17 +83,8 @@ LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_
 double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
   at::Tensor ping = at::zeros({8}, at::kByte);
   double rtt = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = metrics::Clock::now();
-    if (initiator) {
-      g.send(ping, peer, ping_tag);
-      g.recv(ping, peer, ping_tag);
-    } else {
-      g.recv(ping, peer, ping_tag);
-      g.send(ping, peer, ping_tag);
-    }
-    rtt = std::min(rtt, metrics::since(t0));
-  }
+  for (int i = 0; i < 3; ++i)
+    rtt = std::min(rtt, exchange(g, peer, initiator, ping, ping_tag, ping, ping_tag));
   return rtt / 2;
 }
 
