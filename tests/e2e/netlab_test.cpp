@@ -214,18 +214,25 @@ TEST(NetlabTest, CompressAutoFollowsARateChangeAtTheNextEpoch) {
   }
 }
 
+// One epoch of DDP on the mlp with --compress-grad auto between the lab's hosts: its JSON
+// lines (the epoch's row, the summary); whatever it wrote if the run failed (reported).
+std::vector<nlohmann::json> ddp_auto_rows(const Lab& lab, const std::string& limit_train,
+                                          const std::string& limit_test) {
+  const std::string metrics = "/tmp/dtrain-netlab-ddp-" + std::to_string(getpid()) + ".jsonl";
+  Process train({DTRAIN_BINARY,  "train",    "-n",           "2",   "--netlab",        lab.name(),
+                 "--parallel",   "ddp",      "--model",      "mlp", "--limit-train",   limit_train,
+                 "--limit-test", limit_test, "--epochs",     "1",   "--compress-grad", "auto",
+                 "--metrics",    metrics,    "--no-progress"});
+  EXPECT_EQ(train.wait_for(300s), 0) << train.err();
+  return testing::take_json_lines_file(metrics);
+}
+
 // DDP on a 10 Mbit/s link: the gradients are worth compressing, and training still learns.
 TEST(NetlabTest, CompressGradAutoCompressesOnASlowLink) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2", "--rate", "10mbit"});
   ASSERT_TRUE(lab.ok());
-  const std::string metrics = "/tmp/dtrain-netlab-ddp-" + std::to_string(getpid()) + ".jsonl";
-  Process train({DTRAIN_BINARY,  "train", "-n",           "2",   "--netlab",        lab.name(),
-                 "--parallel",   "ddp",   "--model",      "mlp", "--limit-train",   "1024",
-                 "--limit-test", "256",   "--epochs",     "1",   "--compress-grad", "auto",
-                 "--metrics",    metrics, "--no-progress"});
-  ASSERT_EQ(train.wait_for(300s), 0) << train.err();
-  const auto rows = testing::take_json_lines_file(metrics);
+  const auto rows = ddp_auto_rows(lab, "1024", "256");
   ASSERT_EQ(rows.size(), 2u);
   const auto& link = rows[0]["auto_links"].at(0);
   // The gradients' own exchange kept the link busy long enough to measure it: no probe.
@@ -245,13 +252,7 @@ TEST(NetlabTest, TheProbeReadsAFastLinkWithinTenPercent) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2", "--rate", "1gbit"});
   ASSERT_TRUE(lab.ok());
-  const std::string metrics = "/tmp/dtrain-netlab-fast-" + std::to_string(getpid()) + ".jsonl";
-  Process train({DTRAIN_BINARY,  "train", "-n",           "2",   "--netlab",        lab.name(),
-                 "--parallel",   "ddp",   "--model",      "mlp", "--limit-train",   "512",
-                 "--limit-test", "100",   "--epochs",     "1",   "--compress-grad", "auto",
-                 "--metrics",    metrics, "--no-progress"});
-  ASSERT_EQ(train.wait_for(300s), 0) << train.err();
-  const auto rows = testing::take_json_lines_file(metrics);
+  const auto rows = ddp_auto_rows(lab, "512", "100");
   ASSERT_EQ(rows.size(), 2u);
   const auto& link = rows[0]["auto_links"].at(0);
   EXPECT_EQ(link["rate_from"], "probe") << link.dump();

@@ -32,6 +32,17 @@ constexpr int64_t kReceiveFirstMinBytes = 128 * 1024;
 constexpr bool receive_first(int64_t send_bytes) {
   return send_bytes >= kReceiveFirstMinBytes;
 }
+// Posts one exchange's receives and sends in the order receive_first(send_bytes) gives.
+template <typename PostReceives, typename PostSends>
+void post_exchange(int64_t send_bytes, PostReceives&& post_receives, PostSends&& post_sends) {
+  if (receive_first(send_bytes)) {
+    post_receives();
+    post_sends();
+  } else {
+    post_sends();
+    post_receives();
+  }
+}
 
 // Below this many bytes butterfly exchanges whole vectors (recursive doubling) instead of
 // halving them: latency, not bandwidth, dominates.

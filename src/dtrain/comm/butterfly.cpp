@@ -21,10 +21,10 @@ int largest_power_of_two_at_most(int p) {
 
 // Sends `mine` to `peer` and receives the same number of elements into `theirs`.
 void exchange(Group& group, const at::Tensor& mine, at::Tensor& theirs, int peer, int tag) {
-  const bool recv_first = receive_first(mine.nbytes());
-  Request recv = recv_first ? group.irecv(theirs, peer, tag) : Request();
-  Request send = group.isend(mine, peer, tag);
-  if (!recv_first) recv = group.irecv(theirs, peer, tag);
+  Request recv, send;
+  post_exchange(
+      mine.nbytes(), [&] { recv = group.irecv(theirs, peer, tag); },
+      [&] { send = group.isend(mine, peer, tag); });
   recv.wait();
   send.wait();
 }

@@ -21,15 +21,10 @@ void check_length(const Group& group, const at::Tensor& part, int64_t expected, 
                            std::to_string(expected) + " (models differ?)");
 }
 
-at::Tensor bytes_view(const std::vector<uint8_t>& bytes) {
-  // from_blob does not own: the vectors outlive the messages (waited for below).
-  return at::from_blob(const_cast<uint8_t*>(bytes.data()), {static_cast<int64_t>(bytes.size())},
-                       at::kByte);
-}
-
 // Every rank sends to and receives from every other: `out[i]` to `peers[i]`, returning what
 // each sent here. With sizes known at both ends, one message each, posted in the order
-// detail::receive_first() gives; otherwise byte messages (Group::exchange_bytes).
+// detail::post_exchange() gives; otherwise byte messages (Group::exchange_bytes). The
+// vectors outlive the messages (every one is waited for here).
 std::vector<std::vector<uint8_t>> exchange(Group& group, const std::vector<int>& peers,
                                            const std::vector<const std::vector<uint8_t>*>& out,
                                            const std::vector<int64_t>& out_bytes,
@@ -37,25 +32,27 @@ std::vector<std::vector<uint8_t>> exchange(Group& group, const std::vector<int>&
   if (out_bytes.empty()) return group.exchange_bytes(peers, out, tag);
   std::vector<std::vector<uint8_t>> in(peers.size());
   std::vector<Request> recvs, sends;
-  auto post_recvs = [&] {
-    for (size_t i = 0; i < peers.size(); ++i) {
-      in[i].resize(static_cast<size_t>(in_bytes[i]));
-      at::Tensor target = bytes_view(in[i]);
-      if (!in[i].empty()) recvs.push_back(group.irecv(target, peers[i], tag));
-    }
-  };
-  const bool recv_first =
-      detail::receive_first(*std::max_element(out_bytes.begin(), out_bytes.end()));
-  if (recv_first) post_recvs();
   for (size_t i = 0; i < peers.size(); ++i) {
     if (static_cast<int64_t>(out[i]->size()) != out_bytes[i]) {
       throw std::logic_error(group.describe() + ": a coded piece of " +
                              std::to_string(out[i]->size()) + " bytes where its codec makes " +
                              std::to_string(out_bytes[i]));
     }
-    if (!out[i]->empty()) sends.push_back(group.isend(bytes_view(*out[i]), peers[i], tag));
   }
-  if (!recv_first) post_recvs();
+  detail::post_exchange(
+      *std::max_element(out_bytes.begin(), out_bytes.end()),
+      [&] {
+        for (size_t i = 0; i < peers.size(); ++i) {
+          in[i].resize(static_cast<size_t>(in_bytes[i]));
+          at::Tensor target = Group::payload_view(in[i]);
+          if (!in[i].empty()) recvs.push_back(group.irecv(target, peers[i], tag));
+        }
+      },
+      [&] {
+        for (size_t i = 0; i < peers.size(); ++i)
+          if (!out[i]->empty())
+            sends.push_back(group.isend(Group::payload_view(*out[i]), peers[i], tag));
+      });
   for (auto& r : recvs)
     r.wait();
   for (auto& r : sends)
@@ -71,8 +68,8 @@ int64_t coded_all_reduce_mean(Group& group, at::Tensor& flat, const PieceCoding&
   const BlockLayout layout{flat.numel(), p};
   auto piece = [&](int i) { return slice(flat, layout.begin(i), layout.size(i)); };
   int64_t sent = 0;
-  // Both phases are exchanges (every rank sends to and receives from every other), so they
-  // go through exchange_bytes: every receive posted before this rank's data goes out.
+  // Both phases are exchanges (every rank sends to and receives from every other): see
+  // exchange() for the order of posting.
   std::vector<int> peers;
   for (int j = 0; j < p; ++j)
     if (j != me) peers.push_back(j);
@@ -84,19 +81,19 @@ int64_t coded_all_reduce_mean(Group& group, at::Tensor& flat, const PieceCoding&
     sent += static_cast<int64_t>(out[i].size());
     out_ptrs.push_back(&out[i]);
   }
-  // Packet sizes, where the coding knows them: each peer's piece going out, and this rank's
-  // piece (scatter) or each peer's own (gather) coming in.
-  std::vector<int64_t> to_peers, mine_from_peers, theirs_from_peers;
+  // Packet sizes, where the coding knows them: each peer's piece (going out in the scatter,
+  // coming in with the gather: one list serves both) and this rank's piece from each peer.
+  std::vector<int64_t> peer_pieces, mine_from_peers;
   if (coding.packet_bytes) {
     const int64_t mine_bytes = coding.packet_bytes(layout.size(me));
     for (const int j : peers) {
-      to_peers.push_back(coding.packet_bytes(layout.size(j)));
+      peer_pieces.push_back(coding.packet_bytes(layout.size(j)));
       mine_from_peers.push_back(mine_bytes);
     }
-    theirs_from_peers = to_peers;
   }
   at::Tensor sum = piece(me).clone();
-  const auto scattered = exchange(group, peers, out_ptrs, to_peers, mine_from_peers, scatter_tag);
+  const auto scattered =
+      exchange(group, peers, out_ptrs, peer_pieces, mine_from_peers, scatter_tag);
   for (size_t i = 0; i < peers.size(); ++i) {
     const at::Tensor part = coding.decode(scattered[i]);
     check_length(group, part, sum.numel(), peers[i], "gradient piece");
@@ -109,7 +106,7 @@ int64_t coded_all_reduce_mean(Group& group, at::Tensor& flat, const PieceCoding&
   piece(me).copy_(decoded.reshape({-1}));
   const auto gathered =
       exchange(group, peers, std::vector<const std::vector<uint8_t>*>(peers.size(), &mine),
-               mine_from_peers, theirs_from_peers, gather_tag);
+               mine_from_peers, peer_pieces, gather_tag);
   for (size_t i = 0; i < peers.size(); ++i) {
     const at::Tensor part = coding.decode(gathered[i]);
     at::Tensor target = piece(peers[i]);

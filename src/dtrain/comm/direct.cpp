@@ -26,8 +26,7 @@ void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag) {
   std::vector<Request> sends;
   std::vector<Request> recvs;
   at::Tensor staging = at::empty({(p - 1) * own.numel()}, flat.options());
-  // Both phases post receives and sends in the order receive_first() gives.
-  const bool recv_first = receive_first(own.nbytes());
+  // Both phases post receives and sends in the order post_exchange() gives.
   auto post_sends = [&](auto&& what) {
     for (int i = 1; i < p; ++i) {  // staggered so rank j is not everyone's first target
       const int peer = wrap(r + i, p);
@@ -35,13 +34,16 @@ void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag) {
     }
   };
   std::vector<at::Tensor> parts(static_cast<size_t>(p));
-  if (!recv_first) post_sends(block);
-  for (int i = 1; i < p; ++i) {
-    const int peer = wrap(r - i, p);
-    parts[static_cast<size_t>(peer)] = slice(staging, (i - 1) * own.numel(), own.numel());
-    recvs.push_back(group.irecv(parts[static_cast<size_t>(peer)], peer, tag));
-  }
-  if (recv_first) post_sends(block);
+  post_exchange(
+      own.nbytes(),
+      [&] {
+        for (int i = 1; i < p; ++i) {
+          const int peer = wrap(r - i, p);
+          parts[static_cast<size_t>(peer)] = slice(staging, (i - 1) * own.numel(), own.numel());
+          recvs.push_back(group.irecv(parts[static_cast<size_t>(peer)], peer, tag));
+        }
+      },
+      [&] { post_sends(block); });
   for (auto& req : recvs)
     req.wait();
   // Reduce in rank order so the result does not depend on arrival order.
@@ -57,14 +59,16 @@ void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag) {
 
   sends.clear();
   recvs.clear();
-  auto reduced = [&](int) { return own; };
-  if (!recv_first) post_sends(reduced);
-  for (int i = 1; i < p; ++i) {
-    const int peer = wrap(r - i, p);
-    at::Tensor dst = block(peer);
-    recvs.push_back(group.irecv(dst, peer, tag));
-  }
-  if (recv_first) post_sends(reduced);
+  post_exchange(
+      own.nbytes(),
+      [&] {
+        for (int i = 1; i < p; ++i) {
+          const int peer = wrap(r - i, p);
+          at::Tensor dst = block(peer);
+          recvs.push_back(group.irecv(dst, peer, tag));
+        }
+      },
+      [&] { post_sends([&](int) { return own; }); });
   for (auto& req : recvs)
     req.wait();
   for (auto& req : sends)

@@ -110,6 +110,9 @@ class Group {
   // Byte messages of any length: an 8-byte length message, then the payload.
   // `bytes` must stay alive until the Request completes.
   Request isend_bytes(const std::vector<uint8_t>& bytes, int peer, int tag);
+  // A byte tensor viewing `bytes` (not owning them): for isend/irecv of a byte vector, which
+  // must outlive the message.
+  static at::Tensor payload_view(const std::vector<uint8_t>& bytes);
   std::vector<uint8_t> recv_bytes(int peer, int tag, int64_t max_bytes = int64_t{1} << 34);
   // Both directions at once: `out[i]` goes to `peers[i]`, and what each of `peers` sent here
   // comes back in the same order (the same messages as isend_bytes/recv_bytes). Use it
@@ -157,7 +160,6 @@ class Group {
   at::Tensor length_message(const std::vector<uint8_t>& bytes);
   int64_t announced_bytes(const at::Tensor& length, int peer, int tag, int64_t max_bytes) const;
   void verify_bytes(const std::vector<uint8_t>& bytes, const at::Tensor& length, int peer, int tag);
-  static at::Tensor payload_view(const std::vector<uint8_t>& bytes);
   // Holds `tensor` until `request` completes.
   static void keep_alive(Request& request, const at::Tensor& tensor);
   // crc32c(data, n, crc), its time counted in wire_check_seconds().

@@ -75,24 +75,23 @@ class Ring {
     recvs_[static_cast<size_t>(k)] = group_.irecv(target, wrap(r_ - 1, p_), tag_);
   }
 
-  // Posts step s's receives and sends (receive_first() decides the order), every segment
-  // (the first step) or one (the later steps, as their segments are ready).
+  // Posts step s's receives and sends (post_exchange() orders them), every segment (the
+  // first step) or one (the later steps, as their segments are ready).
   void post_step(int s) {
-    if (receive_first(segment_bytes_)) {
-      for (int64_t k = 0; k < k_segments_; ++k)
-        post_recv(s, k);
-    }
-    for (int64_t k = 0; k < k_segments_; ++k)
-      post_send(s, k);
-    if (!receive_first(segment_bytes_)) {
-      for (int64_t k = 0; k < k_segments_; ++k)
-        post_recv(s, k);
-    }
+    post_exchange(
+        segment_bytes_,
+        [&] {
+          for (int64_t k = 0; k < k_segments_; ++k)
+            post_recv(s, k);
+        },
+        [&] {
+          for (int64_t k = 0; k < k_segments_; ++k)
+            post_send(s, k);
+        });
   }
   void post_segment(int s, int64_t k) {
-    if (receive_first(segment_bytes_)) post_recv(s, k);
-    post_send(s, k);
-    if (!receive_first(segment_bytes_)) post_recv(s, k);
+    post_exchange(
+        segment_bytes_, [&] { post_recv(s, k); }, [&] { post_send(s, k); });
   }
 
   // Waits for segment k of step s; returns what arrived into staging (reduce steps) or an
