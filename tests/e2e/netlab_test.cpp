@@ -92,21 +92,25 @@ TEST(NetlabTest, MeasuredBandwidthIsTheSetRate) {
   EXPECT_NEAR(measured_bytes_per_s(lab, "4M"), 1e9 / 8, 0.1 * 1e9 / 8);
 }
 
-// Both directions of a link carry an all-reduce at once: each algorithm's bus bandwidth (the
-// rate each direction carries) is the link's. It was half of it while a rank posted its
-// receive behind its own send (Gloo then holds the peer's data until this rank's crossed).
+// Both directions of a link carry an all-reduce at once, as Gloo's own all-reduce does: each
+// hand-written algorithm's bus bandwidth (the rate each direction carries) is at least 0.85x
+// Gloo's, measured in the same run (the lab's rate alone scatters from run to run). While a
+// rank posted its receive behind its own send, the two directions took turns: 0.57-0.74x at
+// 4 MiB on this link (docs/results.md). 1 MiB without the delay read too close to call.
 TEST(NetlabTest, AllReduceCarriesBothDirectionsAtOnce) {
   SKIP_WITHOUT_LABS();
-  Lab lab({"--hosts", "2", "--rate", "20mbit"});
+  Lab lab({"--hosts", "2", "--rate", "20mbit", "--delay", "5ms"});
   ASSERT_TRUE(lab.ok());
   Process p({DTRAIN_BINARY, "bench", "collective", "-n", "2", "--netlab", lab.name(), "--sizes",
-             "1M", "--algo", "ring,direct,butterfly", "--warmup", "1", "--iters", "2", "--format",
-             "jsonl", "--timeout", "60"});
+             "4M", "--algo", "native,ring,direct,butterfly", "--warmup", "1", "--iters", "2",
+             "--format", "jsonl", "--timeout", "60"});
   ASSERT_EQ(p.wait_for(180s), 0) << p.err();
   const auto rows = json_lines(p.out());
-  ASSERT_EQ(rows.size(), 3u) << p.out();
-  for (const auto& row : rows)  // 20 Mbit/s less TCP/IP headers is 2.4 MB/s of payload
-    EXPECT_GT(row["busbw_gbps"].get<double>() * 1e9, 0.8 * 20e6 / 8) << row.dump();
+  ASSERT_EQ(rows.size(), 4u) << p.out();
+  ASSERT_EQ(rows[0]["algo"], "native") << p.out();
+  const double gloo = rows[0]["busbw_gbps"].get<double>();
+  for (size_t i = 1; i < rows.size(); ++i)
+    EXPECT_GT(rows[i]["busbw_gbps"].get<double>(), 0.85 * gloo) << rows[i].dump();
 }
 
 TEST(NetlabTest, LaunchPlacesRankKOnHostK) {
