@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables for docs/results.md from the JSON lines in docs/data (stdlib only)."""
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -75,6 +76,21 @@ def codec_ratios(name):
         sq, sr, km, kr = d["sortquant:8"], d["sortquant-ref:8"], d["kmeans:4:20"], d["kmeans-ref:4:20"]
         print(f"| {dist} | {sr['encode_ms'] / sq['encode_ms']:.1f}x | {sr['decode_ms'] / sq['decode_ms']:.1f}x | "
               f"{kr['encode_ms'] / km['encode_ms']:.0f}x | {km['mse_over_var'] / kr['mse_over_var']:.4f} |")
+
+
+def codec_threads(name="codec-threads.jsonl"):
+    """Encode and decode times at 1 and 2 threads (medians over the alternated rounds), and
+    their ratio: issue 13's target is >= 1.7x."""
+    runs = {}
+    for r in rows(name):
+        runs.setdefault((r["codec"], r["numel"], r["dist"]), {}).setdefault(r["threads"], []).append(r)
+    print("| codec | values | dist | encode ms, 1 / 2 threads | encode speed-up | decode ms, 1 / 2 threads | decode speed-up |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for (codec_name, numel, dist), by in runs.items():
+        enc = [statistics.median(x["encode_ms"] for x in by[t]) for t in (1, 2)]
+        dec = [statistics.median(x["decode_ms"] for x in by[t]) for t in (1, 2)]
+        print(f"| {codec_name} | {numel // 2**20}M | {dist} | {enc[0]:.1f} / {enc[1]:.1f} | {enc[0] / enc[1]:.2f}x | "
+              f"{dec[0]:.1f} / {dec[1]:.1f} | {dec[0] / dec[1]:.2f}x |")
 
 
 def small_targets(name, p2p_name):

@@ -7,7 +7,8 @@ Codec names are the CLI's: none | fp16 | bf16 | uniform:B | sortquant:B | sortqu
 kmeans:B[:ITERS]. Errors raise ValueError with the reason: a bad name, a tensor that is not
 floating point, NaN or Inf where the codec cannot take them, a corrupt or truncated packet.
 The tensor's data is read in place (no copy for contiguous float32 CPU tensors); the
-packet tensor owns the encoder's buffer (no copy either).
+packet tensor owns the encoder's buffer (no copy either). `threads`: tensors of 1M values
+and more are coded on up to that many threads (the packet is the same for any count).
 """
 
 from typing import Dict, Optional, Sequence, Union
@@ -27,17 +28,26 @@ def _require_codec_name(codec) -> None:
         raise TypeError(f"codec must be a str such as 'sortquant:8', got {type(codec).__name__}")
 
 
-def encode(tensor: torch.Tensor, codec: str) -> torch.Tensor:
+def _require_threads(threads) -> None:
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+
+
+def encode(tensor: torch.Tensor, codec: str, threads: int = 1) -> torch.Tensor:
     """Codes a floating tensor (any shape, device, float32/64/16 or bfloat16) as a packet."""
     _require_tensor(tensor, "tensor")
     _require_codec_name(codec)
-    return _C.encode(tensor.detach(), codec)
+    _require_threads(threads)
+    return _C.encode(tensor.detach(), codec, threads)
 
 
-def decode(packet: torch.Tensor, device: Optional[Union[str, torch.device]] = None) -> torch.Tensor:
+def decode(
+    packet: torch.Tensor, device: Optional[Union[str, torch.device]] = None, threads: int = 1
+) -> torch.Tensor:
     """The tensor a packet holds, in its original dtype and shape (on `device`, else CPU)."""
     _require_tensor(packet, "packet")
-    return _C.decode(packet, None if device is None else torch.device(device))
+    _require_threads(threads)
+    return _C.decode(packet, None if device is None else torch.device(device), threads)
 
 
 def inspect(packet: torch.Tensor) -> Dict[str, object]:

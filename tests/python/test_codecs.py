@@ -72,6 +72,21 @@ def test_non_contiguous_and_requires_grad_inputs():
     assert torch.equal(dtrain.decode(dtrain.encode(x, "none")), x.detach())
 
 
+@pytest.mark.parametrize("codec", ["sortquant:8", "uniform:3", "kmeans:4:5"])
+def test_threads_give_the_same_packet_and_values(codec):
+    x = sample((3, 700_001), seed=1)  # 2.1M values: coded in chunks on 2 and 3 threads
+    packet = dtrain.encode(x, codec)
+    values = dtrain.decode(packet)
+    for threads in (2, 3):
+        assert torch.equal(dtrain.encode(x, codec, threads=threads), packet)
+        assert torch.equal(dtrain.decode(packet, threads=threads), values)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="threads"):
+            dtrain.encode(x, codec, threads=bad)
+        with pytest.raises(ValueError, match="threads"):
+            dtrain.decode(packet, threads=bad)
+
+
 def test_inspect_and_canonical_names():
     x = sample((4, 1000))
     info = dtrain.inspect(dtrain.encode(x, "sortquant:8"))

@@ -1,6 +1,6 @@
 // compress::order_statistics (selection.h) against a sorted copy: both second passes
 // (counting low key bits when the wanted buckets hold many values, gathering and sorting
-// when they hold few), ties, signed zeros, many ranks, NaN.
+// when they hold few), ties, signed zeros, many ranks, NaN; on one thread and on three.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,11 +28,15 @@ void expect_like_sorting(const std::vector<float>& x, const std::vector<int64_t>
   std::sort(sorted.begin(), sorted.end(), [](float a, float b) {
     return order_key(a) < order_key(b);  // -0 before +0, as the keys order them
   });
-  const std::vector<float> got = order_statistics(x.data(), static_cast<int64_t>(x.size()), ranks);
-  ASSERT_EQ(got.size(), ranks.size());
-  for (size_t w = 0; w < ranks.size(); ++w) {
-    const float want = sorted[static_cast<size_t>(ranks[w])];
-    EXPECT_EQ(order_key(got[w]), order_key(want)) << "rank " << ranks[w];
+  for (const int threads : {1, 3}) {  // 1M values and more run in chunks on 3 threads
+    const std::vector<float> got =
+        order_statistics(x.data(), static_cast<int64_t>(x.size()), ranks, threads);
+    ASSERT_EQ(got.size(), ranks.size());
+    for (size_t w = 0; w < ranks.size(); ++w) {
+      const float want = sorted[static_cast<size_t>(ranks[w])];
+      EXPECT_EQ(order_key(got[w]), order_key(want))
+          << "rank " << ranks[w] << ", " << threads << " threads";
+    }
   }
 }
 
@@ -63,10 +67,10 @@ TEST(OrderStatistics, ACrowdedBucketOfDistinctValuesCountsItsLowBits) {
   // denormals (one bucket, not all zero) take the same way.
   std::mt19937 gen(5);
   std::uniform_real_distribution<float> in_bucket(1.f, 1.f + 1.f / 256), wide(-4.f, 4.f);
-  std::vector<float> x(1 << 18);
+  std::vector<float> x(1 << 20);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = i % 2 ? in_bucket(gen) : wide(gen);
-  expect_like_sorting(x, spread_ranks(1 << 18, 9));
+  expect_like_sorting(x, spread_ranks(1 << 20, 9));
   std::vector<float> zeros_and_denormals(1 << 16, 0.f);
   for (size_t i = 0; i < zeros_and_denormals.size(); i += 3)
     zeros_and_denormals[i] = std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 7);

@@ -108,7 +108,7 @@ struct Subject {
   bool cpu_only = false;  // the seed-style references run on the CPU
 };
 
-Subject make_subject(const std::string& name) {
+Subject make_subject(const std::string& name, int threads) {
   Subject s;
   s.name = name;
   if (name.rfind("sortquant-ref:", 0) == 0) {
@@ -144,10 +144,11 @@ Subject make_subject(const std::string& name) {
   }
   auto codec = std::shared_ptr<compress::Codec>(compress::make_codec(name));
   s.bits = codec->spec().bits;
-  s.prepare = [codec](const at::Tensor& x, int64_t& wire) {
-    auto packet = std::make_shared<compress::Packet>(compress::encode(*codec, x));
+  s.prepare = [codec, threads](const at::Tensor& x, int64_t& wire) {
+    auto packet = std::make_shared<compress::Packet>(compress::encode(*codec, x, threads));
     wire = static_cast<int64_t>(packet->size());
-    return std::function<at::Tensor()>([packet] { return compress::decode(*packet); });
+    return std::function<at::Tensor()>(
+        [packet, threads] { return compress::decode(*packet, threads); });
   };
   return s;
 }
@@ -174,7 +175,7 @@ std::vector<metrics::Column> columns() {
 int run(const Options& o) {
   std::vector<Subject> subjects;
   for (const auto& name : split_list(o.codecs))
-    subjects.push_back(make_subject(name));
+    subjects.push_back(make_subject(name, o.threads));
   const auto dists = split_list(o.dists);
   std::vector<int64_t> numels;
   for (const auto& n : split_list(o.numels))
@@ -274,7 +275,9 @@ void register_bench_codec(CLI::App& bench, int& exit_code) {
                    "cpu, cuda or cuda:N: where the tensors live (CUDA tensors are staged through "
                    "host memory; times include the copies)",
                    "cpu");
-  sub->add_option("--threads", o->threads, "intra-op threads (the codecs themselves use one)")
+  sub->add_option("--threads", o->threads,
+                  "threads: LibTorch's intra-op threads and the codecs' own (tensors of 512K "
+                  "values and more)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--reps", o->reps,

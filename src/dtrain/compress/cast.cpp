@@ -15,7 +15,8 @@ class CastCodec final : public Codec {
     return static_cast<size_t>(n) * static_cast<size_t>(spec_.bits / 8);
   }
 
-  void encode_values(const float* x, int64_t n, uint8_t*, uint8_t* payload) const override {
+  // LibTorch's copy runs on its own intra-op threads: `threads` is not used.
+  void encode_values(const float* x, int64_t n, uint8_t*, uint8_t* payload, int) const override {
     require_finite(x, n);
     if (n == 0) return;
     const at::Tensor in = at::from_blob(const_cast<float*>(x), {n}, at::kFloat);
@@ -27,7 +28,8 @@ class CastCodec final : public Codec {
     out.copy_(in);
   }
 
-  void decode_values(const uint8_t*, const uint8_t* payload, int64_t n, float* out) const override {
+  void decode_values(const uint8_t*, const uint8_t* payload, int64_t n, float* out,
+                     int) const override {
     if (n == 0) return;
     if (spec_.id == CodecId::kNone) {
       std::memcpy(out, payload, static_cast<size_t>(n) * 4);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "dtrain/base/parse.h"
+#include "dtrain/compress/chunks.h"
 #include "dtrain/compress/codecs.h"
 
 namespace dtrain::compress {
@@ -189,11 +190,13 @@ std::unique_ptr<Codec> make_codec(const CodecSpec& spec) {
   throw std::invalid_argument("unknown codec id");
 }
 
-void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, size_t out_size) {
+void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, size_t out_size,
+                 int threads) {
   if (tensor.dim() > kMaxDims) {
     throw std::invalid_argument("a packet holds at most " + std::to_string(kMaxDims) +
                                 " dimensions");
   }
+  chunk_count(0, threads, 1);  // checks the count before any work
   const uint8_t dtype = dtype_code(tensor.scalar_type());
   // A GPU tensor is cast on the GPU and staged through host memory; the coding runs on the
   // CPU, so the packet is bit-identical to the CPU tensor's.
@@ -219,15 +222,16 @@ void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, siz
   }
   h.write(out);
   try {
-    codec.encode_values(x, n, out + header, out + header + table);  // checks finiteness itself
+    codec.encode_values(x, n, out + header, out + header + table,
+                        threads);  // checks finiteness itself
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(to_string(codec.spec()) + " " + e.what());
   }
 }
 
-Packet encode(const Codec& codec, const at::Tensor& tensor) {
+Packet encode(const Codec& codec, const at::Tensor& tensor, int threads) {
   Packet out(packet_size(codec, tensor.sizes().vec()));
-  encode_into(codec, tensor, out.data(), out.size());
+  encode_into(codec, tensor, out.data(), out.size(), threads);
   return out;
 }
 
@@ -295,12 +299,13 @@ PacketInfo inspect(const uint8_t* data, size_t size) {
   return info;
 }
 
-at::Tensor decode(const uint8_t* data, size_t size) {
+at::Tensor decode(const uint8_t* data, size_t size, int threads) {
+  chunk_count(0, threads, 1);
   const PacketInfo info = inspect(data, size);
   const auto codec = make_codec(info.spec);
   at::Tensor out = at::empty({info.numel}, at::kFloat);
   codec->decode_values(data + info.header_bytes, data + info.header_bytes + info.table_bytes,
-                       info.numel, out.data_ptr<float>());
+                       info.numel, out.data_ptr<float>(), threads);
   return out.view(info.shape).to(info.dtype);
 }
 

@@ -62,11 +62,13 @@ class Codec {
   // Exact table and payload sizes for n values; the decoder checks them.
   virtual size_t table_bytes(int64_t n) const = 0;
   virtual size_t payload_bytes(int64_t n) const = 0;
-  // `x` holds n finite floats; writes exactly table_bytes(n) and payload_bytes(n) bytes.
-  virtual void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const = 0;
+  // `x` holds n finite floats; writes exactly table_bytes(n) and payload_bytes(n) bytes,
+  // using up to `threads` threads (>= 1) on large n; the bytes never depend on the count.
+  virtual void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload,
+                             int threads) const = 0;
   // Inverse; throws CorruptPacket on an invalid table (non-finite or negative step...).
-  virtual void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n,
-                             float* out) const = 0;
+  virtual void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
+                             int threads) const = 0;
 };
 
 std::unique_ptr<Codec> make_codec(const CodecSpec& spec);
@@ -74,12 +76,19 @@ inline std::unique_ptr<Codec> make_codec(const std::string& name) {
   return make_codec(parse_codec(name));
 }
 
+// Threads: a tensor of at least 2 x 256K values is coded on up to `threads` threads, the
+// caller's and short-lived others (std::invalid_argument if threads < 1). Packets and
+// decoded values are bit-identical for every thread count. none/fp16/bf16 copy through
+// LibTorch, which uses its own intra-op threads (at::set_num_threads) instead; kmeans
+// fits its centroids on one thread and assigns codes on `threads`.
+
 // Any device's tensor (a CUDA tensor gives the same bytes as its CPU copy).
-Packet encode(const Codec& codec, const at::Tensor& tensor);
+Packet encode(const Codec& codec, const at::Tensor& tensor, int threads = 1);
 // The same packet written into `out`, which must hold exactly packet_size(codec, shape)
 // bytes (std::invalid_argument otherwise): for callers that own the buffer (the pipeline
 // leaves room after it for the wire check).
-void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, size_t out_size);
+void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, size_t out_size,
+                 int threads = 1);
 // The exact size of the packet encode() makes for a tensor of `shape` (header, table and
 // payload), without coding: receivers size their buffers with it. Throws
 // std::invalid_argument on a negative dimension or more than 8 of them.
@@ -87,9 +96,9 @@ size_t packet_size(const Codec& codec, const std::vector<int64_t>& shape);
 
 // Decodes any packet: the codec and its parameters come from the header. The tensor is on
 // the CPU unless a device is given.
-at::Tensor decode(const uint8_t* data, size_t size);
-inline at::Tensor decode(const Packet& packet) {
-  return decode(packet.data(), packet.size());
+at::Tensor decode(const uint8_t* data, size_t size, int threads = 1);
+inline at::Tensor decode(const Packet& packet, int threads = 1) {
+  return decode(packet.data(), packet.size(), threads);
 }
 at::Tensor decode(const Packet& packet, const c10::Device& device);
 

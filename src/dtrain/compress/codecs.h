@@ -47,7 +47,7 @@ void require_finite(const float* x, int64_t n);
 struct ValueRange {
   float lo, hi;
 };
-ValueRange finite_range(const float* x, int64_t n);
+ValueRange finite_range(const float* x, int64_t n, int chunks);
 
 [[noreturn]] void throw_non_finite();
 
@@ -62,7 +62,7 @@ void quantize_grouped(const float* x, int64_t count, const float* thresholds, in
 // out[i] = value_of_code[code i of the packed payload]: decoding for codecs whose every code
 // maps to one value (sortquant, kmeans). value_of_code holds 2^bits entries.
 void decode_by_table(const uint8_t* payload, int64_t n, int bits, const float* value_of_code,
-                     float* out);
+                     float* out, int chunks);
 
 // Little-endian float table entries.
 inline void put_f32(uint8_t* p, float v) {

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "dtrain/compress/bitpack.h"
+#include "dtrain/compress/chunks.h"
 #include "dtrain/compress/codecs.h"
 #include "dtrain/compress/selection.h"
 
@@ -121,7 +122,8 @@ class KMeansCodec final : public Codec {
   size_t table_bytes(int64_t) const override { return 4 * static_cast<size_t>(k_); }
   size_t payload_bytes(int64_t n) const override { return packed_bytes(n, spec_.bits); }
 
-  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const override {
+  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload,
+                     int threads) const override {
     std::vector<float> centroids(static_cast<size_t>(k_), 0.f);
     if (n > 0) {
       const auto c =
@@ -132,10 +134,9 @@ class KMeansCodec final : public Codec {
     }
     for (int j = 0; j < k_; ++j)
       put_f32(table + 4 * j, centroids[static_cast<size_t>(j)]);
-    uint16_t codes[kCodeBlock];
-    int32_t index[kCodeBlock];
-    for (int64_t start = 0; start < n; start += kCodeBlock) {
-      const int64_t count = std::min(kCodeBlock, n - start);
+    for_each_block(n, chunk_count(n, threads, kMinEncodeChunk), [&](int64_t start, int64_t count) {
+      uint16_t codes[kCodeBlock];
+      int32_t index[kCodeBlock];
       const float* xs = x + start;
       if (k_ <= 32) {
         // Centroid by centroid over the block (vectorizes): count the centroids nearer than
@@ -154,11 +155,11 @@ class KMeansCodec final : public Codec {
           codes[i] = nearest(xs[i], centroids);
       }
       pack_bits(codes, count, spec_.bits, payload, start);
-    }
+    });
   }
 
-  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n,
-                     float* out) const override {
+  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
+                     int threads) const override {
     std::vector<float> centroids(static_cast<size_t>(k_));
     for (int j = 0; j < k_; ++j) {
       centroids[static_cast<size_t>(j)] = get_f32(table + 4 * j);
@@ -166,7 +167,8 @@ class KMeansCodec final : public Codec {
         throw CorruptPacket("kmeans packet: centroid " + std::to_string(j) + " is not finite");
       }
     }
-    decode_by_table(payload, n, spec_.bits, centroids.data(), out);
+    decode_by_table(payload, n, spec_.bits, centroids.data(), out,
+                    chunk_count(n, threads, kMinDecodeChunk));
   }
 
  private:

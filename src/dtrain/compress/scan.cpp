@@ -7,8 +7,10 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "dtrain/compress/bitpack.h"
+#include "dtrain/compress/chunks.h"
 #include "dtrain/compress/codecs.h"
 
 namespace dtrain::compress {
@@ -33,7 +35,9 @@ void require_finite(const float* x, int64_t n) {
 // Min and max through integer keys: for IEEE floats, flipping the magnitude bits of the
 // negatives makes the bit patterns order like the values when read as int32, and integer
 // min/max reductions vectorize where float ones (NaN rules) do not.
-ValueRange finite_range(const float* x, int64_t n) {
+namespace {
+
+ValueRange finite_range_of(const float* x, int64_t n) {
   if (n == 0) return {0.f, 0.f};
   int32_t kmin = std::numeric_limits<int32_t>::max();
   int32_t kmax = std::numeric_limits<int32_t>::min();
@@ -56,15 +60,29 @@ ValueRange finite_range(const float* x, int64_t n) {
   return {value(kmin), value(kmax)};
 }
 
+}  // namespace
+
+ValueRange finite_range(const float* x, int64_t n, int chunks) {
+  std::vector<ValueRange> part(static_cast<size_t>(chunks));
+  for_each_chunk(n, chunks, [&](const Chunk& c) {
+    part[static_cast<size_t>(c.index)] = finite_range_of(x + c.begin, c.end - c.begin);
+  });
+  ValueRange range = part[0];
+  for (const ValueRange& p : part) {  // every chunk holds values: chunks cover [0, n)
+    range.lo = std::min(range.lo, p.lo);
+    range.hi = std::max(range.hi, p.hi);
+  }
+  return range;
+}
+
 void decode_by_table(const uint8_t* payload, int64_t n, int bits, const float* value_of_code,
-                     float* out) {
-  uint16_t codes[kCodeBlock];
-  for (int64_t start = 0; start < n; start += kCodeBlock) {
-    const int64_t count = std::min(kCodeBlock, n - start);
+                     float* out, int chunks) {
+  for_each_block(n, chunks, [&](int64_t start, int64_t count) {
+    uint16_t codes[kCodeBlock];
     unpack_bits(payload, count, bits, codes, start);
     for (int64_t i = 0; i < count; ++i)
       out[start + i] = value_of_code[codes[i]];
-  }
+  });
 }
 
 void quantize_grouped(const float* x, int64_t count, const float* thresholds, int n_thresholds,

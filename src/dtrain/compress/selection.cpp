@@ -6,6 +6,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "dtrain/compress/chunks.h"
+
 namespace dtrain::compress {
 namespace {
 
@@ -40,19 +42,40 @@ std::vector<uint32_t> count_keys(const float* x, int64_t n, size_t size, Index i
   return counts;
 }
 
+// The entry-by-entry sum of the count arrays count(begin, end) makes for each chunk of
+// [0, n): one pass over the values on several threads.
+template <class Count>
+std::vector<uint32_t> summed_over_chunks(int64_t n, int chunks, const Count& count) {
+  if (chunks <= 1) return count(0, n);
+  std::vector<std::vector<uint32_t>> part(static_cast<size_t>(chunks));
+  for_each_chunk(n, chunks, [&](const Chunk& c) {
+    part[static_cast<size_t>(c.index)] = count(c.begin, c.end);
+  });
+  std::vector<uint32_t>& sum = part[0];
+  for (size_t c = 1; c < part.size(); ++c) {
+    for (size_t k = 0; k < sum.size(); ++k)
+      sum[k] += part[c][k];
+  }
+  return std::move(sum);
+}
+
 constexpr uint32_t kPositiveZeroKey = 0x80000000u, kNegativeZeroKey = 0x7FFFFFFFu;
 
 // Whether the bucket of +0 (or of -0) holds that zero only: none of the 2^16 - 1 tiny
 // denormals that share its top key bits. A streaming pass the compiler vectorizes.
-bool bucket_holds_only_zero(const float* x, int64_t n, uint32_t zero_key) {
+bool bucket_holds_only_zero(const float* x, int64_t n, uint32_t zero_key, int chunks) {
   const uint32_t zero_bits = zero_key == kPositiveZeroKey ? 0u : 0x80000000u;
-  uint32_t others = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    others |= static_cast<uint32_t>(bits - zero_bits - 1u < 0xFFFFu);
-  }
-  return others == 0;
+  std::vector<uint32_t> others(static_cast<size_t>(chunks), 0);
+  for_each_chunk(n, chunks, [&](const Chunk& c) {
+    uint32_t found = 0;
+    for (int64_t i = c.begin; i < c.end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i, 4);
+      found |= static_cast<uint32_t>(bits - zero_bits - 1u < 0xFFFFu);
+    }
+    others[static_cast<size_t>(c.index)] = found;
+  });
+  return std::all_of(others.begin(), others.end(), [](uint32_t found) { return found == 0; });
 }
 
 // Where the wanted ranks fall after the first pass: each rank's bucket and the rank's
@@ -91,7 +114,8 @@ Located locate(const std::vector<uint32_t>& counts, const std::vector<int64_t>& 
 // Second pass, histogram: the low 16 key bits of the values in the wanted buckets pin each
 // rank to one full key. Costs a 256 KiB count array per wanted bucket, whatever n is.
 // `crowded`: the wanted buckets hold many of the values (ReLU's zeros).
-std::vector<float> select_by_low_counts(const float* x, int64_t n, Located& at, bool crowded) {
+std::vector<float> select_by_low_counts(const float* x, int64_t n, Located& at, bool crowded,
+                                        int chunks) {
   std::vector<int32_t>& slot_of_bucket = at.slot_of_bucket;
   const size_t slot_values = (at.wanted.size() + 1) * kLowValues;
   auto low_index = [&](uint32_t key) {
@@ -100,17 +124,22 @@ std::vector<float> select_by_low_counts(const float* x, int64_t n, Located& at, 
   };
   std::vector<uint32_t> low_counts;
   if (!crowded) {  // a branch on "wanted?" that is nearly always "no" predicts well
-    low_counts.assign(slot_values, 0);
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t key = order_key(x[i]);
-      if (slot_of_bucket[key >> kShift] >= 0) ++low_counts[low_index(key)];
-    }
+    low_counts = summed_over_chunks(n, chunks, [&](int64_t begin, int64_t end) {
+      std::vector<uint32_t> counts(slot_values, 0);
+      for (int64_t i = begin; i < end; ++i) {
+        const uint32_t key = order_key(x[i]);
+        if (slot_of_bucket[key >> kShift] >= 0) ++counts[low_index(key)];
+      }
+      return counts;
+    });
   } else {
     // Crowded, the branch would mispredict (ReLU's zeros sit at random places): every other
     // bucket counts into one more slot that nobody reads.
     std::replace(slot_of_bucket.begin(), slot_of_bucket.end(), -1,
                  static_cast<int32_t>(at.wanted.size()));
-    low_counts = count_keys(x, n, slot_values, low_index);
+    low_counts = summed_over_chunks(n, chunks, [&](int64_t begin, int64_t end) {
+      return count_keys(x + begin, end - begin, slot_values, low_index);
+    });
   }
 
   std::vector<float> result(at.bucket_of.size());
@@ -129,7 +158,8 @@ std::vector<float> select_by_low_counts(const float* x, int64_t n, Located& at, 
 // Second pass, gathering: the keys of the values in the wanted buckets, sorted. Costs
 // m log m for the m values gathered; no per-bucket memory.
 std::vector<float> select_by_gathering(const float* x, int64_t n,
-                                       const std::vector<uint32_t>& counts, const Located& at) {
+                                       const std::vector<uint32_t>& counts, const Located& at,
+                                       int chunks) {
   std::vector<size_t> buckets = at.wanted;
   std::sort(buckets.begin(), buckets.end());
   std::vector<int64_t> gathered_before(buckets.size());  // by slot: keys of lower buckets
@@ -138,12 +168,19 @@ std::vector<float> select_by_gathering(const float* x, int64_t n,
     gathered_before[static_cast<size_t>(at.slot_of_bucket[b])] = m;
     m += counts[b];
   }
-  std::vector<uint32_t> keys;
+  std::vector<std::vector<uint32_t>> part(static_cast<size_t>(chunks));
+  for_each_chunk(n, chunks, [&](const Chunk& c) {
+    std::vector<uint32_t>& keys = part[static_cast<size_t>(c.index)];
+    keys.reserve(static_cast<size_t>(m / chunks));
+    for (int64_t i = c.begin; i < c.end; ++i) {
+      const uint32_t key = order_key(x[i]);
+      if (at.slot_of_bucket[key >> kShift] >= 0) keys.push_back(key);
+    }
+  });
+  std::vector<uint32_t> keys = std::move(part[0]);
   keys.reserve(static_cast<size_t>(m));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t key = order_key(x[i]);
-    if (at.slot_of_bucket[key >> kShift] >= 0) keys.push_back(key);
-  }
+  for (size_t c = 1; c < part.size(); ++c)
+    keys.insert(keys.end(), part[c].begin(), part[c].end());
   std::sort(keys.begin(), keys.end());
   std::vector<float> result(at.bucket_of.size());
   for (size_t w = 0; w < result.size(); ++w) {
@@ -156,12 +193,15 @@ std::vector<float> select_by_gathering(const float* x, int64_t n,
 
 }  // namespace
 
-std::vector<float> order_statistics(const float* x, int64_t n, const std::vector<int64_t>& ranks) {
+std::vector<float> order_statistics(const float* x, int64_t n, const std::vector<int64_t>& ranks,
+                                    int threads) {
   for (int64_t r : ranks) {
     if (r < 0 || r >= n) throw std::out_of_range("order_statistics: rank out of range");
   }
-  const std::vector<uint32_t> counts =
-      count_keys(x, n, kBuckets, [](uint32_t key) { return key >> kShift; });
+  const int chunks = chunk_count(n, threads, kMinEncodeChunk);
+  const std::vector<uint32_t> counts = summed_over_chunks(n, chunks, [&](int64_t b, int64_t e) {
+    return count_keys(x + b, e - b, kBuckets, [](uint32_t key) { return key >> kShift; });
+  });
   if (has_non_finite(counts.data(), kShift)) {
     throw std::invalid_argument("input contains NaN or Inf; codecs take finite values only");
   }
@@ -180,7 +220,7 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
   for (const uint32_t zero : {kPositiveZeroKey, kNegativeZeroKey}) {
     const size_t b = zero >> kShift;
     if (all.slot_of_bucket[b] >= 0 && int64_t{counts[b]} * 16 > n &&
-        bucket_holds_only_zero(x, n, zero))
+        bucket_holds_only_zero(x, n, zero, chunks))
       constant_buckets.emplace_back(b, zero);
   }
   std::vector<float> result(ranks.size());
@@ -216,8 +256,8 @@ std::vector<float> order_statistics(const float* x, int64_t n, const std::vector
   const double gathering_cost = 2.0 * m * std::log2(m + 2.0);
   const std::vector<float> found =
       gathering_cost < histogram_cost
-          ? select_by_gathering(x, n, counts, rest)
-          : select_by_low_counts(x, n, rest, m * 16 > static_cast<double>(n));
+          ? select_by_gathering(x, n, counts, rest, chunks)
+          : select_by_low_counts(x, n, rest, m * 16 > static_cast<double>(n), chunks);
   for (size_t i = 0; i < rest_rank.size(); ++i)
     result[rest_rank[i]] = found[i];
   return result;

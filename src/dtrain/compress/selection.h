@@ -27,8 +27,10 @@ inline uint32_t order_key(float x) {
 
 // Values at the given 0-based ranks of x[0, n) in ascending order (ranks need not be
 // sorted or distinct; each must be < n). x is not modified. Throws std::invalid_argument
-// if x holds NaN or Inf.
-std::vector<float> order_statistics(const float* x, int64_t n, const std::vector<int64_t>& ranks);
+// if x holds NaN or Inf. The passes over x use up to `threads` threads (chunks.h); the
+// result is the same for any count.
+std::vector<float> order_statistics(const float* x, int64_t n, const std::vector<int64_t>& ranks,
+                                    int threads = 1);
 
 // With buckets = key >> shift (shift <= 23), the buckets below 0x00800000 >> shift and from
 // 0xFF800000 >> shift up hold only NaN and Inf keys (-NaN, -Inf below; +Inf, +NaN above).

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "dtrain/compress/bitpack.h"
+#include "dtrain/compress/chunks.h"
 #include "dtrain/compress/codecs.h"
 #include "dtrain/compress/selection.h"
 
@@ -24,7 +25,8 @@ class SortQuantCodec final : public Codec {
   size_t table_bytes(int64_t) const override { return 8 * static_cast<size_t>(groups_); }
   size_t payload_bytes(int64_t n) const override { return packed_bytes(n, spec_.bits); }
 
-  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const override {
+  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload,
+                     int threads) const override {
     const int g_count = groups_;
     std::vector<float> lo(static_cast<size_t>(g_count), 0.f),
         step(static_cast<size_t>(g_count), 0.f);
@@ -42,7 +44,7 @@ class SortQuantCodec final : public Codec {
           ranks.push_back(std::min(begin, n - 1));
         }
       }
-      const std::vector<float> stats = order_statistics(x, n, ranks);  // checks finiteness
+      const std::vector<float> stats = order_statistics(x, n, ranks, threads);  // checks finiteness
       const int max_level = (1 << level_bits_) - 1;
       for (int g = 0; g < g_count; ++g) {
         const int64_t begin = g * n / g_count, end = (g + 1) * n / g_count;
@@ -61,18 +63,18 @@ class SortQuantCodec final : public Codec {
     }
 
     const int max_level = (1 << level_bits_) - 1;
-    uint16_t codes[kCodeBlock];
+    const int chunks = chunk_count(n, threads, kMinEncodeChunk);
     if (thresholds.size() <= static_cast<size_t>(kMaxInlineThresholds)) {
-      for (int64_t start = 0; start < n; start += kCodeBlock) {
-        const int64_t count = std::min(kCodeBlock, n - start);
+      for_each_block(n, chunks, [&](int64_t start, int64_t count) {
+        uint16_t codes[kCodeBlock];
         quantize_grouped(x + start, count, thresholds.data(), static_cast<int>(thresholds.size()),
                          lo.data(), step.data(), level_bits_, max_level, codes);
         pack_bits(codes, count, spec_.bits, payload, start);
-      }
+      });
       return;
     }
-    for (int64_t start = 0; start < n; start += kCodeBlock) {
-      const int64_t count = std::min(kCodeBlock, n - start);
+    for_each_block(n, chunks, [&](int64_t start, int64_t count) {
+      uint16_t codes[kCodeBlock];
       for (int64_t i = 0; i < count; ++i) {
         const float v = x[start + i];
         const auto g = static_cast<size_t>(
@@ -81,11 +83,11 @@ class SortQuantCodec final : public Codec {
             static_cast<uint16_t>((g << level_bits_) | quantize(v, lo[g], step[g], max_level));
       }
       pack_bits(codes, count, spec_.bits, payload, start);
-    }
+    });
   }
 
-  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n,
-                     float* out) const override {
+  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
+                     int threads) const override {
     std::vector<float> lo(static_cast<size_t>(groups_)), step(static_cast<size_t>(groups_));
     for (int g = 0; g < groups_; ++g) {
       lo[static_cast<size_t>(g)] = get_f32(table + 8 * g);
@@ -104,7 +106,8 @@ class SortQuantCodec final : public Codec {
             static_cast<uint16_t>(l), lo[static_cast<size_t>(g)], step[static_cast<size_t>(g)]);
       }
     }
-    decode_by_table(payload, n, spec_.bits, value.data(), out);
+    decode_by_table(payload, n, spec_.bits, value.data(), out,
+                    chunk_count(n, threads, kMinDecodeChunk));
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "dtrain/compress/bitpack.h"
+#include "dtrain/compress/chunks.h"
 #include "dtrain/compress/codecs.h"
 
 namespace dtrain::compress {
@@ -16,33 +17,33 @@ class UniformCodec final : public Codec {
   size_t table_bytes(int64_t) const override { return 8; }
   size_t payload_bytes(int64_t n) const override { return packed_bytes(n, spec_.bits); }
 
-  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload) const override {
-    const ValueRange range = finite_range(x, n);
+  void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload,
+                     int threads) const override {
+    const int chunks = chunk_count(n, threads, kMinEncodeChunk);
+    const ValueRange range = finite_range(x, n, chunks);
     const int max_level = (1 << spec_.bits) - 1;
     const float step = level_step(range.lo, range.hi, max_level + 1);
     put_f32(table, range.lo);
     put_f32(table + 4, step);
-    uint16_t codes[kCodeBlock];
-    for (int64_t start = 0; start < n; start += kCodeBlock) {
-      const int64_t count = std::min(kCodeBlock, n - start);
+    for_each_block(n, chunks, [&](int64_t start, int64_t count) {
+      uint16_t codes[kCodeBlock];
       quantize_grouped(x + start, count, nullptr, 0, &range.lo, &step, 0, max_level, codes);
       pack_bits(codes, count, spec_.bits, payload, start);
-    }
+    });
   }
 
-  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n,
-                     float* out) const override {
+  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
+                     int threads) const override {
     const float lo = get_f32(table), step = get_f32(table + 4);
     if (!std::isfinite(lo) || !std::isfinite(step) || step < 0.f) {
       throw CorruptPacket("uniform packet: invalid (min, step) table");
     }
-    uint16_t codes[kCodeBlock];
-    for (int64_t start = 0; start < n; start += kCodeBlock) {
-      const int64_t count = std::min(kCodeBlock, n - start);
+    for_each_block(n, chunk_count(n, threads, kMinDecodeChunk), [&](int64_t start, int64_t count) {
+      uint16_t codes[kCodeBlock];
       unpack_bits(payload, count, spec_.bits, codes, start);
       for (int64_t i = 0; i < count; ++i)
         out[start + i] = dequantize(codes[i], lo, step);
-    }
+    });
   }
 
  private:

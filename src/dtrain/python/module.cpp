@@ -38,14 +38,15 @@ at::Tensor packet_bytes_of(const at::Tensor& packet) {
   return packet.to(at::kCPU).contiguous();
 }
 
-at::Tensor encode(const at::Tensor& tensor, const std::string& codec_name) {
+at::Tensor encode(const at::Tensor& tensor, const std::string& codec_name, int threads) {
   const auto codec = compress::make_codec(codec_name);
-  return to_tensor(compress::encode(*codec, tensor));
+  return to_tensor(compress::encode(*codec, tensor, threads));
 }
 
-at::Tensor decode(const at::Tensor& packet, const std::optional<c10::Device>& device) {
+at::Tensor decode(const at::Tensor& packet, const std::optional<c10::Device>& device, int threads) {
   const at::Tensor bytes = packet_bytes_of(packet);
-  at::Tensor out = compress::decode(bytes.data_ptr<uint8_t>(), static_cast<size_t>(bytes.numel()));
+  at::Tensor out =
+      compress::decode(bytes.data_ptr<uint8_t>(), static_cast<size_t>(bytes.numel()), threads);
   return device && *device != out.device() ? out.to(*device) : out;
 }
 
@@ -107,9 +108,10 @@ PYBIND11_MODULE(_C, m) {
   });
 
   const auto release = py::call_guard<py::gil_scoped_release>();
-  m.def("encode", &encode, py::arg("tensor"), py::arg("codec"), release,
+  m.def("encode", &encode, py::arg("tensor"), py::arg("codec"), py::arg("threads") = 1, release,
         "Encodes a floating tensor into a packet (1-D uint8 tensor).");
-  m.def("decode", &decode, py::arg("packet"), py::arg("device") = py::none(), release,
+  m.def("decode", &decode, py::arg("packet"), py::arg("device") = py::none(),
+        py::arg("threads") = 1, release,
         "Decodes a packet into a tensor of its original dtype and shape.");
   m.def("inspect", &inspect, py::arg("packet"), "The packet's header fields, validated.");
   m.def("packet_size", &packet_size, py::arg("codec"), py::arg("shape"),
