@@ -59,6 +59,17 @@ void quantize_grouped(const float* x, int64_t count, const float* thresholds, in
                       const float* lo, const float* step, int level_bits, int max_level,
                       uint16_t* codes);
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DTRAIN_AVX2_KERNELS 1
+// The same codes eight at a time (scan_avx2.cpp); only on CPUs with AVX2. Returns how many
+// leading values it coded (a multiple of 8); the caller codes the rest.
+int64_t quantize_grouped_avx2(const float* x, int64_t count, const float* thresholds,
+                              int n_thresholds, const float* lo, const float* step, int level_bits,
+                              int max_level, uint16_t* codes);
+#else
+#define DTRAIN_AVX2_KERNELS 0
+#endif
+
 // out[i] = value_of_code[code i of the packed payload]: decoding for codecs whose every code
 // maps to one value (sortquant, kmeans). value_of_code holds 2^bits entries.
 void decode_by_table(const uint8_t* payload, int64_t n, int bits, const float* value_of_code,

@@ -89,6 +89,13 @@ void quantize_grouped(const float* x, int64_t count, const float* thresholds, in
                       const float* lo, const float* step, int level_bits, int max_level,
                       uint16_t* codes) {
   int64_t i = 0;
+#if DTRAIN_AVX2_KERNELS
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) {
+    i = quantize_grouped_avx2(x, count, thresholds, n_thresholds, lo, step, level_bits, max_level,
+                              codes);
+  }
+#endif
 #ifdef __SSE2__
   const __m128 top = _mm_set1_ps(static_cast<float>(max_level));
   const __m128 zero = _mm_setzero_ps();
