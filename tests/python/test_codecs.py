@@ -87,6 +87,24 @@ def test_threads_give_the_same_packet_and_values(codec):
             dtrain.decode(packet, threads=bad)
 
 
+def test_the_cli_codes_on_threads_to_the_same_bytes(tmp_path, dtrain_binary):
+    x = sample((2, 1_100_000), seed=2)
+    raw, cli_packet, cli_values = tmp_path / "x.f32", tmp_path / "x.pkt", tmp_path / "y.f32"
+    x.numpy().tofile(raw)
+    subprocess.run([dtrain_binary, "codec", "encode", "--codec", "sortquant:8", "--shape",
+                    "2,1100000", "--threads", "3", str(raw), str(cli_packet)], check=True,
+                   capture_output=True)
+    packet = dtrain.encode(x, "sortquant:8")
+    assert cli_packet.read_bytes() == packet.numpy().tobytes()
+    subprocess.run([dtrain_binary, "codec", "decode", "--threads", "2", str(cli_packet),
+                    str(cli_values)], check=True, capture_output=True)
+    values = torch.frombuffer(bytearray(cli_values.read_bytes()), dtype=torch.float32)
+    assert torch.equal(values.view(x.shape), dtrain.decode(packet))
+    bad = subprocess.run([dtrain_binary, "codec", "decode", "--threads", "0", str(cli_packet),
+                          str(cli_values)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--threads" in bad.stderr
+
+
 def test_inspect_and_canonical_names():
     x = sample((4, 1000))
     info = dtrain.inspect(dtrain.encode(x, "sortquant:8"))

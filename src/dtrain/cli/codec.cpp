@@ -45,7 +45,20 @@ std::string describe(const compress::PacketInfo& info, size_t packet_bytes) {
 
 struct EncodeArgs {
   std::string codec = "sortquant:8", shape, dtype = "float32", in, out;
+  int threads = 1;
 };
+
+struct DecodeArgs {
+  std::string in, out;
+  int threads = 1;
+};
+
+void add_threads_option(CLI::App* sub, int& threads) {
+  sub->add_option("--threads", threads,
+                  "threads for coding (tensors of 1M values and more; same bytes for any count)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
 
 void encode_file(const EncodeArgs& a) {
   std::vector<int64_t> shape;
@@ -66,15 +79,15 @@ void encode_file(const EncodeArgs& a) {
   }
   // The file's bytes, coded in place (raw outlives the tensor).
   const at::Tensor tensor = at::from_blob(raw.data(), shape, at::TensorOptions().dtype(dtype));
-  const compress::Packet packet = compress::encode(*codec, tensor);
+  const compress::Packet packet = compress::encode(*codec, tensor, a.threads);
   write_file(a.out, packet.data(), packet.size());
   std::cout << describe(compress::inspect(packet.data(), packet.size()), packet.size()) << "\n";
 }
 
-void decode_file(const std::string& in, const std::string& out) {
-  const std::vector<uint8_t> packet = read_file(in);
-  const at::Tensor tensor = compress::decode(packet).contiguous();
-  write_file(out, tensor.data_ptr(), static_cast<size_t>(tensor.nbytes()));
+void decode_file(const DecodeArgs& a) {
+  const std::vector<uint8_t> packet = read_file(a.in);
+  const at::Tensor tensor = compress::decode(packet, a.threads).contiguous();
+  write_file(a.out, tensor.data_ptr(), static_cast<size_t>(tensor.nbytes()));
   std::cout << describe(compress::inspect(packet.data(), packet.size()), packet.size()) << "\n";
 }
 
@@ -94,18 +107,20 @@ void register_codec(CLI::App& parent, int& exit_code) {
       ->capture_default_str();
   encode->add_option("input", enc->in, "raw tensor file")->required();
   encode->add_option("output", enc->out, "packet file to write")->required();
+  add_threads_option(encode, enc->threads);
   encode->callback([enc, &exit_code] {
     encode_file(*enc);
     exit_code = 0;
   });
 
-  auto files = std::make_shared<std::pair<std::string, std::string>>();
+  auto dec = std::make_shared<DecodeArgs>();
   CLI::App* decode = codec->add_subcommand(
       "decode", "a packet -> raw little-endian values in the packet's dtype (shape printed)");
-  decode->add_option("input", files->first, "packet file")->required();
-  decode->add_option("output", files->second, "raw tensor file to write")->required();
-  decode->callback([files, &exit_code] {
-    decode_file(files->first, files->second);
+  decode->add_option("input", dec->in, "packet file")->required();
+  decode->add_option("output", dec->out, "raw tensor file to write")->required();
+  add_threads_option(decode, dec->threads);
+  decode->callback([dec, &exit_code] {
+    decode_file(*dec);
     exit_code = 0;
   });
 
