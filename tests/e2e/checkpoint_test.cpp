@@ -1,8 +1,8 @@
-// Checkpoints of multi-rank jobs through the binary: a pipeline and DDP stopped inside an
-// epoch and resumed, and a pipeline rank killed and restarted, end in exactly the state of
-// an uninterrupted run (the manifests' state_crc32c: every rank's parameters, buffers,
-// optimizer state and generator, bit for bit), and a checkpoint is refused by a job of
-// another layout.
+// Checkpoints of multi-rank jobs through the binary: a pipeline and DDP (exact and with
+// compressed gradients) stopped inside an epoch and resumed, and a pipeline rank killed and
+// restarted, end in exactly the state of an uninterrupted run (the manifests' state_crc32c: every
+// rank's parameters, buffers, optimizer state and generator, bit for bit), and a checkpoint is
+// refused by a job of another layout.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -75,6 +75,20 @@ TEST(CheckpointE2eTest, PipelineStoppedMidEpochAndResumedEqualsUninterrupted) {
 
 TEST(CheckpointE2eTest, DdpStoppedMidEpochAndResumedEqualsUninterrupted) {
   expect_interrupted_equals_whole({"--parallel", "ddp", "-n", "2"}, 2, "8");  // 5 an epoch
+}
+
+// A lossy codec's residuals are owed to the next steps: the resumed run must owe them too.
+TEST(CheckpointE2eTest, CompressedDdpResumesWithItsErrorFeedbackResiduals) {
+  const std::vector<std::string> mode{"--parallel",      "ddp",        "-n", "2",
+                                      "--compress-grad", "sortquant:4"};
+  expect_interrupted_equals_whole(mode, 2, "8");
+  // The residuals belong to the buckets' pieces: other buckets are refused with the reason.
+  const std::string dir = testing::temp_dir("dtrain-e2e-ckpt");
+  Process stop(run_args(mode, dir, {"--checkpoint-every", "3", "--stop-after-steps", "3"}));
+  ASSERT_EQ(stop.wait_for(300s), 0) << stop.err();
+  Process other(run_args(mode, dir, {"--resume", "--bucket-mb", "0.5"}));
+  EXPECT_NE(other.wait_for(300s), 0);
+  EXPECT_NE(other.err().find("error-feedback residual"), std::string::npos) << other.err();
 }
 
 std::vector<pid_t> children_of(pid_t parent) {

@@ -20,6 +20,8 @@ class ErrorFeedback {
 
   const at::Tensor& residual() const { return residual_; }
   void reset() { residual_ = at::Tensor(); }
+  // A residual saved earlier (checkpoints): owed to the next input of its shape.
+  void restore(at::Tensor residual) { residual_ = std::move(residual); }
 
  private:
   at::Tensor residual_;

@@ -11,6 +11,7 @@
 #include "dtrain/comm/agreement.h"
 #include "dtrain/comm/coded_allreduce.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/layout.h"
 #include "dtrain/comm/tags.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/compress/error_feedback.h"
@@ -361,6 +362,59 @@ std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
   for (const auto& b : buckets_)
     out.push_back(b->flat.numel());
   return out;
+}
+
+std::map<std::string, DistributedDataParallel::FeedbackSlot>
+DistributedDataParallel::feedback_slots() const {
+  // The coded all-reduce's pieces (comm/coded_allreduce.h): rank q owns block q of a bucket.
+  const int me = group_.rank(), world = group_.size();
+  std::map<std::string, FeedbackSlot> slots;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = *buckets_[b];
+    const comm::BlockLayout blocks{bucket.flat.numel(), world};
+    const std::string prefix = "bucket" + std::to_string(b) + "/";
+    for (int q = 0; q < world; ++q) {
+      if (q != me)
+        slots[prefix + "scatter" + std::to_string(q)] = {
+            &bucket.scatter_feedback[static_cast<size_t>(q)], blocks.size(q)};
+    }
+    slots[prefix + "gather"] = {&bucket.gather_feedback, blocks.size(me)};
+  }
+  return slots;
+}
+
+std::map<std::string, at::Tensor> DistributedDataParallel::residuals() const {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, slot] : feedback_slots())
+    if (slot.feedback->residual().defined()) out[name] = slot.feedback->residual();
+  return out;
+}
+
+void DistributedDataParallel::check_residuals(
+    const std::map<std::string, at::Tensor>& saved) const {
+  const auto slots = feedback_slots();
+  for (const auto& [name, t] : saved) {
+    const auto slot = slots.find(name);
+    if (slot == slots.end())
+      throw std::runtime_error("holds error-feedback residual '" + name + "', which " +
+                               std::to_string(buckets_.size()) + " gradient buckets over " +
+                               std::to_string(group_.size()) +
+                               " ranks do not have (another --bucket-mb?)");
+    if (t.scalar_type() != at::kFloat || t.dim() != 1 || t.size(0) != slot->second.length)
+      throw std::runtime_error("holds error-feedback residual '" + name + "' of " +
+                               std::to_string(t.numel()) + " values, this run's piece has " +
+                               std::to_string(slot->second.length) + " float32 values");
+  }
+}
+
+void DistributedDataParallel::restore_residuals(const std::map<std::string, at::Tensor>& saved) {
+  for (const auto& [name, slot] : feedback_slots()) {
+    const auto found = saved.find(name);
+    if (found == saved.end())
+      slot.feedback->reset();
+    else
+      slot.feedback->restore(found->second.clone());
+  }
 }
 
 void DistributedDataParallel::set_gradient_codec(const compress::CodecSpec& spec) {

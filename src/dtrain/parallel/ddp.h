@@ -34,6 +34,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -99,6 +100,16 @@ class DistributedDataParallel {
   // Elements per bucket, in reduction order.
   std::vector<int64_t> bucket_sizes() const;
 
+  // Error-feedback residuals, for checkpoints, between steps: those a lossy codec has
+  // filled (an exact run has none), named "bucket<b>/scatter<q>" (what the pieces sent to
+  // rank q still owe) and "bucket<b>/gather" (what this rank's owned average owes).
+  std::map<std::string, at::Tensor> residuals() const;
+  // Throws std::runtime_error naming a residual this model's buckets and world size do not
+  // have, or one of another dtype or shape.
+  void check_residuals(const std::map<std::string, at::Tensor>& saved) const;
+  // Replaces every residual with `saved` (checked); the ones it does not name start at zero.
+  void restore_residuals(const std::map<std::string, at::Tensor>& saved);
+
  private:
   struct Bucket;
   void on_accumulated(size_t param);
@@ -106,6 +117,13 @@ class DistributedDataParallel {
   // nothing).
   void adopt_gradient(size_t param);
   void mark_ready(size_t bucket);
+  // Every error-feedback residual a lossy step can fill, by its residuals() name, with the
+  // length of the piece it belongs to.
+  struct FeedbackSlot {
+    compress::ErrorFeedback* feedback;
+    int64_t length;
+  };
+  std::map<std::string, FeedbackSlot> feedback_slots() const;
   void communicate();
   // Both return the bytes this rank sent.
   int64_t reduce(size_t bucket);

@@ -22,6 +22,8 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,10 +39,22 @@ struct Position {
   int64_t correct = 0, seen = 0;
 };
 
+// State a mode keeps between steps besides its module and optimizer (DDP's error-feedback
+// residuals), saved as "extra/<name>" (train/shard_state.h).
+struct ExtraState {
+  // Its tensors by name, as they stand.
+  std::function<std::map<std::string, at::Tensor>()> save;
+  // Throws std::runtime_error saying why `saved` does not fit this run; changes nothing.
+  std::function<void(const std::map<std::string, at::Tensor>&)> check;
+  // Replaces the state with `saved`, which check() accepted.
+  std::function<void(const std::map<std::string, at::Tensor>&)> restore;
+};
+
 // What one rank saves and restores.
 struct RankState {
   torch::nn::Sequential& module;
   torch::optim::Optimizer& optimizer;
+  const ExtraState* extra = nullptr;  // none: the shard holds no "extra/" tensors
 };
 
 struct ShardEntry {

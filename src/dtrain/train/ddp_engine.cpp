@@ -40,6 +40,10 @@ class DdpEngine final : public Engine {
       dc.broadcast_buffers = false;  // statistics are global, hence identical on every rank
     }
     ddp_ = std::make_unique<parallel::DistributedDataParallel>(group, model_.ptr(), dc);
+    // Lossy steps owe what their codec dropped: a resumed run owes it too.
+    residuals_.save = [this] { return ddp_->residuals(); };
+    residuals_.check = [this](const auto& saved) { ddp_->check_residuals(saved); };
+    residuals_.restore = [this](const auto& saved) { ddp_->restore_residuals(saved); };
   }
 
   int rank() const override { return group_.rank(); }
@@ -110,6 +114,7 @@ class DdpEngine final : public Engine {
   }
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }
+  const ExtraState* checkpoint_extra() const override { return &residuals_; }
 
   std::string layout() const override {
     return "DDP over " + std::to_string(group_.size()) + " ranks";
@@ -132,6 +137,7 @@ class DdpEngine final : public Engine {
   torch::nn::Sequential model_;
   models::LossFn loss_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
+  ExtraState residuals_;  // ddp_'s error-feedback residuals, for checkpoints
   std::unique_ptr<parallel::DdpCodecTuner> tuner_;
   int synced_in_epoch_ = 0;  // synchronized steps so far in this epoch
 };

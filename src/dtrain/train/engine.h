@@ -55,8 +55,9 @@ class Engine {
   virtual void end_epoch(EpochStats& /*stats*/) {}
   // After the last epoch.
   virtual void finish() {}
-  // What a checkpoint saves on this rank.
+  // What a checkpoint saves on this rank: the module, and the mode's own state if any.
   virtual torch::nn::Sequential& checkpoint_module() = 0;
+  virtual const ExtraState* checkpoint_extra() const { return nullptr; }
   // What a checkpoint's layout must match to resume (train/checkpointer.h).
   virtual std::string layout() const { return "a single process"; }
   // Before this rank saves a checkpoint: ranks that do not run the loop (pipeline

@@ -60,6 +60,8 @@ std::vector<at::Tensor> all_params(torch::optim::Optimizer& optimizer) {
   return out;
 }
 
+const std::string kExtraPrefix = "extra/";
+
 at::Tensor position_tensor(const Position& p) {
   return at::tensor({static_cast<double>(p.epoch), static_cast<double>(p.step), p.loss_sum,
                      static_cast<double>(p.correct), static_cast<double>(p.seen)},
@@ -89,6 +91,16 @@ class Reader {
   }
   const at::Tensor& take_like(const std::string& name, const at::Tensor& like) {
     return take(name, like.scalar_type(), like.sizes());
+  }
+  // Every tensor whose name starts with `prefix`, by the rest of its name.
+  std::map<std::string, at::Tensor> take_prefixed(const std::string& prefix) {
+    std::map<std::string, at::Tensor> out;
+    for (const auto& [name, t] : contents_.tensors) {
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      out[name.substr(prefix.size())] = t;
+      used_.insert(name);
+    }
+    return out;
   }
   int64_t take_count(const std::string& name) {
     const int64_t v = take(name, at::kLong, {1}).item<int64_t>();
@@ -158,6 +170,10 @@ ShardContents shard_contents(const Position& at, const RankState& state) {
   }
   out.tensors["rng"] = at::detail::getDefaultCPUGenerator().get_state();
   out.tensors["position"] = position_tensor(at);
+  if (state.extra) {
+    for (const auto& [name, t] : state.extra->save())
+      out.tensors[kExtraPrefix + name] = t;
+  }
   return out;
 }
 
@@ -212,6 +228,15 @@ Position restore_shard_contents(const ShardContents& contents, const RankState& 
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle: shared state
   const at::Tensor& rng = in.take("rng", at::kByte, generator.get_state().sizes());
   const Position position = position_of(in);
+  std::map<std::string, at::Tensor> extra;
+  if (state.extra) {
+    extra = in.take_prefixed(kExtraPrefix);
+    try {
+      state.extra->check(extra);
+    } catch (const std::runtime_error& e) {
+      in.fail(e.what());
+    }
+  }
   in.check_all_used();
 
   try {
@@ -231,6 +256,7 @@ Position restore_shard_contents(const ShardContents& contents, const RankState& 
   live.clear();
   for (auto& [key, s] : states)
     live[key] = std::move(s);
+  if (state.extra) state.extra->restore(extra);
   return position;
 }
 

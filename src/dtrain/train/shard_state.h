@@ -8,6 +8,8 @@
 //                             max_exp_avg_sq (amsgrad only) and step (int64 [1])
 //   rng                       the default CPU generator's state (uint8)
 //   position                  epoch, step, loss_sum, correct, seen (float64 [5])
+//   extra/<name>              the mode's own state (RankState::extra), where it has one:
+//                             DDP's error-feedback residuals (parallel/ddp.h)
 //
 // plus the metadata {"optimizer": "sgd" | "adam" | "adamw"}. Restoring checks every name,
 // dtype and shape against the model and optimizer it loads into before changing either,

@@ -207,12 +207,14 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
   if (!c.checkpoint_dir.empty()) {
     checkpointer.emplace(c.checkpoint_dir, group, engine->layout(), parameters);
     if (c.resume) {
-      if (auto at = checkpointer->restore({engine->checkpoint_module(), *optimizer})) start = *at;
+      if (auto at = checkpointer->restore(
+              {engine->checkpoint_module(), *optimizer, engine->checkpoint_extra()}))
+        start = *at;
     }
   }
   const auto save = [&](const Position& at) {
     engine->announce_checkpoint(at);
-    checkpointer->save(at, {engine->checkpoint_module(), *optimizer});
+    checkpointer->save(at, {engine->checkpoint_module(), *optimizer, engine->checkpoint_extra()});
   };
   std::ofstream metrics_out = open_metrics(c, leader);
   int64_t steps_run = 0;
