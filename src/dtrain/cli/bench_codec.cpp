@@ -284,7 +284,7 @@ void register_bench_codec(CLI::App& bench, int& exit_code) {
                    "host memory; times include the copies)",
                    "cpu");
   sub->add_option("--threads", o->threads,
-                  "threads: LibTorch's intra-op threads and the codecs' own (tensors of 512K "
+                  "threads: LibTorch's intra-op threads and the codecs' own (tensors of 1M "
                   "values and more)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -76,11 +76,12 @@ inline std::unique_ptr<Codec> make_codec(const std::string& name) {
   return make_codec(parse_codec(name));
 }
 
-// Threads: a tensor of at least 2 x 256K values is coded on up to `threads` threads, the
-// caller's and short-lived others (std::invalid_argument if threads < 1). Packets and
-// decoded values are bit-identical for every thread count. none/fp16/bf16 copy through
-// LibTorch, which uses its own intra-op threads (at::set_num_threads) instead; kmeans
-// fits its centroids on one thread and assigns codes on `threads`.
+// Threads: a tensor of at least 1M values (2M to decode) is coded on up to `threads`
+// threads, at least 512K (1M) values each: the caller's and short-lived others
+// (std::invalid_argument if threads < 1). Packets and decoded values are bit-identical for
+// every thread count. none/fp16/bf16 copy through LibTorch, which uses its own intra-op
+// threads (at::set_num_threads) instead; kmeans fits its centroids on one thread and
+// assigns codes on `threads`.
 
 // Any device's tensor (a CUDA tensor gives the same bytes as its CPU copy).
 Packet encode(const Codec& codec, const at::Tensor& tensor, int threads = 1);
