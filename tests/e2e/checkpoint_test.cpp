@@ -77,6 +77,19 @@ TEST(CheckpointE2eTest, DdpStoppedMidEpochAndResumedEqualsUninterrupted) {
   expect_interrupted_equals_whole({"--parallel", "ddp", "-n", "2"}, 2, "8");  // 5 an epoch
 }
 
+// DDP's replicas are alike: rank 1's shard holds its generator and position, not a second
+// copy of the model and optimizer state (the resume above gets them from rank 0).
+TEST(CheckpointE2eTest, DdpKeepsOneCopyOfTheModel) {
+  const std::string dir = testing::temp_dir("dtrain-e2e-ckpt");
+  Process run(run_args({"--parallel", "ddp", "-n", "2"}, dir, {"--stop-after", "1"}));
+  ASSERT_EQ(run.wait_for(300s), 0) << run.err();
+  const auto shards = testing::checkpoint_manifest(dir)["shards"];
+  ASSERT_EQ(shards.size(), 2u);
+  // The mlp's parameters and momentum: about 10 MB; a generator and a position: kilobytes.
+  EXPECT_GT(shards[0]["bytes"].get<int64_t>(), 1'000'000);
+  EXPECT_LT(shards[1]["bytes"].get<int64_t>(), 100'000);
+}
+
 // A lossy codec's residuals are owed to the next steps: the resumed run must owe them too.
 TEST(CheckpointE2eTest, CompressedDdpResumesWithItsErrorFeedbackResiduals) {
   const std::vector<std::string> mode{"--parallel",      "ddp",        "-n", "2",

@@ -217,6 +217,10 @@ ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
 }
 
 Position read_shard(const std::string& dir, const ShardEntry& entry, const RankState& state) {
+  return restore_shard_contents(read_shard_contents(dir, entry), state, dir + "/" + entry.file);
+}
+
+ShardContents read_shard_contents(const std::string& dir, const ShardEntry& entry) {
   const std::string path = dir + "/" + entry.file;
   // Read once: the bytes checked are the bytes loaded.
   const std::optional<std::string> bytes = read_file(path);
@@ -230,9 +234,8 @@ Position read_shard(const std::string& dir, const ShardEntry& entry, const RankS
                              " bytes with CRC32C " + hex32(crc) + ", the manifest says " +
                              std::to_string(entry.bytes) + " bytes with " + hex32(entry.crc32c));
   }
-  const models::SafetensorsFile file =
-      models::parse_safetensors(bytes->data(), bytes->size(), path);
-  return restore_shard_contents({file.tensors, file.metadata}, state, path);
+  models::SafetensorsFile file = models::parse_safetensors(bytes->data(), bytes->size(), path);
+  return {std::move(file.tensors), std::move(file.metadata)};
 }
 
 void write_manifest(const std::string& dir, const Manifest& manifest) {

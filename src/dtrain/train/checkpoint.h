@@ -55,7 +55,12 @@ struct RankState {
   torch::nn::Sequential& module;
   torch::optim::Optimizer& optimizer;
   const ExtraState* extra = nullptr;  // none: the shard holds no "extra/" tensors
+  // A DDP rank other than 0: its module and optimizer state are rank 0's, so its shard
+  // holds neither (train/checkpointer.h sends rank 0's on resume).
+  bool replica = false;
 };
+
+struct ShardContents;  // train/shard_state.h
 
 struct ShardEntry {
   int rank = 0;
@@ -92,6 +97,8 @@ ShardEntry write_shard(const std::string& dir, int rank, const Position& at,
 // Checks the file against `entry` (present, size, CRC32C), then loads it into `state` and
 // returns its position. Throws std::runtime_error naming the file and what is wrong.
 Position read_shard(const std::string& dir, const ShardEntry& entry, const RankState& state);
+// The shard's tensors and metadata, its size and CRC32C checked; nothing restored.
+ShardContents read_shard_contents(const std::string& dir, const ShardEntry& entry);
 
 // Atomically replaces the manifest. Throws std::runtime_error on failure (the old one stays).
 void write_manifest(const std::string& dir, const Manifest& manifest);

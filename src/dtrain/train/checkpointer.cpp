@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/models/safetensors.h"
 
 namespace dtrain::train {
 namespace {
@@ -30,8 +31,12 @@ std::string broadcast_text(comm::Group* group, const std::string& text) {
 }  // namespace
 
 Checkpointer::Checkpointer(std::string dir, comm::Group* group, std::string layout,
-                           int64_t parameters)
-    : dir_(std::move(dir)), group_(group), layout_(std::move(layout)), parameters_(parameters) {}
+                           int64_t parameters, bool replicas)
+    : dir_(std::move(dir)),
+      group_(group),
+      layout_(std::move(layout)),
+      parameters_(parameters),
+      replicas_(replicas && group != nullptr && group->size() > 1) {}
 
 int Checkpointer::rank() const {
   return group_ != nullptr ? group_->rank() : 0;
@@ -52,7 +57,8 @@ void Checkpointer::save(const Position& at, const RankState& state) {
   std::string error;
   ShardEntry mine;
   try {
-    mine = write_shard(dir_, rank(), at, state);
+    mine = write_shard(dir_, rank(), at,
+                       {state.module, state.optimizer, state.extra, replicas_ && rank() != 0});
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -123,26 +129,72 @@ std::optional<Position> Checkpointer::restore(const RankState& state) {
     throw std::runtime_error(rank() == 0 ? text.substr(1)
                                          : "rank 0 refused the checkpoint: " + text.substr(1));
   }
-  std::string error;
-  Position at;
+  std::string error, where;
+  ShardContents contents;
+  Position manifest_at;
   try {
     const Manifest m = Manifest::parse(text, manifest_path(dir_));
     const int world = group_ != nullptr ? group_->size() : 1;
     if (static_cast<int>(m.shards.size()) != world)
       throw std::runtime_error(manifest_path(dir_) + " has " + std::to_string(m.shards.size()) +
                                " shards for " + std::to_string(world) + " ranks");
-    at = read_shard(dir_, m.shards[static_cast<size_t>(rank())], state);
-    if (at.epoch != m.epoch || at.step != m.step)
-      throw std::runtime_error(m.shards[static_cast<size_t>(rank())].file +
-                               " holds another position than the manifest's");
+    const ShardEntry& entry = m.shards[static_cast<size_t>(rank())];
+    where = dir_ + "/" + entry.file;
+    contents = read_shard_contents(dir_, entry);
+    manifest_at = {m.epoch, m.step};
   } catch (const std::exception& e) {
     error = e.what();
   }
+  if (replicas_) {
+    agree(error);
+    error = receive_replicated(contents);
+  }
+  Position at;
+  if (error.empty()) {
+    try {
+      at = restore_shard_contents(contents, state, where);
+      if (at.epoch != manifest_at.epoch || at.step != manifest_at.step)
+        throw std::runtime_error(where + " holds another position than the manifest's");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  agree(error);
+  return at;
+}
+
+void Checkpointer::agree(const std::string& error) const {
   const int failed = first_failure(!error.empty());
-  if (failed < 0) return at;
+  if (failed < 0) return;
   if (!error.empty()) throw std::runtime_error(error);
   throw std::runtime_error("rank " + std::to_string(failed) +
                            " could not restore its checkpoint shard (see its error)");
+}
+
+std::string Checkpointer::receive_replicated(ShardContents& contents) const {
+  std::string bytes, error;
+  if (rank() == 0) {
+    std::map<std::string, at::Tensor> replicated;
+    for (const auto& [name, t] : contents.tensors)
+      if (is_replicated(name)) replicated[name] = t;
+    try {
+      bytes = models::safetensors_bytes(replicated);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  agree(error);
+  bytes = broadcast_text(group_, bytes);
+  if (rank() == 0) return {};
+  try {
+    const models::SafetensorsFile from_rank0 =
+        models::parse_safetensors(bytes.data(), bytes.size(), "rank 0's module and optimizer");
+    for (const auto& [name, t] : from_rank0.tensors)
+      contents.tensors[name] = t;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
 }
 
 }  // namespace dtrain::train

@@ -115,6 +115,7 @@ class DdpEngine final : public Engine {
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }
   const ExtraState* checkpoint_extra() const override { return &residuals_; }
+  bool replicated() const override { return true; }
 
   std::string layout() const override {
     return "DDP over " + std::to_string(group_.size()) + " ranks";

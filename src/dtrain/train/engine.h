@@ -58,6 +58,9 @@ class Engine {
   // What a checkpoint saves on this rank: the module, and the mode's own state if any.
   virtual torch::nn::Sequential& checkpoint_module() = 0;
   virtual const ExtraState* checkpoint_extra() const { return nullptr; }
+  // Whether every rank's module and optimizer equal rank 0's (DDP): then only rank 0's
+  // checkpoint shard holds them (train/checkpointer.h).
+  virtual bool replicated() const { return false; }
   // What a checkpoint's layout must match to resume (train/checkpointer.h).
   virtual std::string layout() const { return "a single process"; }
   // Before this rank saves a checkpoint: ranks that do not run the loop (pipeline

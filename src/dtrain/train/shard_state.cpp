@@ -174,7 +174,16 @@ ShardContents shard_contents(const Position& at, const RankState& state) {
     for (const auto& [name, t] : state.extra->save())
       out.tensors[kExtraPrefix + name] = t;
   }
+  if (state.replica) {
+    for (auto it = out.tensors.begin(); it != out.tensors.end();)
+      it = is_replicated(it->first) ? out.tensors.erase(it) : std::next(it);
+  }
   return out;
+}
+
+bool is_replicated(const std::string& tensor_name) {
+  const auto starts = [&](const char* prefix) { return tensor_name.rfind(prefix, 0) == 0; };
+  return starts("model/") || (starts("optimizer/") && !starts("optimizer/lr/"));
 }
 
 Position restore_shard_contents(const ShardContents& contents, const RankState& state,

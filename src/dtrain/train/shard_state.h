@@ -11,6 +11,9 @@
 //   extra/<name>              the mode's own state (RankState::extra), where it has one:
 //                             DDP's error-feedback residuals (parallel/ddp.h)
 //
+// A DDP rank other than 0 (RankState::replica) saves no model/ and optimizer/<i>/ tensors:
+// they equal rank 0's, which train/checkpointer.h sends it on resume.
+//
 // plus the metadata {"optimizer": "sgd" | "adam" | "adamw"}. Restoring checks every name,
 // dtype and shape against the model and optimizer it loads into before changing either,
 // so a shard of another model leaves them untouched and says which tensor differs.
@@ -30,8 +33,13 @@ struct ShardContents {
   std::map<std::string, std::string> metadata;
 };
 
-// Throws std::invalid_argument for an optimizer other than SGD, Adam and AdamW.
+// Throws std::invalid_argument for an optimizer other than SGD, Adam and AdamW. A replica's
+// (RankState::replica) leaves out what is_replicated() names.
 ShardContents shard_contents(const Position& at, const RankState& state);
+
+// The tensors every DDP rank holds alike and only rank 0's shard saves: "model/..." and
+// the per-parameter "optimizer/<i>/..." (not the learning rates).
+bool is_replicated(const std::string& tensor_name);
 
 // Loads `contents` into `state` and returns the position; throws std::runtime_error naming
 // `where` and the first tensor missing, extra, or of another dtype or shape.

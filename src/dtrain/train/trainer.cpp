@@ -205,7 +205,8 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
   std::optional<Checkpointer> checkpointer;
   Position start;
   if (!c.checkpoint_dir.empty()) {
-    checkpointer.emplace(c.checkpoint_dir, group, engine->layout(), parameters);
+    checkpointer.emplace(c.checkpoint_dir, group, engine->layout(), parameters,
+                         engine->replicated());
     if (c.resume) {
       if (auto at = checkpointer->restore(
               {engine->checkpoint_module(), *optimizer, engine->checkpoint_extra()}))
