@@ -21,7 +21,7 @@ constexpr double kLongEnoughS = 0.05;
 // token bucket's 2 ms burst (250 KB) covered most of the small message, and the probe read
 // 1.2-1.3 Gbit/s.
 constexpr double kFastLinkS = 0.016;
-constexpr int64_t kFastScale = 4;
+constexpr int64_t kFastScale = 8;
 
 double rate_of(const double (&seconds)[2], int64_t scale) {
   return static_cast<double>(scale * (kLargeBytes - kSmallBytes)) /

@@ -5,10 +5,10 @@
 // for the same two sizes back; the difference of the two times of one direction is 384 KiB
 // on the wire, free of latency and of a token bucket's initial burst (the best of rounds
 // repeated until they took 50 ms, at most 8: one on a slow link, several on a fast one).
-// Where the first round moved 512 KiB in under 16 ms, the rounds start over with sizes 4x
-// (512 KiB and 2 MiB): a fast link's token bucket holds more than the small message (a
-// 1 Gbit/s lab link's 2 ms burst is 250 KB), and with both sizes above it the burst cancels
-// out of the difference. 4x, not 8x: 45 ms less probing at 1 Gbit/s, the same reading.
+// Where the first round moved 512 KiB in under 16 ms, the rounds start over with sizes 8x
+// (1 and 4 MiB): a fast link's token bucket holds more than the small message (a 1 Gbit/s
+// lab link's 2 ms burst is 250 KB). 4x read the same on an idle machine, but 721 Mbit/s
+// once while other tests loaded both cores: its 17 ms message is too short for one round.
 // The latency is half an 8-byte round trip. Both ranks call it with the same tags; only the
 // initiator's result is filled in.
 #pragma once
