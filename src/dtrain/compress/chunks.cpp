@@ -22,10 +22,14 @@ struct Joiner {
 
 }  // namespace
 
-int chunk_count(int64_t n, int threads, int64_t min_chunk) {
+void require_threads(int threads) {
   if (threads < 1) {
     throw std::invalid_argument("codec threads must be >= 1, got " + std::to_string(threads));
   }
+}
+
+int chunk_count(int64_t n, int threads, int64_t min_chunk) {
+  require_threads(threads);
   const int64_t most = n / min_chunk;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, most)));
 }

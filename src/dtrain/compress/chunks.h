@@ -20,8 +20,11 @@ struct Chunk {
   int64_t begin, end;  // values [begin, end)
 };
 
+// Throws std::invalid_argument naming the count if threads < 1.
+void require_threads(int threads);
+
 // How many chunks of at least min_chunk values n values are cut into with at most
-// `threads` threads (>= 1). Throws std::invalid_argument if threads < 1.
+// `threads` threads (>= 1). Throws as require_threads() does.
 int chunk_count(int64_t n, int threads, int64_t min_chunk);
 
 // The chunk `index` of `chunks` over n values.

@@ -196,7 +196,7 @@ void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, siz
     throw std::invalid_argument("a packet holds at most " + std::to_string(kMaxDims) +
                                 " dimensions");
   }
-  chunk_count(0, threads, 1);  // checks the count before any work
+  require_threads(threads);  // before any work: none/fp16/bf16 take no thread count
   const uint8_t dtype = dtype_code(tensor.scalar_type());
   // A GPU tensor is cast on the GPU and staged through host memory; the coding runs on the
   // CPU, so the packet is bit-identical to the CPU tensor's.
@@ -300,7 +300,7 @@ PacketInfo inspect(const uint8_t* data, size_t size) {
 }
 
 at::Tensor decode(const uint8_t* data, size_t size, int threads) {
-  chunk_count(0, threads, 1);
+  require_threads(threads);
   const PacketInfo info = inspect(data, size);
   const auto codec = make_codec(info.spec);
   at::Tensor out = at::empty({info.numel}, at::kFloat);

@@ -203,19 +203,18 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
   const bool leader = engine->rank() == 0;
 
   std::optional<Checkpointer> checkpointer;
+  const RankState rank_state{engine->checkpoint_module(), *optimizer, engine->checkpoint_extra()};
   Position start;
   if (!c.checkpoint_dir.empty()) {
     checkpointer.emplace(c.checkpoint_dir, group, engine->layout(), parameters,
                          engine->replicated());
     if (c.resume) {
-      if (auto at = checkpointer->restore(
-              {engine->checkpoint_module(), *optimizer, engine->checkpoint_extra()}))
-        start = *at;
+      if (auto at = checkpointer->restore(rank_state)) start = *at;
     }
   }
   const auto save = [&](const Position& at) {
     engine->announce_checkpoint(at);
-    checkpointer->save(at, {engine->checkpoint_module(), *optimizer, engine->checkpoint_extra()});
+    checkpointer->save(at, rank_state);
   };
   std::ofstream metrics_out = open_metrics(c, leader);
   int64_t steps_run = 0;
