@@ -8,6 +8,7 @@ foreach(name
         NetlabTest.MeasuredBandwidthIsTheSetRate
         NetlabTest.CompressAutoFollowsARateChangeAtTheNextEpoch
         NetlabTest.CompressGradAutoCompressesOnASlowLink
+        NetlabTest.TheProbeReadsAFastLinkWithinTenPercent
         NetlabTest.DelayShowsInTheLatencyAndLossLeavesTheResultAlone)
   set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
 endforeach()
