@@ -8,7 +8,7 @@
 // Where the first round moved 512 KiB in under 16 ms, the rounds start over with sizes 8x
 // (1 and 4 MiB): a fast link's token bucket holds more than the small message (a 1 Gbit/s
 // lab link's 2 ms burst is 250 KB). 4x read the same on an idle machine, but 721 Mbit/s
-// once while other tests loaded both cores: its 17 ms message is too short for one round.
+// once while other tests loaded both cores (8x: 843 once): a busy CPU reads links low.
 // The latency is half an 8-byte round trip. Both ranks call it with the same tags; only the
 // initiator's result is filled in.
 #pragma once
