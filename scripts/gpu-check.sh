@@ -51,10 +51,14 @@ for dev in cpu cuda; do
   build-gpu/dtrain train --model cnn -n 2 --parallel pipeline --placement ushape --chunks 4 \
     --device "$dev" --client-device cpu $common --metrics "$out/ushape-$dev.jsonl" > /dev/null
 done
+for dev in cpu cuda; do  # both DDP ranks share the one GPU a check machine has
+  build-gpu/dtrain train --model cnn -n 2 --parallel ddp --device "$dev" $common \
+    --metrics "$out/ddp-$dev.jsonl" > /dev/null
+done
 "$py" - "$out" <<'PY'
 import json, sys, pathlib
 print("| run | samples/s | epoch s | fwd s | bwd s | test acc | CUDA max alloc MiB |")
-for name in ("train-cpu", "train-cuda", "ushape-cpu", "ushape-cuda"):
+for name in ("train-cpu", "train-cuda", "ushape-cpu", "ushape-cuda", "ddp-cpu", "ddp-cuda"):
     r = [json.loads(l) for l in (pathlib.Path(sys.argv[1]) / f"{name}.jsonl").read_text().splitlines()][0]
     print(f"| {name} | {r['samples_per_s']:.0f} | {r['epoch_s']:.2f} | {r['time_forward_s']:.2f} | {r['time_backward_s']:.2f} | {r['test_acc']:.4f} | {r.get('cuda_max_allocated_bytes', 0) / 2**20:.0f} |")
 PY

@@ -66,37 +66,23 @@ TEST(GpuTrainTest, CudaTrainingFollowsTheCpuRun) {
 }
 
 // Through the binary: each rank a process with its own random generator (ranks as threads
-// would share LibTorch's global one while building the model).
-std::vector<nlohmann::json> pipeline_run(const std::vector<std::string>& device_flags,
-                                         const std::string& tag) {
-  const std::string metrics =
-      "/tmp/dtrain-gpu-pipe-" + tag + "-" + std::to_string(getpid()) + ".jsonl";
+// would share LibTorch's global one while building the model). Two epochs of a small
+// synthetic run with `flags` added; the metrics lines (two epochs and the summary).
+std::vector<nlohmann::json> ranked_run(const std::vector<std::string>& flags,
+                                       const std::string& tag) {
+  const std::string metrics = "/tmp/dtrain-gpu-" + tag + "-" + std::to_string(getpid()) + ".jsonl";
   std::vector<std::string> argv{DTRAIN_BINARY,
                                 "train",
-                                "--parallel",
-                                "pipeline",
                                 "-n",
                                 "2",
-                                "--placement",
-                                "ushape",
-                                "--model",
-                                "mlp",
-                                "--depth",
-                                "3",
                                 "--dataset",
                                 "synthetic",
-                                "--input-shape",
-                                "1,8,8",
                                 "--num-classes",
                                 "4",
                                 "--synthetic-size",
                                 "512",
                                 "--epochs",
                                 "2",
-                                "--batch-size",
-                                "32",
-                                "--chunks",
-                                "4",
                                 "--lr",
                                 "0.05",
                                 "--seed",
@@ -104,24 +90,74 @@ std::vector<nlohmann::json> pipeline_run(const std::vector<std::string>& device_
                                 "--metrics",
                                 metrics,
                                 "--no-progress"};
-  argv.insert(argv.end(), device_flags.begin(), device_flags.end());
+  argv.insert(argv.end(), flags.begin(), flags.end());
   testing::Process p(argv);
   EXPECT_EQ(p.wait_for(std::chrono::seconds(120)), 0) << p.err();
   return testing::take_json_lines_file(metrics);
 }
 
+// The two epochs' training losses agree within `relative` (GPU kernels sum in other orders).
+void expect_same_losses(const std::vector<nlohmann::json>& cpu,
+                        const std::vector<nlohmann::json>& gpu, double relative) {
+  ASSERT_EQ(cpu.size(), 3u);  // two epochs and the summary
+  ASSERT_EQ(gpu.size(), 3u);
+  for (size_t e = 0; e < 2; ++e) {
+    const double a = cpu[e]["train_loss"].get<double>(), b = gpu[e]["train_loss"].get<double>();
+    EXPECT_NEAR(b, a, relative * a) << "epoch " << e;
+  }
+}
+
+// `mode`'s flags, then `extra`.
+std::vector<std::string> flags(std::vector<std::string> mode,
+                               const std::vector<std::string>& extra) {
+  mode.insert(mode.end(), extra.begin(), extra.end());
+  return mode;
+}
+
 TEST(GpuPipelineTest, CpuClientWithGpuServerFollowsTheCpuPipeline) {
   SKIP_WITHOUT_CUDA();
-  const auto cpu = pipeline_run({}, "cpu");
-  const auto mixed = pipeline_run({"--device", "cuda", "--client-device", "cpu"}, "mixed");
-  ASSERT_EQ(cpu.size(), 3u);  // two epochs and the summary
-  ASSERT_EQ(mixed.size(), 3u);
-  for (size_t e = 0; e < 2; ++e) {
-    const double a = cpu[e]["train_loss"].get<double>(), b = mixed[e]["train_loss"].get<double>();
-    EXPECT_NEAR(b, a, 1e-3 * a) << "epoch " << e;
-  }
+  const std::vector<std::string> pipeline{"--input-shape", "1,8,8",  "--parallel",   "pipeline",
+                                          "--placement",   "ushape", "--model",      "mlp",
+                                          "--depth",       "3",      "--batch-size", "32",
+                                          "--chunks",      "4"};
+  const auto cpu = ranked_run(flags(pipeline, {}), "pipe-cpu");
+  const auto mixed =
+      ranked_run(flags(pipeline, {"--device", "cuda", "--client-device", "cpu"}), "pipe-mixed");
+  expect_same_losses(cpu, mixed, 1e-3);
   // Rank 0 writes the rows; as a CPU client it has no GPU memory of its own to report.
   EXPECT_FALSE(mixed[0].contains("cuda_max_allocated_bytes"));
+}
+
+// Both ranks on the one GPU a test machine has: buckets are staged through host memory
+// for Gloo, so two ranks may share a device (NCCL would refuse it).
+TEST(GpuDdpTest, CudaDdpFollowsTheCpuDdp) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<std::string> ddp{"--input-shape", "1,8,8", "--parallel",   "ddp",
+                                     "--model",       "mlp",   "--batch-size", "16"};
+  const auto cpu = ranked_run(flags(ddp, {}), "ddp-cpu");
+  const auto gpu = ranked_run(flags(ddp, {"--device", "cuda"}), "ddp-cuda");
+  expect_same_losses(cpu, gpu, 1e-3);
+  EXPECT_GT(gpu[0].value("cuda_max_allocated_bytes", int64_t{0}), 0);
+  // Small buckets (several per step, reduced while backward runs) and compressed gradients
+  // take the same staging.
+  const auto cpu_coded = ranked_run(
+      flags(ddp, {"--bucket-mb", "0.01", "--compress-grad", "sortquant:8"}), "ddp-cpu-coded");
+  const auto gpu_coded = ranked_run(
+      flags(ddp, {"--bucket-mb", "0.01", "--compress-grad", "sortquant:8", "--device", "cuda"}),
+      "ddp-cuda-coded");
+  expect_same_losses(cpu_coded, gpu_coded, 5e-3);
+}
+
+TEST(GpuDdpTest, CudaSyncBatchNormFollowsTheCpuOne) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<std::string> syncbn{"--parallel", "ddp",          "--model",   "mobilenetv2",
+                                        "--width",    "0.25",         "--sync-bn", "--input-shape",
+                                        "1,28,28",    "--batch-size", "16"};
+  const auto cpu = ranked_run(flags(syncbn, {}), "syncbn-cpu");
+  const auto gpu = ranked_run(flags(syncbn, {"--device", "cuda"}), "syncbn-cuda");
+  // cuDNN convolutions may run in TF32 (LibTorch's default): a looser bound than the mlp's,
+  // still far below what a misplaced statistic or an unreduced gradient would cost.
+  expect_same_losses(cpu, gpu, 2e-2);
 }
 
 TEST(GpuDeviceTest, BadDeviceNamesAreClearErrors) {

@@ -346,10 +346,12 @@ void Group::native_all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (size_ == 1 || tensor.numel() == 0) {
     return;
   }
-  // bfloat16 is reduced in float32 and rounded once: summing p values in bfloat16 would round
-  // at every step (and Gloo in older LibTorch had no bfloat16 reduction at all).
+  // Gloo reduces host memory: a tensor elsewhere (CUDA) goes through a host copy. bfloat16
+  // is reduced in float32 and rounded once: summing p values in bfloat16 would round at
+  // every step (and Gloo in older LibTorch had no bfloat16 reduction at all).
+  at::Tensor host = tensor.to(at::kCPU);
   const bool upcast = tensor.scalar_type() == at::kBFloat16;
-  std::vector<at::Tensor> bufs{upcast ? tensor.to(at::kFloat) : tensor};
+  std::vector<at::Tensor> bufs{upcast ? host.to(at::kFloat) : host};
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);
   opts.timeout = timeout_;
@@ -364,13 +366,14 @@ void Group::native_all_reduce(at::Tensor& tensor, ReduceOp op) {
     throw CommError(msg);
   }
   finalize_reduction(bufs[0], op, size_);
-  if (upcast) tensor.copy_(bufs[0]);
+  if (!bufs[0].is_same(tensor)) tensor.copy_(bufs[0]);
 }
 
 void Group::native_broadcast(at::Tensor& tensor, int root) {
   if (size_ == 1 || tensor.numel() == 0) return;
+  at::Tensor host = tensor.to(at::kCPU);  // as native_all_reduce
   const bool upcast = tensor.scalar_type() == at::kBFloat16;
-  std::vector<at::Tensor> bufs{upcast ? tensor.to(at::kFloat) : tensor};
+  std::vector<at::Tensor> bufs{upcast ? host.to(at::kFloat) : host};
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   opts.timeout = timeout_;
@@ -384,7 +387,7 @@ void Group::native_broadcast(at::Tensor& tensor, int root) {
     publish_failure(msg);
     throw CommError(msg);
   }
-  if (upcast) tensor.copy_(bufs[0]);
+  if (!bufs[0].is_same(tensor)) tensor.copy_(bufs[0]);
 }
 
 void Group::record(int peer, Direction dir, int64_t bytes, Clock::time_point posted,

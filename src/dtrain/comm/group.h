@@ -137,7 +137,8 @@ class Group {
   double wire_check_seconds() const { return static_cast<double>(check_ns_.load()) * 1e-9; }
 
   // The backend's own collectives (Gloo's), for the `native` algorithm and for small
-  // bookkeeping reductions. Contiguous CPU tensors, in place.
+  // bookkeeping reductions. Contiguous tensors, in place; one off the CPU (CUDA) is copied
+  // through host memory.
   void native_all_reduce(at::Tensor& tensor, ReduceOp op);
   void native_broadcast(at::Tensor& tensor, int root);
 

@@ -18,6 +18,7 @@
 #include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/parallel/bucket_staging.h"
 
 namespace dtrain::parallel {
 namespace {
@@ -100,7 +101,8 @@ void check_same_shapes(comm::Group& group,
 
 struct DistributedDataParallel::Bucket {
   std::vector<size_t> params;
-  at::Tensor flat;  // float32, gradients of params in order
+  at::Tensor flat;  // float32, gradients of params in order, on the parameters' device
+  std::unique_ptr<BucketStaging> staging;  // where it is reduced: host memory
   size_t pending = 0;
   bool submitted = false;
   // Compressed path: residuals of the pieces sent to each owner, and of the owned sum.
@@ -124,6 +126,10 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
     for (auto& [name, p] : named) {
       if (p.scalar_type() != at::kFloat)
         throw std::invalid_argument("DDP supports float32 parameters; '" + name + "' is not");
+      if (p.device() != named.front().second.device())
+        throw std::invalid_argument("DDP needs the whole model on one device; '" + name +
+                                    "' is on " + p.device().str() + ", '" + named.front().first +
+                                    "' on " + named.front().second.device().str());
       group_.native_broadcast(p, 0);
     }
     for (auto b : model_->buffers())
@@ -159,7 +165,8 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
       b->params.push_back(k);
       elements += params_[k].numel();
     }
-    b->flat = at::zeros({elements}, at::kFloat);
+    b->flat = at::zeros({elements}, params_[group.front()].options().dtype(at::kFloat));
+    b->staging = BucketStaging::make(b->flat);
     buckets_.push_back(std::move(b));
   }
   for (auto& b : buckets_) {
@@ -219,6 +226,7 @@ void DistributedDataParallel::adopt_gradient(size_t k) {
 }
 
 void DistributedDataParallel::mark_ready(size_t bucket) {
+  buckets_[bucket]->staging->start_download();
   {
     std::lock_guard<std::mutex> lock(mu_);
     buckets_[bucket]->submitted = true;
@@ -239,8 +247,11 @@ void DistributedDataParallel::communicate() {
     std::exception_ptr failure;
     int64_t sent = 0;
     try {
-      sent =
-          codec_->spec().id == compress::CodecId::kNone ? reduce(index) : reduce_compressed(index);
+      BucketStaging& staging = *buckets_[index]->staging;
+      at::Tensor& host = staging.wait_download();
+      sent = codec_->spec().id == compress::CodecId::kNone ? reduce(host)
+                                                           : reduce_compressed(index, host);
+      staging.start_upload();
     } catch (...) {
       failure = std::current_exception();
     }
@@ -262,17 +273,16 @@ void DistributedDataParallel::communicate() {
   }
 }
 
-int64_t DistributedDataParallel::reduce(size_t index) {
-  Bucket& b = *buckets_[index];
+int64_t DistributedDataParallel::reduce(at::Tensor& values) {
   comm::AllReduceOptions o;
   o.op = comm::ReduceOp::kAvg;
   o.algorithm = config_.algorithm;
-  comm::all_reduce(group_, b.flat, o);
+  comm::all_reduce(group_, values, o);
   // Bandwidth-optimal all-reduce traffic per rank (what ring sends; DESIGN.md).
-  return metrics::ring_allreduce_traffic(b.flat.numel() * 4, group_.size());
+  return metrics::ring_allreduce_traffic(values.numel() * 4, group_.size());
 }
 
-int64_t DistributedDataParallel::reduce_compressed(size_t index) {
+int64_t DistributedDataParallel::reduce_compressed(size_t index, at::Tensor& values) {
   Bucket& b = *buckets_[index];
   comm::PieceCoding coding;
   // Each destination's piece keeps its own residual; the owner's average keeps one more.
@@ -286,7 +296,7 @@ int64_t DistributedDataParallel::reduce_compressed(size_t index) {
   coding.packet_bytes = [&](int64_t values) {
     return static_cast<int64_t>(compress::packet_size(*codec_, {values}));
   };
-  return comm::coded_all_reduce_mean(group_, b.flat, coding, exchange_tag(0, index),
+  return comm::coded_all_reduce_mean(group_, values, coding, exchange_tag(0, index),
                                      exchange_tag(1, index));
 }
 
@@ -346,8 +356,11 @@ void DistributedDataParallel::finish_backward() {
   }
   for (auto& s : slots_)
     s.ready = false;
-  // .grad is the bucket view of every parameter: the averages are already in place.
   if (failure) std::rethrow_exception(failure);
+  // .grad is the bucket view of every parameter: the averages are in place (on a GPU, once
+  // the training stream has waited for their copy back).
+  for (auto& b : buckets_)
+    b->staging->finish();
 }
 
 DdpStats DistributedDataParallel::take_stats() {

@@ -125,9 +125,10 @@ class DistributedDataParallel {
   };
   std::map<std::string, FeedbackSlot> feedback_slots() const;
   void communicate();
-  // Both return the bytes this rank sent.
-  int64_t reduce(size_t bucket);
-  int64_t reduce_compressed(size_t bucket);
+  // Both average a bucket's values (its host copy) in place and return the bytes this rank
+  // sent.
+  int64_t reduce(at::Tensor& values);
+  int64_t reduce_compressed(size_t bucket, at::Tensor& values);
 
   comm::Group& group_;
   std::shared_ptr<torch::nn::Module> model_;

@@ -57,8 +57,10 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
     sum_over_ranks(*group, stats);
     const double count = stats[2 * c].item<double>();
     if (count < 1) throw std::invalid_argument("SyncBatchNorm: no samples on any rank");
-    const at::Tensor mean = stats.narrow(0, 0, c) / count;
-    const at::Tensor var = (stats.narrow(0, c, c) / count - mean * mean).clamp_min(0);
+    // The sums crossed the ranks in host memory; the rest runs where x lives.
+    const at::Tensor totals = stats.to(x.device());
+    const at::Tensor mean = totals.narrow(0, 0, c) / count;
+    const at::Tensor var = (totals.narrow(0, c, c) / count - mean * mean).clamp_min(0);
     const at::Tensor invstd = (var + eps).rsqrt();
     // Non-affine normalization passes empty weight and bias (autograd needs defined inputs).
     const bool affine = weight.numel() > 0;
@@ -96,9 +98,11 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
     sums.narrow(0, 0, c).copy_(sum_dy_local);
     sums.narrow(0, c, c).copy_(((dy * x).sum(dims, false, at::kDouble) - mean * sum_dy_local) *
                                invstd);
-    const at::Tensor local = sums.clone();  // parameter gradients are this rank's share
+    // Parameter gradients are this rank's share: a copy, on x's device, before the sum.
+    const at::Tensor local = sums.to(x.device(), sums.scalar_type(), false, /*copy=*/true);
     sum_over_ranks(*group, sums);
-    const at::Tensor sum_dy = sums.narrow(0, 0, c), sum_dy_xhat = sums.narrow(0, c, c);
+    const at::Tensor totals = sums.to(x.device());
+    const at::Tensor sum_dy = totals.narrow(0, 0, c), sum_dy_xhat = totals.narrow(0, c, c);
     const bool affine = weight.numel() > 0;
     const at::Tensor a = affine ? invstd * weight.to(at::kDouble) : invstd;
     const at::Tensor b = -a * invstd * sum_dy_xhat / count;

@@ -68,8 +68,6 @@ void validate(const TrainConfig& c, bool has_group) {
     require(c.parallel.ddp.bucket_mb > 0, "--bucket-mb must be positive");
   require(mode == ParallelMode::kPipeline || !c.client_device,
           "--client-device is for --parallel pipeline (rank 0's stages)");
-  require(mode != ParallelMode::kDdp || c.device.is_cpu(),
-          "--parallel ddp runs on the CPU in this version (CUDA DDP over NCCL is not built yet)");
   if (mode == ParallelMode::kPipeline) {
     require(c.grad_accum_steps == 1,
             "--grad-accum-steps: use --chunks to split batches in a pipeline");

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "dtrain/base/device.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
@@ -24,7 +25,10 @@ using metrics::since;
 class DdpEngine final : public Engine {
  public:
   DdpEngine(comm::Group& group, torch::nn::Sequential model, const TrainConfig& c)
-      : group_(group), model_(std::move(model)), loss_(models::make_loss(c.loss)) {
+      : group_(group),
+        model_(std::move(model)),
+        loss_(models::make_loss(c.loss)),
+        device_(c.device) {
     const auto& o = c.parallel.ddp;
     parallel::DdpConfig dc;
     dc.bucket_mb = o.bucket_mb;
@@ -39,6 +43,7 @@ class DdpEngine final : public Engine {
         throw std::invalid_argument("--sync-bn: model '" + c.model.name + "' has no BatchNorm");
       dc.broadcast_buffers = false;  // statistics are global, hence identical on every rank
     }
+    model_->to(device_);  // after the SyncBatchNorm swap, whose new modules start on the CPU
     ddp_ = std::make_unique<parallel::DistributedDataParallel>(group, model_.ptr(), dc);
     // Lossy steps owe what their codec dropped: a resumed run owes it too.
     residuals_.save = [this] { return ddp_->residuals(); };
@@ -46,6 +51,7 @@ class DdpEngine final : public Engine {
     residuals_.restore = [this](const auto& saved) { ddp_->restore_residuals(saved); };
   }
 
+  c10::Device input_device() const override { return device_; }
   int rank() const override { return group_.rank(); }
   int world() const override { return group_.size(); }
 
@@ -68,10 +74,12 @@ class DdpEngine final : public Engine {
     const models::AttentionMaskScope scope(batch.mask);
     const at::Tensor logits = model_->forward(batch.inputs);
     const at::Tensor loss = mean_loss(loss_, logits, batch.labels);
+    synchronize(device_);
     const double forward_s = metrics::trace::span_since("compute", "forward", t);
     t = Clock::now();
     ddp_->set_sync(plan.sync);
     (plan.loss_scale == 1.0 ? loss : loss * plan.loss_scale).backward();
+    synchronize(device_);
     const double backward_s = metrics::trace::span_since("compute", "backward", t);
     t = Clock::now();
     {
@@ -140,6 +148,7 @@ class DdpEngine final : public Engine {
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
   ExtraState residuals_;  // ddp_'s error-feedback residuals, for checkpoints
   std::unique_ptr<parallel::DdpCodecTuner> tuner_;
+  c10::Device device_;
   int synced_in_epoch_ = 0;  // synchronized steps so far in this epoch
 };
 
