@@ -300,17 +300,19 @@ void StageTransport::send_command(const Command& command) {
     keep_sending(message, r, tag(kCommandTag));
 }
 
-// The next command's receive is posted as soon as this one is taken (none after stop), so
-// the driver's send finds it posted and goes straight out: a command sent before its
-// receive was posted waited for the driver's I/O thread, which on busy cores runs only when
-// the driver blocks (1.3 ms of every step in the bubble benchmark).
+// The next command's receive is posted as soon as this one is taken, so the driver's send
+// finds it posted and goes straight out: a command sent before its receive was posted
+// waited for the driver's I/O thread, which on busy cores runs only when the driver blocks
+// (1.3 ms of every step in the bubble benchmark). Not after stop, and not after a wire-check
+// switch: the next message's framing (comm/group.h) depends on the switch, which the
+// follower makes only when it runs the command.
 Command StageTransport::receive_command() {
   const int command_tag = tag(kCommandTag);
   if (!inbound_.count(command_tag))
     post_receive(command_tag, 0, at::empty({kCommandValues}, at::kDouble));
   const Command command =
       from_message(take_receive(command_tag), group_.describe() + " (from rank 0)");
-  if (command.kind != CommandKind::kStop)
+  if (command.kind != CommandKind::kStop && command.kind != CommandKind::kWireCheck)
     post_receive(command_tag, 0, at::empty({kCommandValues}, at::kDouble));
   return command;
 }
