@@ -78,6 +78,17 @@ void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
       ->check(CLI::NonNegativeNumber);
   app->add_option("--netlab", flags.netlab,
                   "run rank k on host k of this network lab (dtrain netlab up NAME ...)");
+  add_typed_option(
+      app, "--bind", flags.bind_cores,
+      [](const std::string& text) {
+        if (text == "cores") return true;
+        if (text == "none") return false;
+        throw std::invalid_argument("'" + text + "' is not cores or none");
+      },
+      "cores: pin each local rank to its share of the cores (cores / local ranks, or its "
+      "--threads) and let Gloo's I/O thread yield to compute on wakeup; none: leave both to "
+      "the scheduler",
+      "cores");
   app->add_option("--results-file", flags.results_file)->group("");  // internal
 }
 
@@ -157,8 +168,10 @@ void place_on_lab(const std::string& lab, comm::LaunchOptions& options) {
   }
 }
 
-std::unique_ptr<comm::Group> join_world(const RankFlags& flags) {
+std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads) {
   comm::WorldOverrides o;
+  o.bind_cores = flags.bind_cores;
+  if (threads > 0) o.cores_per_rank = threads;
   o.master_addr = flags.master_addr;
   o.master_port = flags.master_port;
   o.gloo_hostname = flags.gloo_hostname;

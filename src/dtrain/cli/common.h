@@ -38,6 +38,7 @@ struct RankFlags {
   std::optional<std::string> token;   // overrides DTRAIN_TOKEN
   int max_restarts = 0;               // -n: the launcher restarts a failed job this often
   std::optional<std::string> netlab;  // run rank k on host k of this network lab
+  bool bind_cores = true;             // --bind cores|none (comm/core_binding.h)
   std::string results_file;           // internal: where rank 0 appends its rows for the launcher
 };
 
@@ -88,8 +89,9 @@ std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
 void place_on_lab(const std::string& lab, comm::LaunchOptions& options);
 
 // Rendezvous for this process (world size 1 when not launched) and per-rank intra-op
-// threads. Prints nothing.
-std::unique_ptr<comm::Group> join_world(const RankFlags& flags);
+// threads. With --bind cores, the rank is pinned to `threads` cores (0: its share of the
+// host's). Prints nothing.
+std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads = 0);
 
 // "4K" -> 4096; K, M, G, T binary; optional trailing B ("16MB"); throws on bad input.
 int64_t parse_size(const std::string& text);

@@ -291,7 +291,7 @@ void register_train(CLI::App& parent, int& exit_code) {
     std::unique_ptr<comm::Group> group;
     if (pipelined || data_parallel) {
       const int threads = at::get_num_threads();
-      group = join_world(o->ranks);
+      group = join_world(o->ranks, o->threads);
       if (o->threads > 0) at::set_num_threads(threads);
     }
     TraceSession trace(o->trace_path, group.get());

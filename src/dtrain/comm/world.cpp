@@ -7,12 +7,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
 #include "dtrain/base/parse.h"
 #include "dtrain/comm/backend.h"
+#include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/rendezvous.h"
@@ -55,16 +57,26 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
+// `io_thread_batch`: Gloo's I/O thread, which the device's constructor starts, runs
+// SCHED_BATCH (comm/core_binding.h).
 c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                             int size, std::chrono::milliseconds timeout,
-                                            const std::string& hostname, const std::string& iface) {
+                                            const std::string& hostname, const std::string& iface,
+                                            bool io_thread_batch) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+  const std::vector<int> before = thread_ids();
   if (!iface.empty()) {
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
   } else if (!hostname.empty()) {
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
   } else {
     opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  if (io_thread_batch) {
+    std::vector<int> started;
+    for (const int id : thread_ids())
+      if (std::find(before.begin(), before.end(), id) == before.end()) started.push_back(id);
+    run_as_batch(started);
   }
   opts->threads = 2;
   auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
@@ -119,6 +131,8 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   if (overrides.gloo_hostname) c.gloo_hostname = *overrides.gloo_hostname;
   if (overrides.gloo_interface) c.gloo_interface = *overrides.gloo_interface;
   if (overrides.token) c.token = *overrides.token;
+  if (overrides.bind_cores) c.bind_cores = *overrides.bind_cores;
+  if (overrides.cores_per_rank) c.cores_per_rank = *overrides.cores_per_rank;
   if (overrides.timeout_s) {
     if (!(*overrides.timeout_s > 0)) throw std::invalid_argument("--timeout must be positive");
     c.timeout = std::chrono::milliseconds(static_cast<int64_t>(*overrides.timeout_s * 1000));
@@ -134,6 +148,13 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
 }
 
 std::unique_ptr<Group> connect(const WorldConfig& config) {
+  // Gloo's I/O thread yields only where this rank has cores of its own: sharing cores with
+  // other ranks, its late wakeups cost more than they save (docs/results.md).
+  const bool bound =
+      config.bind_cores &&
+      bind_rank_to_cores(config.local_rank, config.local_world_size,
+                         config.cores_per_rank > 0 ? config.cores_per_rank
+                                                   : threads_per_rank(config.local_world_size));
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(config.master_port);
   opts.isServer = config.rank == 0;
@@ -158,7 +179,7 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", store);
   try {
     auto pg = make_gloo(prefixed, config.rank, config.world_size, config.timeout,
-                        config.gloo_hostname, config.gloo_interface);
+                        config.gloo_hostname, config.gloo_interface, bound);
     return std::make_unique<Group>(
         std::make_unique<Backend>(pg, store, config.timeout, config.wire_check));
   } catch (const CommError&) {
@@ -188,7 +209,7 @@ std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
                                                  std::chrono::milliseconds timeout) {
   agree_on_settings(*impl_->store, rank, world_size, /*wire_check=*/true, timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
-  auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "");
+  auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "", false);
   return std::make_unique<Group>(std::make_unique<Backend>(pg, impl_->store, timeout, true));
 }
 

@@ -34,6 +34,11 @@ struct WorldConfig {
   // another (or none). Empty: every rank must have none.
   std::string token;
   bool wire_check = true;
+  // --bind cores: connect() pins this rank to its share of the host's cores (cores_per_rank
+  // of them, 0: threads_per_rank) and, where that succeeded, runs Gloo's I/O thread
+  // SCHED_BATCH (core_binding.h).
+  bool bind_cores = false;
+  int cores_per_rank = 0;
   std::string source = "default";  // which variables it came from, for messages
 };
 
@@ -44,6 +49,8 @@ struct WorldOverrides {
   std::optional<std::string> gloo_interface;
   std::optional<double> timeout_s;
   std::optional<std::string> token;
+  std::optional<bool> bind_cores;
+  std::optional<int> cores_per_rank;
 };
 
 // Throws std::invalid_argument with the variable's name on malformed or inconsistent values.
