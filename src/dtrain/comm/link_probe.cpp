@@ -22,6 +22,12 @@ constexpr double kLongEnoughS = 0.05;
 // 1.2-1.3 Gbit/s.
 constexpr double kFastLinkS = 0.016;
 constexpr int64_t kFastScale = 8;
+// Duplex::kBothWaysAtOnce keeps going both ways in the scaled rounds only where the first
+// round read the link below this: faster ones are memory copies (loopback: 25-85 Gbit/s),
+// where traffic both ways measures the cores copying it, and read loopback slow enough for
+// fp16 to look better than none on the mlp
+// (DdpE2eTest.CompressGradAutoKeepsTheExactAllReduceOnLoopback).
+constexpr double kBothWaysBelowBytesPerS = 5e9 / 8;
 
 double rate_of(const double (&seconds)[2], int64_t scale) {
   return static_cast<double>(scale * (kLargeBytes - kSmallBytes)) /
@@ -43,12 +49,34 @@ double exchange(Group& g, int peer, bool initiator, at::Tensor& out, int out_tag
   return metrics::since(t0);
 }
 
+// Both ways at once: after a ping round trip, each rank sends `out` while receiving `in`.
+// Returns the seconds until this rank's receive completed (the peer's direction). The peer
+// starts about one latency before the initiator, the same for every size: the difference
+// of two sizes' times drops it.
+double both_ways(Group& g, int peer, bool initiator, at::Tensor& out, at::Tensor& in, int data_tag,
+                 at::Tensor& ping, int ping_tag) {
+  exchange(g, peer, initiator, ping, ping_tag, ping, ping_tag);
+  const auto t0 = metrics::Clock::now();
+  Request receive = g.irecv(in, peer, data_tag);
+  Request send = g.isend(out, peer, data_tag);
+  receive.wait();
+  const double seconds = metrics::since(t0);
+  send.wait();
+  return seconds;
+}
+
 }  // namespace
 
-LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_tag) {
+LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_tag,
+                     Duplex duplex) {
   at::Tensor ping = at::zeros({8}, at::kByte);
   int64_t scale = 1;
   at::Tensor data[2] = {at::zeros({kSmallBytes}, at::kByte), at::zeros({kLargeBytes}, at::kByte)};
+  at::Tensor inbox[2];  // both ways: what the peer sends while this rank sends data[]
+  bool together = duplex == Duplex::kBothWaysAtOnce;
+  if (together) inbox[0] = at::empty_like(data[0]), inbox[1] = at::empty_like(data[1]);
+  // Both ways: the peer's best receive times (the initiator's out direction) so far.
+  at::Tensor report = at::empty({2}, at::kDouble);
   auto exchange = [&](at::Tensor& out, int out_tag, at::Tensor& in, int in_tag) {
     return comm::exchange(g, peer, initiator, out, out_tag, in, in_tag);
   };
@@ -57,21 +85,46 @@ LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_
   for (int round = 0; round < kRounds; ++round) {
     rtt = std::min(rtt, exchange(ping, ping_tag, ping, ping_tag));
     for (int size = 0; size < 2; ++size) {
-      out[size] = std::min(out[size], exchange(data[size], data_tag, ping, ping_tag));
-      in[size] = std::min(in[size], exchange(ping, ping_tag, data[size], data_tag));
+      if (together) {
+        in[size] = std::min(in[size], both_ways(g, peer, initiator, data[size], inbox[size],
+                                                data_tag, ping, ping_tag));
+      } else {
+        out[size] = std::min(out[size], exchange(data[size], data_tag, ping, ping_tag));
+        in[size] = std::min(in[size], exchange(ping, ping_tag, data[size], data_tag));
+      }
+    }
+    if (together) {  // the peer's receive times are the initiator's out direction
+      if (initiator) {
+        g.recv(report, peer, data_tag);
+        out[0] = report[0].item<double>();
+        out[1] = report[1].item<double>();
+      } else {
+        report[0] = in[0];
+        report[1] = in[1];
+        g.send(report, peer, data_tag);
+      }
     }
     // Both ends see nearly the same times, but must agree on what comes next: the
-    // initiator decides and tells the peer in the next ping (byte 0: stop; byte 1: scale up).
+    // initiator decides and tells the peer in the next ping (byte 0: stop; byte 1: scale up;
+    // byte 2: the scaled rounds go both ways at once).
     auto* const says = ping.data_ptr<uint8_t>();
     says[1] = initiator && scale == 1 && std::max(out[1], in[1]) < kFastLinkS ? 1 : 0;
-    says[0] = initiator && says[1] == 0 && metrics::since(start) > kLongEnoughS ? 1 : 0;
+    says[2] = says[1] != 0 && duplex == Duplex::kBothWaysAtOnce &&
+                      std::min(rate_of(out, 1), rate_of(in, 1)) < kBothWaysBelowBytesPerS
+                  ? 1
+                  : 0;
+    // Both ways at once, each direction got as much time on the wire in half the time.
+    const double long_enough = together ? kLongEnoughS / 2 : kLongEnoughS;
+    says[0] = initiator && says[1] == 0 && metrics::since(start) > long_enough ? 1 : 0;
     exchange(ping, ping_tag, ping, ping_tag);
     if (says[1] != 0) {
       scale = kFastScale;
       data[0] = at::zeros({scale * kSmallBytes}, at::kByte);
       data[1] = at::zeros({scale * kLargeBytes}, at::kByte);
+      together = says[2] != 0;
+      if (together) inbox[0] = at::empty_like(data[0]), inbox[1] = at::empty_like(data[1]);
       out[0] = out[1] = in[0] = in[1] = 1e30;
-      says[1] = 0;
+      says[1] = says[2] = 0;
       continue;
     }
     if (says[0] != 0) break;

@@ -1,5 +1,6 @@
 // A link's own rate, measured between two idle ranks: what crosses the wire per second,
-// not counting latency, the peer's reply or the peer's compute.
+// not counting latency, the peer's reply or the peer's compute; one direction at a time, or
+// both at once (Duplex, below).
 //
 // The initiator sends a 128 KiB and a 512 KiB message, each answered by 8 bytes, then asks
 // for the same two sizes back; the difference of the two times of one direction is 384 KiB
@@ -23,7 +24,15 @@ struct LinkProbe {
   double latency_s = 0;        // one way
 };
 
-LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int data_tag);
+// kOneWayAtATime times each direction alone; kBothWaysAtOnce sends both at the same time,
+// in about half the time, as a ring all-reduce uses the link (a link whose directions share
+// capacity reads slower, as it then is for that traffic); a link the first round reads at
+// 5 Gbit/s or more (loopback: a memory copy, where both ways measure the copying cores) has
+// its scaled rounds timed one way at a time.
+enum class Duplex { kOneWayAtATime, kBothWaysAtOnce };
+
+LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int data_tag,
+                     Duplex duplex = Duplex::kOneWayAtATime);
 
 // One way's latency alone: half the best of three 8-byte round trips (both ranks call it).
 double probe_latency(Group& group, int peer, bool initiator, int ping_tag);

@@ -7,7 +7,8 @@
 // as slow as its slowest link, so that rate is used): from the calibrating step's own
 // exchange (its bytes over the time its receives were busy, each way) where that kept every
 // direction busy for 0.1 s or more (slow links: no probe bytes added to the epoch), else by
-// the probe (comm/link_probe.h). The exchange's rate is an effective one: the gaps between
+// the probe (comm/link_probe.h), both ways at once as the all-reduce uses the link (half
+// the time of one way after the other). The exchange's rate is an effective one: the gaps between
 // the ranks' messages (their skew, the coding between the two phases) count, and it reads
 // 2-12 % under the probe on the lab's 10 and 20 Mbit/s links. On rank 0, this
 // step's gradients coded with every candidate (exact packet bytes, encode and decode time);
