@@ -64,7 +64,7 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
                                             const std::string& hostname, const std::string& iface,
                                             bool io_thread_batch) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-  const std::vector<int> before = thread_ids();
+  const std::vector<int> before = io_thread_batch ? thread_ids() : std::vector<int>{};
   if (!iface.empty()) {
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
   } else if (!hostname.empty()) {
