@@ -194,7 +194,7 @@ StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
     }
     route_driver_data(step);
   } else {
-    expect_driver_data(step);
+    post_driver_data(step);
   }
   for (auto& module : modules_)
     module->train(training);
@@ -271,7 +271,7 @@ void Pipeline::post_receives(const Step& step, const std::vector<Op>& ops, size_
 // starts. The driver sends them all at its start, before most would otherwise be posted: Gloo
 // then moves each only when the driver's I/O thread answers the late receive, which on busy
 // cores waits for the driver to block (a label posted 4 ops ahead arrived 1.5-3 ms late).
-void Pipeline::expect_driver_data(const Step& step) {
+void Pipeline::post_driver_data(const Step& step) {
   using Data = StageTransport::DriverData;
   const auto& ops = step.schedule->by_rank[static_cast<size_t>(group_.rank())];
   for (const Op& op : ops) {

@@ -130,7 +130,7 @@ class Pipeline {
   at::Tensor mask_of(Step& step, int micro_batch);
   static std::optional<Transfer> input_of(const Step& step, const Op& op);
   void post_receives(const Step& step, const std::vector<Op>& ops, size_t next);
-  void expect_driver_data(const Step& step);
+  void post_driver_data(const Step& step);
   void forward(Step& step, const Op& op);
   void backward(Step& step, const Op& op);
   void gather_result(Step& step);

@@ -308,12 +308,13 @@ void StageTransport::send_command(const Command& command) {
 // follower makes only when it runs the command.
 Command StageTransport::receive_command() {
   const int command_tag = tag(kCommandTag);
-  if (!inbound_.count(command_tag))
+  const auto post_next = [&] {
     post_receive(command_tag, 0, at::empty({kCommandValues}, at::kDouble));
+  };
+  if (!inbound_.count(command_tag)) post_next();
   const Command command =
       from_message(take_receive(command_tag), group_.describe() + " (from rank 0)");
-  if (command.kind != CommandKind::kStop && command.kind != CommandKind::kWireCheck)
-    post_receive(command_tag, 0, at::empty({kCommandValues}, at::kDouble));
+  if (command.kind != CommandKind::kStop && command.kind != CommandKind::kWireCheck) post_next();
   return command;
 }
 
