@@ -62,3 +62,30 @@ for name in ("train-cpu", "train-cuda", "ushape-cpu", "ushape-cuda", "ddp-cpu", 
     r = [json.loads(l) for l in (pathlib.Path(sys.argv[1]) / f"{name}.jsonl").read_text().splitlines()][0]
     print(f"| {name} | {r['samples_per_s']:.0f} | {r['epoch_s']:.2f} | {r['time_forward_s']:.2f} | {r['time_backward_s']:.2f} | {r['test_acc']:.4f} | {r.get('cuda_max_allocated_bytes', 0) / 2**20:.0f} |")
 PY
+
+echo "== all_reduce on CUDA buffers (seed 003's sizes): Gloo through host memory, and NCCL"
+gpus=$("$py" -c "import torch; print(torch.cuda.device_count())")
+sizes="1M,10M,100M,1G"
+build-gpu/dtrain bench collective -n 2 --device cuda --backend gloo --sizes "$sizes" --iters 5 \
+  --warmup 1 --format jsonl --out "$out/coll-gloo-cuda.jsonl" 2> "$out/coll-gloo-cuda.err" || tail -5 "$out/coll-gloo-cuda.err"
+build-gpu/dtrain bench collective -n 2 --sizes "$sizes" --iters 5 --warmup 1 --algo native,ring \
+  --format jsonl --out "$out/coll-cpu.jsonl" 2> "$out/coll-cpu.err" || tail -5 "$out/coll-cpu.err"
+if [ "$gpus" -ge 2 ]; then
+  build-gpu/dtrain bench collective -n 2 --device cuda --backend nccl --sizes "$sizes" --iters 5 \
+    --warmup 1 --format jsonl --out "$out/coll-nccl.jsonl" 2> "$out/coll-nccl.err" || tail -5 "$out/coll-nccl.err"
+else
+  echo "(one GPU: NCCL needs a GPU per rank, so its 2-rank column is not run; NCCL alone:)"
+  build-gpu/dtrain bench collective --device cuda --backend nccl --sizes "$sizes" --iters 5 \
+    --warmup 1 --format jsonl --out "$out/coll-nccl.jsonl" 2> "$out/coll-nccl.err" || tail -5 "$out/coll-nccl.err"
+fi
+"$py" - "$out" <<'PY'
+import json, sys, pathlib
+print("| run | algo | ranks | bytes | time us | busbw GB/s | #wrong |")
+for name in ("coll-cpu", "coll-gloo-cuda", "coll-nccl"):
+    path = pathlib.Path(sys.argv[1]) / f"{name}.jsonl"
+    if not path.exists():
+        continue
+    for l in path.read_text().splitlines():
+        r = json.loads(l)
+        print(f"| {name} | {r['algo']} | {r['world']} | {r['bytes']} | {r['time_us']:.0f} | {r['busbw_gbps']:.3f} | {r['wrong']} |")
+PY

@@ -122,6 +122,16 @@ TEST(BenchCollectiveTest, BadFlagsGiveAClearErrorAndNoRanks) {
   Process c({DTRAIN_BINARY, "bench", "collective", "-n", "2,x"});
   EXPECT_EQ(c.wait_for(30s), 1);
   EXPECT_NE(c.err().find("not a positive integer"), std::string::npos) << c.err();
+  Process d({DTRAIN_BINARY, "bench", "collective", "--backend", "mpi"});
+  EXPECT_EQ(d.wait_for(30s), 1);
+  EXPECT_NE(d.err().find("--backend: unknown backend 'mpi' (auto, gloo or nccl)"),
+            std::string::npos)
+      << d.err();
+  Process e({DTRAIN_BINARY, "bench", "collective", "--backend", "nccl", "--sizes", "4K"});
+  EXPECT_EQ(e.wait_for(30s), 1);
+  EXPECT_NE(e.err().find("--backend nccl reduces CUDA tensors: it needs --device cuda"),
+            std::string::npos)
+      << e.err();
 }
 
 TEST(BenchP2pTest, ReportsLatencyAndBandwidth) {

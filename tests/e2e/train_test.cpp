@@ -43,6 +43,10 @@ TEST(TrainE2eTest, MissingDataAndBadFlagsAreClearErrors) {
   testing::Process b({DTRAIN_BINARY, "train", "--model", "vgg"});
   EXPECT_EQ(b.wait_for(60s), 1);
   EXPECT_NE(b.err().find("unknown model 'vgg'"), std::string::npos) << b.err();
+  testing::Process c(
+      {DTRAIN_BINARY, "train", "-n", "2", "--parallel", "pipeline", "--backend", "nccl"});
+  EXPECT_EQ(c.wait_for(60s), 1);
+  EXPECT_NE(c.err().find("--backend nccl is for --parallel ddp"), std::string::npos) << c.err();
 }
 
 TEST(VersionE2eTest, NamesDtrainLibTorchCudaAndNccl) {
@@ -53,6 +57,7 @@ TEST(VersionE2eTest, NamesDtrainLibTorchCudaAndNccl) {
   EXPECT_NE(out.find(std::string("LibTorch ") + TORCH_VERSION), std::string::npos) << out;
   EXPECT_NE(out.find("CUDA in LibTorch:"), std::string::npos) << out;
   EXPECT_NE(out.find("NCCL in LibTorch:"), std::string::npos) << out;
+  EXPECT_NE(out.find("dtrain NCCL backend:"), std::string::npos) << out;
   EXPECT_NE(out.find("CUDA devices now:"), std::string::npos) << out;
 }
 

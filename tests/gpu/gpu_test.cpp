@@ -160,6 +160,69 @@ TEST(GpuDdpTest, CudaSyncBatchNormFollowsTheCpuOne) {
   expect_same_losses(cpu, gpu, 2e-2);
 }
 
+#define SKIP_WITHOUT_TWO_GPUS()        \
+  if (torch::cuda::device_count() < 2) \
+  GTEST_SKIP() << "needs 2 GPUs (NCCL refuses two ranks on one GPU): " << cuda_summary()
+
+// `dtrain bench collective` of all_reduce on CUDA buffers with `extra` flags; its rows, and
+// its exit status and stderr through the pointers.
+std::vector<nlohmann::json> cuda_collective(const std::vector<std::string>& extra, int* status,
+                                            std::string* err) {
+  const std::string out = "/tmp/dtrain-gpu-coll-" + std::to_string(getpid()) + ".jsonl";
+  std::vector<std::string> argv{DTRAIN_BINARY, "bench",  "collective", "--device", "cuda",
+                                "--sizes",     "4K,16M", "--iters",    "3",        "--format",
+                                "jsonl",       "--out",  out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  testing::Process p(argv);
+  *status = p.wait_for(std::chrono::seconds(120));
+  *err = p.err();
+  return *status == 0 ? testing::take_json_lines_file(out) : std::vector<nlohmann::json>{};
+}
+
+void expect_exact(const std::vector<nlohmann::json>& rows) {
+  ASSERT_EQ(rows.size(), 2u);  // two sizes, native
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["algo"], "native") << row.dump();
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+    EXPECT_GT(row["busbw_gbps"].get<double>(), 0) << row.dump();
+  }
+}
+
+// One GPU: NCCL with a world of one (its communicator made and checked at connect), and two
+// ranks sharing the GPU, where auto reduces through host memory over Gloo and nccl is refused
+// by name.
+TEST(GpuCollectiveTest, OneGpuServesNcclAloneAndGlooForRanksSharingIt) {
+  SKIP_WITHOUT_CUDA();
+  int status = 0;
+  std::string err;
+  expect_exact(cuda_collective({"--backend", "nccl"}, &status, &err));
+  EXPECT_NE(err.find("collectives of CUDA tensors: nccl"), std::string::npos) << err;
+  if (torch::cuda::device_count() == 1) {
+    expect_exact(cuda_collective({"-n", "2"}, &status, &err));
+    EXPECT_NE(err.find("collectives of CUDA tensors: gloo (local ranks share a GPU"),
+              std::string::npos)
+        << err;
+    cuda_collective({"-n", "2", "--backend", "nccl"}, &status, &err);
+    EXPECT_NE(status, 0);
+    EXPECT_NE(err.find("needs a GPU per local rank"), std::string::npos) << err;
+  }
+}
+
+// Two GPUs, a rank on each: NCCL's all-reduce is exact, and DDP whose exact gradients NCCL
+// reduces on the GPUs follows DDP that reduces them over Gloo in host memory.
+TEST(GpuNcclTest, NcclAllReduceIsExactAndNcclDdpFollowsGlooDdp) {
+  SKIP_WITHOUT_TWO_GPUS();
+  int status = 0;
+  std::string err;
+  expect_exact(cuda_collective({"-n", "2", "--backend", "nccl"}, &status, &err));
+  const std::vector<std::string> ddp{"--input-shape", "1,8,8", "--parallel",   "ddp",
+                                     "--model",       "mlp",   "--batch-size", "16",
+                                     "--device",      "cuda",  "--bucket-mb",  "0.01"};
+  const auto gloo = ranked_run(flags(ddp, {"--backend", "gloo"}), "ddp-gloo");
+  const auto nccl = ranked_run(flags(ddp, {"--backend", "nccl"}), "ddp-nccl");
+  expect_same_losses(gloo, nccl, 1e-4);
+}
+
 TEST(GpuDeviceTest, BadDeviceNamesAreClearErrors) {
   EXPECT_THROW(parse_device("tpu"), std::invalid_argument);
   EXPECT_THROW(parse_device("cuda:99999"), std::invalid_argument);

@@ -1,11 +1,13 @@
 // `dtrain bench collective`: nccl-tests-style timing and checking of the collectives.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <memory>
 
+#include "dtrain/base/device.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/cli/tracing.h"
@@ -37,6 +39,7 @@ struct Options {
   bool check = true;
   int64_t segment_bytes = 1024 * 1024;
   std::string trace_path;
+  c10::Device device{c10::kCPU};
 };
 
 using Op = metrics::CollectiveKind;
@@ -50,7 +53,14 @@ Op parse_op(const std::string& s) {
                               "': expected all_reduce, broadcast, reduce_scatter or all_gather");
 }
 
-std::vector<std::string> valid_algos(Op op) {
+// Buffers on a GPU take the backend's own collectives only (NCCL, or Gloo through host
+// memory): dtrain's algorithms move host memory.
+std::vector<std::string> valid_algos(Op op, const c10::Device& device) {
+  if (device.is_cuda()) {
+    if (op == Op::kAllReduce) return {"native", "auto"};
+    if (op == Op::kBroadcast) return {"native"};
+    return {};
+  }
   switch (op) {
     case Op::kAllReduce:
       return {"ring", "butterfly", "direct", "native", "auto"};
@@ -63,7 +73,8 @@ std::vector<std::string> valid_algos(Op op) {
   return {};
 }
 
-std::string default_algos(Op op) {
+std::string default_algos(Op op, const c10::Device& device) {
+  if (device.is_cuda()) return "native";
   switch (op) {
     case Op::kAllReduce:
       return "ring,butterfly,direct,native";
@@ -118,7 +129,7 @@ at::Tensor filled(int rank, int64_t begin, int64_t count, comm::ReduceOp rop,
 }
 
 Buffers make_buffers(Op op, comm::ReduceOp rop, const comm::Group& g, int64_t count,
-                     at::ScalarType dtype) {
+                     at::ScalarType dtype, const c10::Device& device) {
   Buffers b;
   const int p = g.size(), r = g.rank();
   int64_t my_begin = 0;
@@ -137,9 +148,10 @@ Buffers make_buffers(Op op, comm::ReduceOp rop, const comm::Group& g, int64_t co
       b.input = filled(r, my_begin, mine, rop, dtype);
       break;
   }
-  b.work = op == Op::kAllGather ? at::empty({count}, dtype) : b.input.clone();
+  b.input = b.input.to(device);
+  b.work = op == Op::kAllGather ? at::empty({count}, b.input.options()) : b.input.clone();
   if (op == Op::kReduceScatter) {
-    b.output = at::empty({mine}, dtype);
+    b.output = at::empty({mine}, b.input.options());
     b.check_begin = my_begin;
   }
   return b;
@@ -189,7 +201,7 @@ std::pair<int64_t, double> check(Op op, comm::ReduceOp rop, int p, int64_t total
   for (int64_t at = 0; at < result.numel(); at += kChunk) {
     const int64_t n = std::min(kChunk, result.numel() - at);
     const at::Tensor want = expected(op, rop, p, total, b.check_begin + at, n, dtype);
-    const at::Tensor got = result.narrow(0, at, n).to(at::kDouble);
+    const at::Tensor got = result.narrow(0, at, n).to(at::kCPU, at::kDouble);
     const at::Tensor diff = (got - want).abs();
     wrong += diff.ne(0).sum().item<int64_t>();
     max_diff = std::max(max_diff, diff.max().item<double>());
@@ -201,6 +213,7 @@ std::vector<metrics::Column> columns() {
   return {{"bytes", "size(B)"},
           {"count", "count"},
           {"dtype", "type"},
+          {"device", "device"},
           {"reduce", "redop"},
           {"op", "op"},
           {"algo", "algo"},
@@ -217,7 +230,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   const Op op = parse_op(o.op);
   const auto dtype = parse_dtype(o.dtype);
   const auto rop = comm::parse_reduce_op(o.reduce);
-  const auto algos = split_list(o.algos.empty() ? default_algos(op) : o.algos);
+  const auto algos = split_list(o.algos.empty() ? default_algos(op, o.device) : o.algos);
   const auto sizes = parse_sizes(o.sizes, o.factor);
   const int p = g.size();
   const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
@@ -231,7 +244,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
     const int64_t count = bytes / elem;
     // Algorithms take turns round by round, so drift on a noisy machine hits all alike.
     // One set of buffers serves every algorithm (restored before each run): 1 GiB sizes fit.
-    Buffers b = make_buffers(op, rop, g, count, dtype);
+    Buffers b = make_buffers(op, rop, g, count, dtype, o.device);
     std::vector<double> total_s(algos.size(), 0.0);
     std::vector<std::pair<int64_t, double>> checks(algos.size(), {-1, -1.0});
     for (size_t a = 0; a < algos.size(); ++a) {
@@ -244,8 +257,10 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       for (size_t a = 0; a < algos.size(); ++a) {
         for (int i = 0; i < o.iters; ++i) {
           restore(op, b);
+          synchronize(o.device);  // the restore's copy is not timed
           const auto t0 = metrics::Clock::now();
           run_once(op, algos[a], g, b, rop, o.segment_bytes);
+          synchronize(o.device);  // a GPU collective is timed to its end, not its launch
           total_s[a] += metrics::trace::span_since("collective", span_names[a].c_str(), t0,
                                                    count * elem, "bytes");
         }
@@ -274,6 +289,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       row["bytes"] = moved;
       row["count"] = count;
       row["dtype"] = dtype_name(dtype);
+      row["device"] = to_string(o.device);
       row["time_us"] = time_us;
       row["algbw_gbps"] = algbw;
       row["busbw_gbps"] = algbw * metrics::bus_factor(op, p);
@@ -296,23 +312,29 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
 int run(const Options& o) {
   // Validate everything up front, before any rank starts.
   const Op op = parse_op(o.op);
-  for (const auto& a : split_list(o.algos.empty() ? default_algos(op) : o.algos)) {
-    const auto valid = valid_algos(op);
+  if (o.device.is_cuda() && valid_algos(op, o.device).empty())
+    throw std::invalid_argument("--op " + o.op +
+                                " runs on CPU buffers (on a GPU: all_reduce or broadcast)");
+  for (const auto& a : split_list(o.algos.empty() ? default_algos(op, o.device) : o.algos)) {
+    const auto valid = valid_algos(op, o.device);
     if (std::find(valid.begin(), valid.end(), a) == valid.end()) {
       std::string list;
       for (const auto& v : valid)
         list += (list.empty() ? "" : ", ") + v;
-      throw std::invalid_argument("--algo '" + a + "' does not apply to " + o.op + " (choose " +
-                                  list + ")");
+      throw std::invalid_argument("--algo '" + a + "' does not apply to " + o.op + " on " +
+                                  to_string(o.device) + " buffers (choose " + list + ")");
     }
   }
+  const auto worlds = world_sizes(o.rank);
+  decide_backend(o.rank, o.device,
+                 worlds.empty() ? 1 : *std::max_element(worlds.begin(), worlds.end()));
   parse_dtype(o.dtype);
   comm::parse_reduce_op(o.reduce);
   parse_sizes(o.sizes, o.factor);
   Output output = o.output;
   output.columns = columns();
-  return run_ranked(o.rank, world_sizes(o.rank), output,
-                    [&](comm::Group& g) { return run_rank(o, g); });
+  return run_ranked(
+      o.rank, worlds, output, [&](comm::Group& g) { return run_rank(o, g); }, o.device);
 }
 
 }  // namespace
@@ -350,6 +372,11 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
   sub->add_option("--segment", o->segment_bytes, "ring segment size in bytes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  add_typed_option(sub, "--device", o->device, parse_device,
+                   "where the buffers live: cpu, cuda or cuda:N (cuda: GPU LOCAL_RANK); on a GPU "
+                   "the algorithm is native: NCCL's (--backend nccl, one GPU per rank) or Gloo's "
+                   "through host memory",
+                   "cpu");
   sub->add_flag("--no-check{false}", o->check, "skip the exact result check");
   add_output_flags(sub, o->output);
   sub->add_option("--trace", o->trace_path,

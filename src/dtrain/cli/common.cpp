@@ -1,6 +1,7 @@
 #include "dtrain/cli/common.h"
 
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -89,6 +90,10 @@ void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
       "--threads) and let Gloo's I/O thread yield to compute on wakeup; none: leave both to "
       "the scheduler",
       "cores");
+  add_typed_option(app, "--backend", flags.backend, comm::parse_collective_backend,
+                   "who reduces CUDA tensors: nccl (on the GPU, one GPU per local rank), gloo "
+                   "(through host memory) or auto (nccl where every local rank has a GPU of its "
+                   "own); CPU tensors and dtrain's own algorithms always use Gloo");
   app->add_option("--results-file", flags.results_file)->group("");  // internal
 }
 
@@ -168,7 +173,15 @@ void place_on_lab(const std::string& lab, comm::LaunchOptions& options) {
   }
 }
 
-std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads) {
+comm::BackendDecision decide_backend(const RankFlags& flags, const c10::Device& device,
+                                     int local_world_size) {
+  return comm::resolve_backend(
+      flags.backend, device, local_world_size,
+      device.is_cuda() ? static_cast<int64_t>(torch::cuda::device_count()) : 0);
+}
+
+std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads,
+                                        const c10::Device& device) {
   comm::WorldOverrides o;
   o.bind_cores = flags.bind_cores;
   if (threads > 0) o.cores_per_rank = threads;
@@ -181,7 +194,12 @@ std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads) {
   if (!comm::launched_by_environment() && !flags.master_port) {
     o.master_port = comm::pick_free_port();  // a lone rank must not collide on 29500
   }
-  const comm::WorldConfig config = comm::world_from_env(o);
+  comm::WorldConfig config = comm::world_from_env(o);
+  const auto backend = decide_backend(flags, device, config.local_world_size);
+  if (backend.backend == comm::CollectiveBackend::kNccl) config.nccl_device = device.index();
+  if (device.is_cuda() && config.rank == 0)
+    std::cerr << "collectives of CUDA tensors: " << comm::to_string(backend.backend) << " ("
+              << backend.why << ")" << std::endl;
   at::set_num_threads(comm::threads_per_rank(config.local_world_size));
   return comm::connect(config);
 }
@@ -258,11 +276,12 @@ void emit_rows(const std::string& out_path, metrics::Format format,
 }
 
 int run_ranked(const RankFlags& flags, const std::vector<int>& worlds, const Output& output,
-               const std::function<std::vector<metrics::Row>(comm::Group&)>& body) {
+               const std::function<std::vector<metrics::Row>(comm::Group&)>& body,
+               const c10::Device& device) {
   const bool as_rank =
       comm::launched_by_environment() || worlds.empty() || (worlds.size() == 1 && worlds[0] == 1);
   if (as_rank) {
-    auto group = join_world(flags);
+    auto group = join_world(flags, 0, device);
     const auto rows = body(*group);
     if (group->rank() != 0) return 0;
     if (!flags.results_file.empty()) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/comm/collective_backend.h"
 #include "dtrain/comm/world.h"
 #include "dtrain/metrics/report.h"
 #include "dtrain/models/registry.h"
@@ -39,7 +40,9 @@ struct RankFlags {
   int max_restarts = 0;               // -n: the launcher restarts a failed job this often
   std::optional<std::string> netlab;  // run rank k on host k of this network lab
   bool bind_cores = true;             // --bind cores|none (comm/core_binding.h)
-  std::string results_file;           // internal: where rank 0 appends its rows for the launcher
+  // --backend: who runs the collectives of CUDA tensors (comm/collective_backend.h)
+  comm::CollectiveBackend backend = comm::CollectiveBackend::kAuto;
+  std::string results_file;  // internal: where rank 0 appends its rows for the launcher
 };
 
 // A flag parsed once, at the boundary, into a typed value (an enum, a codec spec) by
@@ -90,8 +93,14 @@ void place_on_lab(const std::string& lab, comm::LaunchOptions& options);
 
 // Rendezvous for this process (world size 1 when not launched) and per-rank intra-op
 // threads. With --bind cores, the rank is pinned to `threads` cores (0: its share of the
-// host's). Prints nothing.
-std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads = 0);
+// host's). `device`: where the rank's collectives' tensors live, for --backend (NCCL for a
+// GPU per rank); rank 0 says on stderr which backend a CUDA device got and why.
+// --backend for `device` with `local_world_size` ranks on this host (comm/collective_backend.h):
+// throws std::invalid_argument where it cannot run. Subcommands call it before launching.
+comm::BackendDecision decide_backend(const RankFlags& flags, const c10::Device& device,
+                                     int local_world_size);
+std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads = 0,
+                                        const c10::Device& device = c10::Device(c10::kCPU));
 
 // "4K" -> 4096; K, M, G, T binary; optional trailing B ("16MB"); throws on bad input.
 int64_t parse_size(const std::string& text);
@@ -118,7 +127,8 @@ struct Output {
 void add_output_flags(CLI::App* app, Output& output, const std::string& out_names = "--out",
                       bool report = true);
 int run_ranked(const RankFlags& flags, const std::vector<int>& worlds, const Output& output,
-               const std::function<std::vector<metrics::Row>(comm::Group&)>& body);
+               const std::function<std::vector<metrics::Row>(comm::Group&)>& body,
+               const c10::Device& device = c10::Device(c10::kCPU));
 
 // Writes rows in the chosen format to `out_path` (or stdout when empty).
 void emit_rows(const std::string& out_path, metrics::Format format,

@@ -256,6 +256,11 @@ void register_train(CLI::App& parent, int& exit_code) {
     } else {
       pc.gradient_codec = o->compress_grad;
     }
+    if (pipelined && o->ranks.backend == comm::CollectiveBackend::kNccl)
+      throw std::invalid_argument(
+          "--backend nccl is for --parallel ddp: a pipeline's stages exchange tagged packets "
+          "over Gloo, a CUDA stage's through host memory");
+    if (data_parallel) decide_backend(o->ranks, o->config.device, n);  // errors before launch
     if (pc.measure_wire_check && !pipelined)
       throw std::invalid_argument(
           "--measure-wire-check is for --parallel pipeline (bench p2p: --wire-check both)");
@@ -291,7 +296,9 @@ void register_train(CLI::App& parent, int& exit_code) {
     std::unique_ptr<comm::Group> group;
     if (pipelined || data_parallel) {
       const int threads = at::get_num_threads();
-      group = join_world(o->ranks, o->threads);
+      // Only DDP's collectives run on the model's device; a pipeline's wire is Gloo's.
+      group = join_world(o->ranks, o->threads,
+                         data_parallel ? o->config.device : c10::Device(c10::kCPU));
       if (o->threads > 0) at::set_num_threads(threads);
     }
     TraceSession trace(o->trace_path, group.get());

@@ -40,15 +40,21 @@ Algorithm choose_algorithm(int64_t bytes, int world_size) {
 }
 
 void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& options) {
-  if (!tensor.device().is_cpu()) {
-    throw std::invalid_argument(group.describe() + ": all_reduce supports CPU tensors only");
-  }
   if (!tensor.is_contiguous()) {
     throw std::invalid_argument(group.describe() + ": all_reduce needs a contiguous tensor");
   }
   at::Tensor flat = tensor.view({-1});
   const int64_t bytes = flat.numel() * flat.element_size();
   Algorithm algo = options.algorithm;
+  if (!tensor.device().is_cpu()) {
+    // dtrain's algorithms move host memory; the backend's own runs anywhere (NCCL where the
+    // tensor lies, else Gloo through a host copy).
+    if (algo != Algorithm::kAuto && algo != Algorithm::kNative)
+      throw std::invalid_argument(group.describe() + ": all_reduce of a tensor on " +
+                                  tensor.device().str() + " runs native (or auto), not " +
+                                  to_string(algo) + ", which works on CPU tensors");
+    algo = Algorithm::kNative;
+  }
   if (algo == Algorithm::kAuto) algo = choose_algorithm(bytes, group.size());
   switch (algo) {
     case Algorithm::kRing:

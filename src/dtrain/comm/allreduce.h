@@ -7,12 +7,14 @@
 //              all-gather; non-powers of two fold the extra ranks in first; small
 //              messages use recursive doubling on the whole vector (log2 p latency)
 //   direct     each rank reduces its own slice from all others, then sends it to all
-//   native     the backend's own all_reduce (Gloo)
+//   native     the backend's own all_reduce (Gloo; NCCL on a GPU, comm/collective_backend.h)
 //   auto       picks one from message size and world size (see choose_algorithm)
 //
 // Any element count (0, 1, fewer than ranks, not divisible), in place, contiguous CPU
-// tensors of float32/64, float16, bfloat16, int32, int64. Every rank must pass the same
-// count, dtype, op and algorithm. All ranks end with bitwise identical results.
+// tensors of float32/64, float16, bfloat16, int32, int64. A CUDA tensor takes native (or
+// auto, which then means native): NCCL where the group has it for that GPU, else Gloo
+// through host memory; the other algorithms throw invalid_argument for it. Every rank must pass the
+// same count, dtype, op and algorithm. All ranks end with bitwise identical results.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,7 +1,8 @@
 // Internal: the c10d objects behind a Group. Only comm/group.cpp and comm/world.cpp include
-// this header, so the rest of the code base never sees c10d. A Group talks to one c10d
-// Backend (ProcessGroupGloo today) directly: the ProcessGroup wrapper of LibTorch 2.x only
-// dispatches by device to such backends, which a Group, bound to one device, does not need.
+// this header, so the rest of the code base never sees c10d. A Group talks to c10d Backends
+// directly: ProcessGroupGloo always, and NCCL's beside it for the collectives of CUDA tensors
+// where chosen (comm/collective_backend.h). The ProcessGroup wrapper of LibTorch 2.x would
+// only dispatch by device to the same two.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -16,11 +17,22 @@ class Backend {
   Backend(c10::intrusive_ptr<c10d::Backend> pg, c10::intrusive_ptr<c10d::Store> store,
           std::chrono::milliseconds timeout, bool wire_check)
       : pg(std::move(pg)), store(std::move(store)), timeout(timeout), wire_check(wire_check) {}
+  ~Backend() {
+    try {
+      if (device_pg) device_pg->shutdown();  // NCCL warns at exit about a group left open
+    } catch (...) {  // a failed job's communicator may refuse: it ends with the process
+    }
+  }
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
   c10::intrusive_ptr<c10d::Backend> pg;
   // The rendezvous store, also where a failing rank leaves its error for the others.
   c10::intrusive_ptr<c10d::Store> store;
   std::chrono::milliseconds timeout;
   bool wire_check;  // comm/group.h, Integrity
+  // NCCL's, running the collectives of tensors on `device`; null where Gloo runs them all.
+  c10::intrusive_ptr<c10d::Backend> device_pg;
+  c10::Device device{c10::kCPU};
 };
 
 }  // namespace dtrain::comm

@@ -342,51 +342,55 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
 }
 }  // namespace
 
-void Group::native_all_reduce(at::Tensor& tensor, ReduceOp op) {
-  if (size_ == 1 || tensor.numel() == 0) {
-    return;
-  }
-  // Gloo reduces host memory: a tensor elsewhere (CUDA) goes through a host copy. bfloat16
-  // is reduced in float32 and rounded once: summing p values in bfloat16 would round at
-  // every step (and Gloo in older LibTorch had no bfloat16 reduction at all).
-  at::Tensor host = tensor.to(at::kCPU);
-  const bool upcast = tensor.scalar_type() == at::kBFloat16;
-  std::vector<at::Tensor> bufs{upcast ? host.to(at::kFloat) : host};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = to_c10d(op);
-  opts.timeout = timeout_;
+bool Group::reduces_on_device(const at::Tensor& tensor) const {
+  return backend_->device_pg && tensor.device() == backend_->device;
+}
+
+template <typename Collective>
+void Group::run_native(const char* what, Collective&& collective) {
   try {
-    backend_->pg->allreduce(bufs, opts)->wait(timeout_);
+    collective();
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    const std::string msg = describe() +
-                            ": native all_reduce failed: " + what.substr(0, what.find('\n')) +
+    const std::string error = e.what();
+    const std::string msg = describe() + ": native " + what +
+                            " failed: " + error.substr(0, error.find('\n')) +
                             " -- a peer may have exited or crashed; see the other ranks' output";
     publish_failure(msg);
     throw CommError(msg);
   }
+}
+
+void Group::native_all_reduce(at::Tensor& tensor, ReduceOp op) {
+  if (size_ == 1 || tensor.numel() == 0) {
+    return;
+  }
+  const bool on_device = reduces_on_device(tensor);
+  // Gloo reduces host memory: a tensor elsewhere (CUDA) goes through a host copy. bfloat16
+  // is reduced in float32 and rounded once: summing p values in bfloat16 would round at
+  // every step (and Gloo in older LibTorch had no bfloat16 reduction at all).
+  at::Tensor buffer = on_device ? tensor : tensor.to(at::kCPU);
+  const bool upcast = tensor.scalar_type() == at::kBFloat16;
+  std::vector<at::Tensor> bufs{upcast ? buffer.to(at::kFloat) : buffer};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = to_c10d(op);
+  opts.timeout = timeout_;
+  auto& pg = on_device ? backend_->device_pg : backend_->pg;
+  run_native("all_reduce", [&] { pg->allreduce(bufs, opts)->wait(timeout_); });
   finalize_reduction(bufs[0], op, size_);
   if (!bufs[0].is_same(tensor)) tensor.copy_(bufs[0]);
 }
 
 void Group::native_broadcast(at::Tensor& tensor, int root) {
   if (size_ == 1 || tensor.numel() == 0) return;
-  at::Tensor host = tensor.to(at::kCPU);  // as native_all_reduce
+  const bool on_device = reduces_on_device(tensor);
+  at::Tensor buffer = on_device ? tensor : tensor.to(at::kCPU);  // as native_all_reduce
   const bool upcast = tensor.scalar_type() == at::kBFloat16;
-  std::vector<at::Tensor> bufs{upcast ? host.to(at::kFloat) : host};
+  std::vector<at::Tensor> bufs{upcast ? buffer.to(at::kFloat) : buffer};
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   opts.timeout = timeout_;
-  try {
-    backend_->pg->broadcast(bufs, opts)->wait(timeout_);
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    const std::string msg = describe() +
-                            ": native broadcast failed: " + what.substr(0, what.find('\n')) +
-                            " -- a peer may have exited or crashed; see the other ranks' output";
-    publish_failure(msg);
-    throw CommError(msg);
-  }
+  auto& pg = on_device ? backend_->device_pg : backend_->pg;
+  run_native("broadcast", [&] { pg->broadcast(bufs, opts)->wait(timeout_); });
   if (!bufs[0].is_same(tensor)) tensor.copy_(bufs[0]);
 }
 

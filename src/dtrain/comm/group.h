@@ -136,11 +136,14 @@ class Group {
   // hold beside the run's time (pipeline reports: wire_check_s).
   double wire_check_seconds() const { return static_cast<double>(check_ns_.load()) * 1e-9; }
 
-  // The backend's own collectives (Gloo's), for the `native` algorithm and for small
-  // bookkeeping reductions. Contiguous tensors, in place; one off the CPU (CUDA) is copied
-  // through host memory.
+  // The backend's own collectives, for the `native` algorithm and for small bookkeeping
+  // reductions. Contiguous tensors, in place. A tensor on the GPU the group's NCCL backend
+  // serves is reduced there, on NCCL's stream (the caller's current stream waits for it; the
+  // host does not); any other off the CPU is copied through host memory and reduced by Gloo.
   void native_all_reduce(at::Tensor& tensor, ReduceOp op);
   void native_broadcast(at::Tensor& tensor, int root);
+  // Whether native_* reduce `tensor` where it lies on a GPU (NCCL), with no host copy.
+  bool reduces_on_device(const at::Tensor& tensor) const;
 
   LinkStats link_stats(int peer) const;
   void reset_link_stats();
@@ -185,6 +188,9 @@ class Group {
   void publish_failure(const std::string& message) const;
   // The peer's published error, waiting up to a second for it; empty when there is none.
   std::string failure_of(int peer) const;
+  // Runs a native collective, `what` naming it in the CommError it becomes on failure.
+  template <typename Collective>
+  void run_native(const char* what, Collective&& collective);
 
   std::unique_ptr<Backend> backend_;
   int rank_;

@@ -141,11 +141,12 @@ void authenticate(c10d::Store& store, int rank, int size, const std::string& tok
   if (verdict != "ok") throw CommError(me + ": rank 0 stopped the job: " + verdict);
 }
 
-void agree_on_settings(c10d::Store& store, int rank, int size, bool wire_check,
+void agree_on_settings(c10d::Store& store, int rank, int size, const std::vector<Setting>& settings,
                        std::chrono::milliseconds timeout) {
   const std::string me = who(rank, size);
   put(store, "dtrain/world_size/" + std::to_string(rank), std::to_string(size));
-  put(store, "dtrain/wire_check/" + std::to_string(rank), wire_check ? "on" : "off");
+  for (const auto& s : settings)
+    put(store, "dtrain/" + s.key + "/" + std::to_string(rank), s.value);
   for (int r = 0; r < size; ++r) {
     const std::string other = "rank " + std::to_string(r);
     const std::string theirs =
@@ -154,12 +155,13 @@ void agree_on_settings(c10d::Store& store, int rank, int size, bool wire_check,
       throw CommError("rank " + std::to_string(rank) + ": world size mismatch: this rank has " +
                       std::to_string(size) + ", rank " + std::to_string(r) + " has " + theirs);
     }
-    const std::string check =
-        await(store, "dtrain/wire_check/" + std::to_string(r), timeout, me, other);
-    if (check != (wire_check ? "on" : "off")) {
-      throw CommError(me + ": the wire check is " + (wire_check ? "on" : "off") + " here and " +
-                      check + " on rank " + std::to_string(r) +
-                      " (DTRAIN_WIRE_CHECK must be the same on every rank)");
+    for (const auto& s : settings) {
+      const std::string value =
+          await(store, "dtrain/" + s.key + "/" + std::to_string(r), timeout, me, other);
+      if (value != s.value) {
+        throw CommError(me + ": " + s.what + " is " + s.value + " here and " + value + " on rank " +
+                        std::to_string(r) + " (" + s.hint + ")");
+      }
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace dtrain::comm {
 
@@ -20,9 +21,19 @@ int listen_only_on(const std::string& address, int port);
 void authenticate(c10d::Store& store, int rank, int size, const std::string& token,
                   std::chrono::milliseconds timeout);
 
-// Every rank publishes its world size and wire-check setting and checks that all agree
-// (Gloo itself would wait for a rank that never comes, or silently pair wrong ranks).
-void agree_on_settings(c10d::Store& store, int rank, int size, bool wire_check,
+// A setting every rank must share: its store key, its value here, and for the message what
+// it is ("the wire check") and how to make the ranks agree.
+struct Setting {
+  std::string key;
+  std::string value;
+  std::string what;
+  std::string hint;
+};
+
+// Every rank publishes its world size and `settings` and checks that all agree (Gloo itself
+// would wait for a rank that never comes, or silently pair wrong ranks; a rank without the
+// NCCL group would leave the others waiting in their first collective).
+void agree_on_settings(c10d::Store& store, int rank, int size, const std::vector<Setting>& settings,
                        std::chrono::milliseconds timeout);
 
 }  // namespace dtrain::comm

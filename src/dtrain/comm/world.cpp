@@ -17,6 +17,7 @@
 #include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/nccl_backend.h"
 #include "dtrain/comm/rendezvous.h"
 
 namespace dtrain::comm {
@@ -52,6 +53,13 @@ constexpr Scheme kSchemes[] = {
     {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
      "Slurm (SLURM_PROCID/SLURM_NTASKS)"},
 };
+
+std::vector<Setting> settings(bool wire_check, bool nccl) {
+  return {{"wire_check", wire_check ? "on" : "off", "the wire check",
+           "DTRAIN_WIRE_CHECK must be the same on every rank"},
+          {"gpu_collectives", nccl ? "nccl" : "gloo", "the backend of GPU collectives",
+           "give every rank the same --backend and --device"}};
+}
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
@@ -133,6 +141,7 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   if (overrides.token) c.token = *overrides.token;
   if (overrides.bind_cores) c.bind_cores = *overrides.bind_cores;
   if (overrides.cores_per_rank) c.cores_per_rank = *overrides.cores_per_rank;
+  if (overrides.nccl_device) c.nccl_device = *overrides.nccl_device;
   if (overrides.timeout_s) {
     if (!(*overrides.timeout_s > 0)) throw std::invalid_argument("--timeout must be positive");
     c.timeout = std::chrono::milliseconds(static_cast<int64_t>(*overrides.timeout_s * 1000));
@@ -175,20 +184,33 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
                     what.substr(0, what.find('\n')));
   }
   authenticate(*store, config.rank, config.world_size, config.token, config.timeout);
-  agree_on_settings(*store, config.rank, config.world_size, config.wire_check, config.timeout);
+  const bool nccl = config.nccl_device >= 0;
+  agree_on_settings(*store, config.rank, config.world_size, settings(config.wire_check, nccl),
+                    config.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", store);
+  std::unique_ptr<Backend> backend;
+  const char* connecting = "Gloo";
   try {
     auto pg = make_gloo(prefixed, config.rank, config.world_size, config.timeout,
                         config.gloo_hostname, config.gloo_interface, bound);
-    return std::make_unique<Group>(
-        std::make_unique<Backend>(pg, store, config.timeout, config.wire_check));
+    backend = std::make_unique<Backend>(pg, store, config.timeout, config.wire_check);
+    if (nccl) {
+      connecting = "NCCL";
+      backend->device_pg =
+          make_nccl(c10::make_intrusive<c10d::PrefixStore>("dtrain/nccl", store), config.rank,
+                    config.world_size, config.timeout, config.nccl_device);
+      backend->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(config.nccl_device));
+    }
   } catch (const CommError&) {
+    throw;
+  } catch (const std::invalid_argument&) {
     throw;
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    throw CommError("rank " + std::to_string(config.rank) +
-                    ": connecting Gloo failed: " + what.substr(0, what.find('\n')));
+    throw CommError("rank " + std::to_string(config.rank) + ": connecting " + connecting +
+                    " failed: " + what.substr(0, what.find('\n')));
   }
+  return std::make_unique<Group>(std::move(backend));
 }
 
 int threads_per_rank(int local_world_size) {
@@ -207,7 +229,7 @@ InProcessRendezvous::~InProcessRendezvous() = default;
 
 std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
                                                  std::chrono::milliseconds timeout) {
-  agree_on_settings(*impl_->store, rank, world_size, /*wire_check=*/true, timeout);
+  agree_on_settings(*impl_->store, rank, world_size, settings(/*wire_check=*/true, false), timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
   auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "", false);
   return std::make_unique<Group>(std::make_unique<Backend>(pg, impl_->store, timeout, true));

@@ -39,6 +39,9 @@ struct WorldConfig {
   // SCHED_BATCH (core_binding.h).
   bool bind_cores = false;
   int cores_per_rank = 0;
+  // >= 0: NCCL runs the collectives of CUDA tensors on this GPU, beside Gloo
+  // (comm/collective_backend.h); every rank must agree, which connect() checks.
+  int nccl_device = -1;
   std::string source = "default";  // which variables it came from, for messages
 };
 
@@ -51,6 +54,7 @@ struct WorldOverrides {
   std::optional<std::string> token;
   std::optional<bool> bind_cores;
   std::optional<int> cores_per_rank;
+  std::optional<int> nccl_device;
 };
 
 // Throws std::invalid_argument with the variable's name on malformed or inconsistent values.
@@ -64,8 +68,9 @@ bool launched_by_environment();
 // fails with a clear error when the port is taken. Before Gloo connects, every rank proves
 // the token by challenge and response (SHA-256 of the token, rank 0's random challenge and
 // the rank; the token never crosses the network): a rank whose proof differs is refused,
-// and every rank fails naming it. Then all ranks check they agree on the world size and
-// the wire check.
+// and every rank fails naming it. Then all ranks check they agree on the world size, the
+// wire check and the backend of GPU collectives, and where that is NCCL, its communicator
+// is made (comm/nccl_backend.h).
 std::unique_ptr<Group> connect(const WorldConfig& config);
 
 // max(1, cores / local ranks): intra-op threads per rank so local ranks do not oversubscribe.

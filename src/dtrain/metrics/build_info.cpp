@@ -50,6 +50,9 @@ BuildInfo build_info() {
 #ifdef DTRAIN_WITH_CUDA
   info.dtrain_cuda = true;
 #endif
+#ifdef DTRAIN_WITH_NCCL
+  info.dtrain_nccl = true;
+#endif
   // Without a driver the CUDA hooks report no device instead of throwing.
   info.cuda_devices = info.torch_cuda ? at::detail::getCUDAHooks().deviceCount() : 0;
   return info;
@@ -70,6 +73,7 @@ std::string describe(const BuildInfo& info) {
   out << "  Gloo in LibTorch:  " << yes_no(info.torch_gloo) << "\n";
   out << "dtrain CUDA code:    " << (info.dtrain_cuda ? "compiled in" : "not compiled (CPU only)")
       << "\n";
+  out << "dtrain NCCL backend: " << (info.dtrain_nccl ? "compiled in" : "not compiled") << "\n";
   out << "CUDA devices now:    " << info.cuda_devices << "\n";
   return out.str();
 }

@@ -17,6 +17,7 @@ struct BuildInfo {
   bool torch_nccl = false;    // c10d has ProcessGroupNCCL (USE_NCCL)
   bool torch_gloo = false;    // c10d has ProcessGroupGloo (USE_GLOO)
   bool dtrain_cuda = false;   // dtrain's own CUDA code paths are compiled in
+  bool dtrain_nccl = false;   // --backend nccl is compiled in (nccl.h was found)
   int cuda_devices = 0;       // visible now; 0 without a driver or device
 };
 

@@ -5,7 +5,7 @@
 namespace dtrain::parallel {
 namespace {
 
-// A CPU bucket is its own host buffer: nothing moves.
+// A bucket reduced where it lies (on the CPU, or on its GPU by NCCL): nothing moves.
 class InPlace final : public BucketStaging {
  public:
   explicit InPlace(at::Tensor flat) : flat_(std::move(flat)) {}
@@ -20,8 +20,8 @@ class InPlace final : public BucketStaging {
 
 }  // namespace
 
-std::unique_ptr<BucketStaging> BucketStaging::make(const at::Tensor& flat) {
-  if (flat.is_cpu()) return std::make_unique<InPlace>(flat);
+std::unique_ptr<BucketStaging> BucketStaging::make(const at::Tensor& flat, bool reduced_on_device) {
+  if (flat.is_cpu() || reduced_on_device) return std::make_unique<InPlace>(flat);
   if (flat.is_cuda()) return make_cuda_staging(flat);
   throw std::invalid_argument("DDP: gradient buckets on " + flat.device().str() +
                               " are not supported (cpu or cuda)");

@@ -1,8 +1,9 @@
-// Where a DDP bucket is reduced: in host memory, since dtrain's collectives and codecs work
-// on CPU buffers sent over Gloo. A CPU bucket is reduced where it lies. A CUDA bucket keeps
-// the gradients (its parameters' .grad views) on the GPU and is copied to a pinned host
-// buffer and back on a CUDA stream of its own: the copies overlap backward, and the
-// training stream waits for the result only where it uses it.
+// Where a DDP bucket is reduced. A CPU bucket is reduced where it lies, and so is a CUDA
+// bucket the group reduces on its GPU (NCCL, comm/collective_backend.h). Any other CUDA
+// bucket is reduced in host memory, since dtrain's collectives and codecs work on CPU
+// buffers sent over Gloo: it keeps the gradients (its parameters' .grad views) on the GPU
+// and is copied to a pinned host buffer and back on a CUDA stream of its own: the copies
+// overlap backward, and the training stream waits for the result only where it uses it.
 //
 // Contract, once per synchronized step: start_download() on the thread that completed the
 // bucket (autograd's, or the training thread for parameters backward did not reach), after
@@ -19,13 +20,15 @@ namespace dtrain::parallel {
 
 class BucketStaging {
  public:
-  // Staging for `flat`: a contiguous float32 bucket on the CPU or on a CUDA device. Throws
-  // std::invalid_argument for a CUDA bucket where dtrain was built without CUDA.
-  static std::unique_ptr<BucketStaging> make(const at::Tensor& flat);
+  // Staging for `flat`: a contiguous float32 bucket on the CPU or on a CUDA device, which
+  // the group reduces where it lies when `reduced_on_device` (then wait_download() returns
+  // `flat` itself). Throws std::invalid_argument for a CUDA bucket staged through the host
+  // where dtrain was built without CUDA.
+  static std::unique_ptr<BucketStaging> make(const at::Tensor& flat, bool reduced_on_device);
   virtual ~BucketStaging() = default;
 
   virtual void start_download() = 0;
-  // The host buffer, holding the bucket's gradients.
+  // The buffer reduced: in host memory, or the bucket itself where it is reduced in place.
   virtual at::Tensor& wait_download() = 0;
   virtual void start_upload() = 0;
   virtual void finish() = 0;

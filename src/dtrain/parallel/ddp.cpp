@@ -102,7 +102,7 @@ void check_same_shapes(comm::Group& group,
 struct DistributedDataParallel::Bucket {
   std::vector<size_t> params;
   at::Tensor flat;  // float32, gradients of params in order, on the parameters' device
-  std::unique_ptr<BucketStaging> staging;  // where it is reduced: host memory
+  std::unique_ptr<BucketStaging> staging;  // where it is reduced
   size_t pending = 0;
   bool submitted = false;
   // Compressed path: residuals of the pieces sent to each owner, and of the owned sum.
@@ -166,7 +166,14 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
       elements += params_[k].numel();
     }
     b->flat = at::zeros({elements}, params_[group.front()].options().dtype(at::kFloat));
-    b->staging = BucketStaging::make(b->flat);
+    const bool on_device = group_.reduces_on_device(b->flat);
+    if (on_device && config_.algorithm != comm::Algorithm::kAuto &&
+        config_.algorithm != comm::Algorithm::kNative)
+      throw std::invalid_argument("--algo " + comm::to_string(config_.algorithm) +
+                                  " reduces host memory, and NCCL reduces these buckets on " +
+                                  b->flat.device().str() +
+                                  ": use --algo auto or native, or --backend gloo");
+    b->staging = BucketStaging::make(b->flat, on_device);
     buckets_.push_back(std::move(b));
   }
   for (auto& b : buckets_) {
@@ -248,9 +255,16 @@ void DistributedDataParallel::communicate() {
     int64_t sent = 0;
     try {
       BucketStaging& staging = *buckets_[index]->staging;
-      at::Tensor& host = staging.wait_download();
-      sent = codec_->spec().id == compress::CodecId::kNone ? reduce(host)
-                                                           : reduce_compressed(index, host);
+      at::Tensor& values = staging.wait_download();
+      if (codec_->spec().id == compress::CodecId::kNone) {
+        sent = reduce(values);
+      } else if (values.is_cpu()) {
+        sent = reduce_compressed(index, values);
+      } else {  // reduced by NCCL on the GPU when exact; codec packets cross over Gloo
+        at::Tensor host = values.cpu();
+        sent = reduce_compressed(index, host);
+        values.copy_(host);
+      }
       staging.start_upload();
     } catch (...) {
       failure = std::current_exception();
