@@ -45,12 +45,19 @@ for section in ${*:-ddp resnet hooks syncbn compress scale}; do
     # script has none; dtrain crops and flips 32x32 colour data by default); alternated twice.
     out=docs/data/ddp-resnet18-vs-pytorch${SUFFIX:-}.jsonl
     : >"$out"
+    # Each side in both memory formats: dtrain's default (auto) lays ResNet-18 out
+    # channels-last on the CPU, PyTorch's script the contiguous default.
     for round in $(seq "${ROUNDS:-2}"); do
-      dtrain_ddp "$round" '"model":"resnet18",' --model resnet18 --dataset synthetic \
-        --input-shape 3,32,32 --num-classes 10 --synthetic-size 1280 --epochs 1 --batch-size 32 \
-        --lr-schedule constant --crop-padding 0 --flip 0 >>"$out"
-      pytorch_ddp --model resnet18 --dataset synthetic --synthetic-size 1280 --batch-size 32 \
-        --limit-test 256 | sed "s/^{/{\"round\":$round,/" >>"$out"
+      for format in channels-last contiguous; do
+        dtrain_ddp "$round" "\"model\":\"resnet18\",\"memory_format\":\"$format\"," \
+          --model resnet18 --dataset synthetic --input-shape 3,32,32 --num-classes 10 \
+          --synthetic-size 1280 --epochs 1 --batch-size 32 --lr-schedule constant \
+          --crop-padding 0 --flip 0 --memory-format "$format" >>"$out"
+      done
+      for flag in "" --channels-last; do
+        pytorch_ddp --model resnet18 --dataset synthetic --synthetic-size 1280 --batch-size 32 \
+          --limit-test 256 $flag | sed "s/^{/{\"round\":$round,/" >>"$out"
+      done
     done
     ;;
   hooks)

@@ -91,6 +91,8 @@ def main():
     p.add_argument("--comm-hook", default="none", help="none, fp16, powersgd[:RANK], dtrain:CODEC")
     p.add_argument("--count-iface", default="", help="count this interface's transmitted bytes")
     p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--channels-last", action="store_true",
+                   help="model and inputs in torch.channels_last (as dtrain's --memory-format)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     if os.environ.get("DTRAIN_GLOO_HOST"):  # on a lab host (dtrain launch --netlab): its eth0
@@ -105,6 +107,9 @@ def main():
         x, y, tx, ty = pytorch_models.synthetic(shape, 10, a.synthetic_size)
         tx, ty = tx[: a.limit_test], ty[: a.limit_test]
     net = pytorch_models.cnn() if a.model == "cnn" else pytorch_models.resnet18(x.shape[1])
+    if a.channels_last:
+        net = net.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     model = DDP(net, bucket_cap_mb=a.bucket_mb)
     hook_state = register_hook(model, a.comm_hook)
     grad_bytes_per_step = sum(q.numel() * q.element_size() for q in model.parameters())
@@ -143,6 +148,7 @@ def main():
         wire_ratio = 1.0 if a.comm_hook == "none" else reduced_bytes / (grad_bytes_per_step * steps)
     if rank == 0:
         print(json.dumps({"impl": "pytorch-ddp", "model": a.model, "comm_hook": a.comm_hook,
+                          "memory_format": "channels-last" if a.channels_last else "contiguous",
                           "ranks": world, "batch_per_rank": a.batch_size, "steps": steps,
                           "epoch_s": stats[0].item() / a.epochs, "step_s": stats[0].item() / steps,
                           "samples_per_s": sums[1].item() / stats[0].item(),

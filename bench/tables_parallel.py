@@ -72,23 +72,31 @@ def ablation():
 
 
 def ddp_vs_pytorch(name):
-    """Per round: dtrain DDP (and a base build, if measured) and PyTorch DDP side by side;
-    then the mean ratios."""
+    """Per round: dtrain DDP (and a base build, if measured) and PyTorch DDP side by side,
+    each in the memory formats measured; then the mean ratios."""
     body, runs = [], {}
     for r in rows(name):
         mine = r.get("impl") == "dtrain-ddp"
         impl = ("dtrain" if r.get("build", "current") == "current" else "dtrain (base)") if mine \
-            else f'PyTorch {r["torch"]}'
+            else "PyTorch"
+        fmt = r.get("memory_format")
+        key = f"{impl} {fmt}" if fmt else impl
         step = r[K.epoch_s] / r[K.steps] if mine else r[K.step_s]
         sps = r[K.samples_per_s]
-        runs.setdefault(impl if mine else "PyTorch", []).append((step, sps, r[K.peak_rss_max_bytes]))
-        body.append([r["round"], impl, f'{r[K.epoch_s]:.2f}', f'{1000 * step:.1f}', f'{sps:.1f}',
+        runs.setdefault(key, []).append((step, sps, r[K.peak_rss_max_bytes]))
+        shown = key if mine else key.replace("PyTorch", f'PyTorch {r["torch"]}')
+        body.append([r["round"], shown, f'{r[K.epoch_s]:.2f}', f'{1000 * step:.1f}', f'{sps:.1f}',
                      f'{r[K.peak_rss_max_bytes] / 2**20:.0f}', f'{r[K.train_loss]:.4f}',
                      f'{r[K.test_acc]:.4f}'])
     print(table(["round", "impl", "epoch s", "step ms", "samples/s", "peak RSS MiB (max over ranks)",
                  "train loss", "test acc"], body))
     mean = lambda xs, i: statistics.mean(x[i] for x in xs)
-    for ours, theirs in (("dtrain", "PyTorch"), ("dtrain (base)", "PyTorch"), ("dtrain", "dtrain (base)")):
+    pairs = [("dtrain", "PyTorch"), ("dtrain (base)", "PyTorch"), ("dtrain", "dtrain (base)"),
+             # dtrain's default (channels-last for this model) against PyTorch's default
+             ("dtrain channels-last", "PyTorch contiguous"),
+             ("dtrain contiguous", "PyTorch contiguous"),
+             ("dtrain channels-last", "PyTorch channels-last")]
+    for ours, theirs in pairs:
         if ours in runs and theirs in runs:
             a, b = runs[ours], runs[theirs]
             print(f"\nmean step time ratio {ours}/{theirs}: {mean(a, 0) / mean(b, 0):.3f}; "

@@ -12,6 +12,7 @@
 #include "../support/ranks.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/compress/codec.h"
+#include "dtrain/models/memory_format.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/parallel/ddp.h"
 
@@ -135,6 +136,62 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndAlgorithms, DdpEquivalence,
                            return std::to_string(std::get<0>(info.param)) + "ranks_" +
                                   std::get<1>(info.param);
                          });
+
+// Channels-last convolutions (models/memory_format.h): the gradients are bucket views with
+// the weights' own strides, and DDP still equals contiguous single-process training.
+TEST(Ddp, ChannelsLastConvolutionsEqualTheContiguousReference) {
+  const auto make_conv = [](uint64_t seed) {
+    torch::manual_seed(seed);
+    return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).padding(1)),
+                                 torch::nn::ReLU(), torch::nn::Flatten(),
+                                 torch::nn::Linear(4 * 6 * 6, 5));
+  };
+  constexpr int kWorld = 2;
+  at::Generator gen = at::detail::createCPUGenerator(9);
+  std::vector<std::pair<at::Tensor, at::Tensor>> batches;
+  for (int k = 0; k < kSteps; ++k)
+    batches.emplace_back(at::randn({kWorld * kPerRank, 3, 6, 6}, gen),
+                         at::randint(0, 5, {kWorld * kPerRank}, gen));
+  const auto train = [&](torch::nn::Sequential& model, DistributedDataParallel* ddp, int rank,
+                         int world) {
+    auto opt = make_sgd(model->parameters());
+    for (const auto& [x, y] : batches) {
+      opt.zero_grad();
+      if (ddp != nullptr) ddp->before_forward();
+      const int64_t rows = x.size(0) / world;
+      torch::nn::functional::cross_entropy(model->forward(x.narrow(0, rank * rows, rows)),
+                                           y.narrow(0, rank * rows, rows))
+          .backward();
+      if (ddp != nullptr) ddp->finish_backward();
+      opt.step();
+    }
+  };
+  auto reference = make_conv(11);
+  train(reference, nullptr, 0, 1);
+  // Built here, not on the rank threads, which would share LibTorch's global generator.
+  std::vector<torch::nn::Sequential> rank_models;
+  for (int r = 0; r < kWorld; ++r)
+    rank_models.push_back(make_conv(11 + static_cast<uint64_t>(r)));  // DDP must copy rank 0's
+  std::mutex mu;
+  testing::run_ranks(kWorld, [&](comm::Group& g) {
+    auto model = rank_models[static_cast<size_t>(g.rank())];
+    models::place(*model, c10::Device(c10::kCPU), models::MemoryFormat::kChannelsLast);
+    DdpConfig c;
+    c.bucket_mb = 0.0002;  // the conv weight (108 floats) in a bucket of its own
+    c.first_bucket_mb = 0.0002;
+    DistributedDataParallel ddp(g, model.ptr(), c);
+    train(model, &ddp, g.rank(), kWorld);
+    const at::Tensor weight = model->parameters()[0];
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(weight.is_contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_FALSE(weight.is_contiguous());
+    EXPECT_TRUE(weight.grad().is_contiguous(at::MemoryFormat::ChannelsLast));
+    const auto ref = reference->parameters();
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_LE((model->parameters()[i] - ref[i]).abs().max().item<double>(), 1e-5)
+          << "rank " << g.rank() << " param " << i;
+  });
+}
 
 TEST(Ddp, BucketsCloseOnceTheyReachTheirCap) {
   // Reverse order: head (5+160 floats), fc3 (32+1024), fc2 (32+1024), fc1 (32+1152).

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "dtrain/models/memory_format.h"
 #include "dtrain/models/registry.h"
 
 namespace dtrain::models {
@@ -70,6 +71,86 @@ TEST(ModelZooTest, CnnAndMlpBlocksForPipelines) {
   EXPECT_EQ(make_model(c)->size(), 9u);
   c.depth = 0;
   EXPECT_THROW(make_model(c), std::invalid_argument);
+}
+
+TEST(MemoryFormatTest, AutoIsChannelsLastOnTheCpuForTheModelsMeasuredFaster) {
+  using models::MemoryFormat;
+  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA, 0);
+  models::ModelConfig mc;
+  for (const char* name : {"resnet18", "mobilenetv2"}) {
+    mc.name = name;
+    EXPECT_EQ(models::resolve_memory_format(MemoryFormat::kAuto, mc, cpu),
+              MemoryFormat::kChannelsLast)
+        << name;
+    EXPECT_EQ(models::resolve_memory_format(MemoryFormat::kAuto, mc, cuda),
+              MemoryFormat::kContiguous)
+        << name;
+  }
+  mc.name = "cnn";  // measured slower channels-last (docs/results.md)
+  EXPECT_EQ(models::resolve_memory_format(MemoryFormat::kAuto, mc, cpu), MemoryFormat::kContiguous);
+  EXPECT_EQ(models::resolve_memory_format(MemoryFormat::kChannelsLast, mc, cpu),
+            MemoryFormat::kChannelsLast);
+  EXPECT_EQ(models::parse_memory_format("channels-last"), MemoryFormat::kChannelsLast);
+  EXPECT_THROW(models::parse_memory_format("nhwc"), std::invalid_argument);
+}
+
+// Only the layout changes: the same weights give the same outputs and gradients.
+TEST(MemoryFormatTest, ChannelsLastComputesWhatContiguousDoes) {
+  models::ModelConfig mc;
+  mc.name = "mobilenetv2";
+  mc.width = 0.25;
+  mc.in_channels = 3;
+  mc.input_shape = {3, 32, 32};
+  torch::manual_seed(4);
+  auto contiguous = models::make_model(mc);
+  torch::manual_seed(4);
+  auto channels_last = models::make_model(mc);
+  models::place(*channels_last, c10::Device(c10::kCPU), models::MemoryFormat::kChannelsLast);
+  const at::Tensor first = channels_last->parameters()[0];
+  EXPECT_TRUE(first.dim() == 4 && !first.is_contiguous() &&
+              first.is_contiguous(at::MemoryFormat::ChannelsLast));
+  contiguous->eval();  // dropout off: both see the same function
+  channels_last->eval();
+  const at::Tensor x = torch::randn({4, 3, 32, 32});
+  const at::Tensor a = contiguous->forward(x), b = channels_last->forward(x);
+  EXPECT_LE((a - b).abs().max().item<double>(), 1e-4 * (1 + a.abs().max().item<double>()));
+  a.sum().backward();
+  b.sum().backward();
+  const at::Tensor ga = contiguous->parameters()[0].grad(), gb = first.grad();
+  EXPECT_LE((ga - gb).abs().max().item<double>(), 1e-3 * (1 + ga.abs().max().item<double>()));
+  EXPECT_THROW(models::place(*contiguous, c10::Device(c10::kCPU), models::MemoryFormat::kAuto),
+               std::logic_error);
+}
+
+// Training steps (BatchNorm's running statistics included) stay the same function too.
+TEST(MemoryFormatTest, ChannelsLastTrainsAsContiguousDoes) {
+  models::ModelConfig mc;
+  mc.name = "resnet18";
+  mc.in_channels = 3;
+  mc.input_shape = {3, 16, 16};
+  torch::manual_seed(4);
+  auto contiguous = models::make_model(mc);
+  torch::manual_seed(4);
+  auto channels_last = models::make_model(mc);
+  models::place(*channels_last, c10::Device(c10::kCPU), models::MemoryFormat::kChannelsLast);
+  torch::manual_seed(5);
+  const at::Tensor x = torch::randn({8, 3, 16, 16});
+  const at::Tensor y = torch::randint(0, 10, {8});
+  for (auto* model : {&contiguous, &channels_last}) {
+    torch::optim::SGD sgd((*model)->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    (*model)->train();
+    for (int step = 0; step < 3; ++step) {
+      sgd.zero_grad();
+      torch::nn::functional::cross_entropy((*model)->forward(x), y).backward();
+      sgd.step();
+    }
+    (*model)->eval();
+  }
+  torch::NoGradGuard no_grad;
+  const at::Tensor a = contiguous->forward(x), b = channels_last->forward(x);
+  // Convolutions sum in another order in each layout, and three momentum steps amplify
+  // that to about 0.3 %; a layout mistake (a weight read transposed) gives outputs unrelated.
+  EXPECT_LE((a - b).abs().max().item<double>(), 1e-2 * a.abs().max().item<double>());
 }
 
 TEST(ModelZooTest, BadNamesAndShapesAreRejected) {

@@ -224,6 +224,10 @@ void register_train(CLI::App& parent, int& exit_code) {
   add_typed_option(sub, "--device", c.device, parse_device,
                    "cpu, cuda or cuda:N (cuda: GPU LOCAL_RANK); pipeline: the servers' device",
                    "cpu");
+  add_typed_option(sub, "--memory-format", c.memory_format, models::parse_memory_format,
+                   "layout of convolution weights and activations: channels-last (NHWC), "
+                   "contiguous (NCHW) or auto (channels-last on the CPU for models with "
+                   "convolutions, where it measured faster; contiguous on CUDA)");
   add_typed_option(sub, "--client-device", c.client_device, parse_device,
                    "pipeline: rank 0's device (default: --device), e.g. a CPU client with GPU "
                    "servers",

@@ -346,6 +346,16 @@ bool Group::reduces_on_device(const at::Tensor& tensor) const {
   return backend_->device_pg && tensor.device() == backend_->device;
 }
 
+namespace {
+// What a native collective runs on: the tensor itself where the backend reads it (host
+// memory for Gloo, its GPU for NCCL; any dense layout, channels-last included, since every
+// rank has the same), else a copy there, which the caller copies back.
+at::Tensor collective_buffer(const at::Tensor& tensor, bool on_device) {
+  const at::Tensor there = on_device ? tensor : tensor.to(at::kCPU);
+  return tensor.scalar_type() == at::kBFloat16 ? there.to(at::kFloat) : there;
+}
+}  // namespace
+
 template <typename Collective>
 void Group::run_native(const char* what, Collective&& collective) {
   try {
@@ -368,9 +378,7 @@ void Group::native_all_reduce(at::Tensor& tensor, ReduceOp op) {
   // Gloo reduces host memory: a tensor elsewhere (CUDA) goes through a host copy. bfloat16
   // is reduced in float32 and rounded once: summing p values in bfloat16 would round at
   // every step (and Gloo in older LibTorch had no bfloat16 reduction at all).
-  at::Tensor buffer = on_device ? tensor : tensor.to(at::kCPU);
-  const bool upcast = tensor.scalar_type() == at::kBFloat16;
-  std::vector<at::Tensor> bufs{upcast ? buffer.to(at::kFloat) : buffer};
+  std::vector<at::Tensor> bufs{collective_buffer(tensor, on_device)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);
   opts.timeout = timeout_;
@@ -383,9 +391,7 @@ void Group::native_all_reduce(at::Tensor& tensor, ReduceOp op) {
 void Group::native_broadcast(at::Tensor& tensor, int root) {
   if (size_ == 1 || tensor.numel() == 0) return;
   const bool on_device = reduces_on_device(tensor);
-  at::Tensor buffer = on_device ? tensor : tensor.to(at::kCPU);  // as native_all_reduce
-  const bool upcast = tensor.scalar_type() == at::kBFloat16;
-  std::vector<at::Tensor> bufs{upcast ? buffer.to(at::kFloat) : buffer};
+  std::vector<at::Tensor> bufs{collective_buffer(tensor, on_device)};  // as native_all_reduce
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   opts.timeout = timeout_;

@@ -137,9 +137,10 @@ class Group {
   double wire_check_seconds() const { return static_cast<double>(check_ns_.load()) * 1e-9; }
 
   // The backend's own collectives, for the `native` algorithm and for small bookkeeping
-  // reductions. Contiguous tensors, in place. A tensor on the GPU the group's NCCL backend
-  // serves is reduced there, on NCCL's stream (the caller's current stream waits for it; the
-  // host does not); any other off the CPU is copied through host memory and reduced by Gloo.
+  // reductions. Dense tensors (contiguous or channels-last), in place. A tensor on the GPU the
+  // group's NCCL backend serves is reduced there, on NCCL's stream (the caller's current stream
+  // waits for it; the host does not); any other off the CPU is copied through host memory and
+  // reduced by Gloo.
   void native_all_reduce(at::Tensor& tensor, ReduceOp op);
   void native_broadcast(at::Tensor& tensor, int root);
   // Whether native_* reduce `tensor` where it lies on a GPU (NCCL), with no host copy.

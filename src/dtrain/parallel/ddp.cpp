@@ -183,9 +183,13 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
   views_.resize(params_.size());
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
-    views_[k] = buckets_[slots_[k].bucket]
-                    ->flat.narrow(0, slots_[k].offset, params_[k].numel())
-                    .view_as(params_[k])
+    // The view has the parameter's strides (channels-last convolutions: models/
+    // memory_format.h), so autograd accumulates into it without a layout change.
+    const at::Tensor& p = params_[k];
+    const at::Tensor piece =
+        buckets_[slots_[k].bucket]->flat.narrow(0, slots_[k].offset, p.numel());
+    views_[k] = (p.is_non_overlapping_and_dense() ? piece.as_strided(p.sizes(), p.strides())
+                                                  : piece.view_as(p))
                     // Not an autograd view: LibTorch's zero_grad() detaches .grad in place,
                     // which it refuses for views.
                     .detach();

@@ -14,6 +14,7 @@
 #include "dtrain/compress/codec.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/models/loss.h"
+#include "dtrain/models/memory_format.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/pipeline/partition.h"
@@ -104,6 +105,8 @@ struct TrainConfig {
   // rank 0 (the client) may use another device, e.g. a CPU client with GPU servers.
   c10::Device device{c10::kCPU};
   std::optional<c10::Device> client_device;
+  // --memory-format: the layout of 4-D parameters and activations (models/memory_format.h).
+  models::MemoryFormat memory_format = models::MemoryFormat::kAuto;
 };
 
 // Throws std::invalid_argument naming the flag. `has_group`: a process group was given.

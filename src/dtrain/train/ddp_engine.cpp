@@ -43,7 +43,9 @@ class DdpEngine final : public Engine {
         throw std::invalid_argument("--sync-bn: model '" + c.model.name + "' has no BatchNorm");
       dc.broadcast_buffers = false;  // statistics are global, hence identical on every rank
     }
-    model_->to(device_);  // after the SyncBatchNorm swap, whose new modules start on the CPU
+    // After the SyncBatchNorm swap, whose new modules start on the CPU.
+    models::place(*model_, device_,
+                  models::resolve_memory_format(c.memory_format, c.model, device_));
     ddp_ = std::make_unique<parallel::DistributedDataParallel>(group, model_.ptr(), dc);
     // Lossy steps owe what their codec dropped: a resumed run owes it too.
     residuals_.save = [this] { return ddp_->residuals(); };

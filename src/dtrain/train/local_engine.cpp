@@ -44,9 +44,10 @@ namespace {
 
 class LocalEngine final : public Engine {
  public:
-  LocalEngine(torch::nn::Sequential model, models::LossFn loss, c10::Device device)
+  LocalEngine(torch::nn::Sequential model, models::LossFn loss, c10::Device device,
+              const models::ModelConfig& config, models::MemoryFormat format)
       : model_(std::move(model)), loss_(std::move(loss)), device_(device) {
-    model_->to(device_);
+    models::place(*model_, device_, models::resolve_memory_format(format, config, device_));
   }
 
   c10::Device input_device() const override { return device_; }
@@ -84,8 +85,9 @@ class LocalEngine final : public Engine {
 }  // namespace
 
 std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss,
-                                          c10::Device device) {
-  return std::make_unique<LocalEngine>(std::move(model), std::move(loss), device);
+                                          c10::Device device, const models::ModelConfig& config,
+                                          models::MemoryFormat format) {
+  return std::make_unique<LocalEngine>(std::move(model), std::move(loss), device, config, format);
 }
 
 }  // namespace dtrain::train

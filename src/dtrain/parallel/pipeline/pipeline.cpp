@@ -92,7 +92,7 @@ Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConf
                       model->begin()[static_cast<std::ptrdiff_t>(b)]);
       block_names_.push_back(names[static_cast<size_t>(b)].key());
     }
-    part->to(config_.device);
+    models::place(*part, config_.device, config_.memory_format);
     my_stages_.push_back(static_cast<int>(v));
     modules_.push_back(part);
   }
