@@ -33,10 +33,18 @@ for section in ${*:-ddp resnet hooks syncbn compress scale}; do
     # rank, SGD 0.05 constant, 2 ranks x 1 thread; alternated 3 times so drift hits both.
     out=docs/data/ddp-vs-pytorch${SUFFIX:-}.jsonl
     : >"$out"
+    # Each side in both memory formats (dtrain's default lays convolutions out
+    # channels-last on the CPU; PyTorch's script keeps the contiguous default).
     for round in $(seq "${ROUNDS:-3}"); do
-      dtrain_ddp "$round" "" --model cnn --limit-train 10000 --limit-test 1000 \
-        --epochs 1 --batch-size 64 --lr-schedule constant >>"$out"
-      pytorch_ddp --limit-train 10000 --limit-test 1000 | sed "s/^{/{\"round\":$round,/" >>"$out"
+      for format in channels-last contiguous; do
+        dtrain_ddp "$round" "\"memory_format\":\"$format\"," --model cnn --limit-train 10000 \
+          --limit-test 1000 --epochs 1 --batch-size 64 --lr-schedule constant \
+          --memory-format "$format" >>"$out"
+      done
+      for flag in "" --channels-last; do
+        pytorch_ddp --limit-train 10000 --limit-test 1000 $flag |
+          sed "s/^{/{\"round\":$round,/" >>"$out"
+      done
     done
     ;;
   resnet)

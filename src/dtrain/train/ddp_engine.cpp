@@ -44,8 +44,7 @@ class DdpEngine final : public Engine {
       dc.broadcast_buffers = false;  // statistics are global, hence identical on every rank
     }
     // After the SyncBatchNorm swap, whose new modules start on the CPU.
-    models::place(*model_, device_,
-                  models::resolve_memory_format(c.memory_format, c.model, device_));
+    models::place(*model_, device_, c.memory_format);
     ddp_ = std::make_unique<parallel::DistributedDataParallel>(group, model_.ptr(), dc);
     // Lossy steps owe what their codec dropped: a resumed run owes it too.
     residuals_.save = [this] { return ddp_->residuals(); };

@@ -77,11 +77,10 @@ at::Tensor mean_loss(const models::LossFn& loss, const at::Tensor& logits,
 BatchResult evaluate_batch(torch::nn::Sequential& model, const models::LossFn& loss,
                            const data::Batch& batch);
 
-// The model (built from `config`) on `device`, laid out as `format` says
-// (models/memory_format.h); forward and backward times include waiting for the device.
+// The model on `device`, laid out as `format` says (models/memory_format.h); forward and
+// backward times include waiting for the device.
 std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss,
-                                          c10::Device device, const models::ModelConfig& config,
-                                          models::MemoryFormat format);
+                                          c10::Device device, models::MemoryFormat format);
 // Data parallel: converts BatchNorms to SyncBatchNorm when asked, then wraps the model.
 std::unique_ptr<Engine> make_ddp_engine(comm::Group& group, torch::nn::Sequential model,
                                         const TrainConfig& config);

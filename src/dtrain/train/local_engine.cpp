@@ -45,9 +45,9 @@ namespace {
 class LocalEngine final : public Engine {
  public:
   LocalEngine(torch::nn::Sequential model, models::LossFn loss, c10::Device device,
-              const models::ModelConfig& config, models::MemoryFormat format)
+              models::MemoryFormat format)
       : model_(std::move(model)), loss_(std::move(loss)), device_(device) {
-    models::place(*model_, device_, models::resolve_memory_format(format, config, device_));
+    models::place(*model_, device_, format);
   }
 
   c10::Device input_device() const override { return device_; }
@@ -85,9 +85,8 @@ class LocalEngine final : public Engine {
 }  // namespace
 
 std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss,
-                                          c10::Device device, const models::ModelConfig& config,
-                                          models::MemoryFormat format) {
-  return std::make_unique<LocalEngine>(std::move(model), std::move(loss), device, config, format);
+                                          c10::Device device, models::MemoryFormat format) {
+  return std::make_unique<LocalEngine>(std::move(model), std::move(loss), device, format);
 }
 
 }  // namespace dtrain::train

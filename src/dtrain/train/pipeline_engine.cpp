@@ -155,7 +155,7 @@ pp::PipelineConfig pipeline_config(const PipelineSetup& setup, int rank, int ran
   pc.auto_compress = o.auto_compress;
   pc.loss = models::make_loss(c.loss);
   pc.device = rank == 0 ? c.client_device.value_or(c.device) : c.device;
-  pc.memory_format = models::resolve_memory_format(c.memory_format, setup.model, pc.device);
+  pc.memory_format = c.memory_format;
   if (models::takes_tokens(setup.model)) pc.mask_length = setup.model.input_shape.at(0);
   return pc;
 }

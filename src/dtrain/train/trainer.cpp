@@ -86,8 +86,7 @@ std::unique_ptr<Engine> build_engine(const TrainConfig& c, comm::Group* group,
     case ParallelMode::kNone:
       break;
   }
-  return make_local_engine(std::move(model), models::make_loss(c.loss), c.device, c.model,
-                           c.memory_format);
+  return make_local_engine(std::move(model), models::make_loss(c.loss), c.device, c.memory_format);
 }
 
 data::Augment default_augment(const TrainConfig& c, const Loaded& in) {

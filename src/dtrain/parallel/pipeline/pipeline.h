@@ -65,9 +65,9 @@ struct PipelineConfig {
   // This rank's device: its blocks and their tensors live there; the wire is host memory
   // (packets), so ranks may differ (a CPU client with GPU servers).
   c10::Device device{c10::kCPU};
-  // The layout of this rank's blocks, resolved (models/memory_format.h); packets read them
+  // The layout of this rank's blocks (models/memory_format.h); packets read them
   // contiguously.
-  models::MemoryFormat memory_format = models::MemoryFormat::kContiguous;
+  models::MemoryFormat memory_format = models::MemoryFormat::kAuto;
   models::LossFn loss = models::make_loss(models::LossKind::kCrossEntropy);
   // Text batches: the length T of their attention masks ([B, T]), which the driver sends
   // to every rank that runs a forward (models/batch_context.h); 0: batches have none.
