@@ -47,6 +47,13 @@ TEST(TrainE2eTest, MissingDataAndBadFlagsAreClearErrors) {
       {DTRAIN_BINARY, "train", "-n", "2", "--parallel", "pipeline", "--backend", "nccl"});
   EXPECT_EQ(c.wait_for(60s), 1);
   EXPECT_NE(c.err().find("--backend nccl is for --parallel ddp"), std::string::npos) << c.err();
+  // Refused before any rank starts: DDP's CPU tensors have no NCCL to go to.
+  testing::Process d({DTRAIN_BINARY, "train", "-n", "2", "--parallel", "ddp", "--backend", "nccl"});
+  EXPECT_EQ(d.wait_for(60s), 1);
+  EXPECT_NE(d.err().find("--backend nccl reduces CUDA tensors: it needs --device cuda"),
+            std::string::npos)
+      << d.err();
+  EXPECT_EQ(d.err().find("[rank"), std::string::npos) << d.err();
 }
 
 TEST(VersionE2eTest, NamesDtrainLibTorchCudaAndNccl) {

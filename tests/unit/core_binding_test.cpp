@@ -12,19 +12,10 @@
 #include <vector>
 
 #include "dtrain/comm/core_binding.h"
+#include "dtrain/comm/world.h"
 
 namespace dtrain::comm {
 namespace {
-
-std::vector<int> allowed_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof(set), &set);
-  std::vector<int> cores;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cores.push_back(c);
-  return cores;
-}
 
 std::vector<int> cores_of(int tid) {
   cpu_set_t set;
@@ -43,6 +34,23 @@ int in_child(const std::function<bool()>& check) {
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// Under taskset (here: an affinity of one core), ranks get threads for the cores the
+// process may use, not for all the host has.
+TEST(CoreBindingTest, ThreadsPerRankCountTheCoresThisProcessMayUse) {
+  const std::vector<int> cores = allowed_cores();
+  if (cores.size() < 2) GTEST_SKIP() << "needs 2 cores";
+  EXPECT_EQ(threads_per_rank(1), static_cast<int>(cores.size()));
+  EXPECT_EQ(in_child([&] {
+              cpu_set_t one;
+              CPU_ZERO(&one);
+              CPU_SET(cores.back(), &one);
+              if (sched_setaffinity(0, sizeof(one), &one) != 0) return false;
+              return allowed_cores() == std::vector<int>{cores.back()} &&
+                     threads_per_rank(1) == 1 && threads_per_rank(2) == 1;
+            }),
+            0);
 }
 
 TEST(CoreBindingTest, TheLastLocalRankGetsTheLastCoreAndItsThreadsFollow) {

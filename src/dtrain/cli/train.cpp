@@ -1,13 +1,13 @@
 // `dtrain train`: single-process or pipeline-parallel training (-n S --parallel pipeline).
 #include <iostream>
 #include <memory>
-#include <thread>
 
 #include "dtrain/base/device.h"
 #include "dtrain/base/names.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/cli/tracing.h"
+#include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/parallel/pipeline/report.h"
@@ -292,10 +292,10 @@ void register_train(CLI::App& parent, int& exit_code) {
     o->config.progress = !o->no_progress && !o->quiet;
     o->config.command = command_line();
     if (o->threads < 0) throw std::invalid_argument("--threads must be positive");
-    // OpenMP may default to 1 thread under a CPU quota; use every core unless told.
-    at::set_num_threads(o->threads > 0
-                            ? o->threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    // OpenMP may default to 1 thread under a CPU quota; use every core this process may
+    // run on unless told.
+    at::set_num_threads(o->threads > 0 ? o->threads
+                                       : static_cast<int>(comm::allowed_cores().size()));
     const auto format = o->output.format;
     std::unique_ptr<comm::Group> group;
     if (pipelined || data_parallel) {

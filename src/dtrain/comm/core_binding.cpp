@@ -2,8 +2,10 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 namespace dtrain::comm {
 
@@ -15,15 +17,26 @@ std::vector<int> thread_ids() {
   return ids;
 }
 
+std::vector<int> allowed_cores() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cores;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  }
+  if (cores.empty()) {
+    const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int c = 0; c < all; ++c)
+      cores.push_back(c);
+  }
+  return cores;
+}
+
 bool bind_rank_to_cores(int local_rank, int local_world_size, int width) {
   if (local_world_size <= 1 || width < 1 || local_rank < 0 || local_rank >= local_world_size)
     return false;
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
-  std::vector<int> cores;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  const std::vector<int> cores = allowed_cores();
   if (static_cast<size_t>(local_world_size) * static_cast<size_t>(width) > cores.size())
     return false;
   cpu_set_t mine;

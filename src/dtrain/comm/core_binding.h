@@ -14,6 +14,10 @@ namespace dtrain::comm {
 // This process's threads (ids as gettid() gives them).
 std::vector<int> thread_ids();
 
+// The cores this process may run on (its affinity: all of them, or what taskset left it),
+// in ascending order; never empty (all hardware threads where the affinity is unreadable).
+std::vector<int> allowed_cores();
+
 // Pins every thread of this process, and so the threads they start later, to this local
 // rank's share of the cores the process may use: `width` consecutive ones from
 // local_rank * width. False, changing nothing, for a single local rank or where the local

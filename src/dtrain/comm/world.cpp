@@ -214,8 +214,8 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
 }
 
 int threads_per_rank(int local_world_size) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::max(1, static_cast<int>(cores) / std::max(1, local_world_size));
+  const auto cores = static_cast<int>(allowed_cores().size());
+  return std::max(1, cores / std::max(1, local_world_size));
 }
 
 struct InProcessRendezvous::Impl {

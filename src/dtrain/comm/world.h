@@ -73,7 +73,8 @@ bool launched_by_environment();
 // is made (comm/nccl_backend.h).
 std::unique_ptr<Group> connect(const WorldConfig& config);
 
-// max(1, cores / local ranks): intra-op threads per rank so local ranks do not oversubscribe.
+// max(1, cores / local ranks): intra-op threads per rank so local ranks do not oversubscribe;
+// the cores this process may use (under taskset, those it left), not all the host has.
 int threads_per_rank(int local_world_size);
 
 // Ranks as threads in one process (tests, benchmarks of the algorithms without process
