@@ -203,8 +203,6 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
     }
   } catch (const CommError&) {
     throw;
-  } catch (const std::invalid_argument&) {
-    throw;
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw CommError("rank " + std::to_string(config.rank) + ": connecting " + connecting +
