@@ -91,14 +91,15 @@ std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
 // hosts than ranks.
 void place_on_lab(const std::string& lab, comm::LaunchOptions& options);
 
-// Rendezvous for this process (world size 1 when not launched) and per-rank intra-op
-// threads. With --bind cores, the rank is pinned to `threads` cores (0: its share of the
-// host's). `device`: where the rank's collectives' tensors live, for --backend (NCCL for a
-// GPU per rank); rank 0 says on stderr which backend a CUDA device got and why.
 // --backend for `device` with `local_world_size` ranks on this host (comm/collective_backend.h):
 // throws std::invalid_argument where it cannot run. Subcommands call it before launching.
 comm::BackendDecision decide_backend(const RankFlags& flags, const c10::Device& device,
                                      int local_world_size);
+
+// Rendezvous for this process (world size 1 when not launched) and per-rank intra-op
+// threads. With --bind cores, the rank is pinned to `threads` cores (0: its share of the
+// host's). `device`: where the rank's collectives' tensors live, for --backend (NCCL for a
+// GPU per rank); rank 0 says on stderr which backend a CUDA device got and why.
 std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads = 0,
                                         const c10::Device& device = c10::Device(c10::kCPU));
 

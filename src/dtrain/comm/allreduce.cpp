@@ -39,6 +39,10 @@ Algorithm choose_algorithm(int64_t bytes, int world_size) {
   return bytes <= (1 << 20) ? Algorithm::kButterfly : Algorithm::kRing;
 }
 
+bool runs_off_cpu(Algorithm algo) {
+  return algo == Algorithm::kAuto || algo == Algorithm::kNative;
+}
+
 void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& options) {
   if (!tensor.is_contiguous()) {
     throw std::invalid_argument(group.describe() + ": all_reduce needs a contiguous tensor");
@@ -49,7 +53,7 @@ void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& option
   if (!tensor.device().is_cpu()) {
     // dtrain's algorithms move host memory; the backend's own runs anywhere (NCCL where the
     // tensor lies, else Gloo through a host copy).
-    if (algo != Algorithm::kAuto && algo != Algorithm::kNative)
+    if (!runs_off_cpu(algo))
       throw std::invalid_argument(group.describe() + ": all_reduce of a tensor on " +
                                   tensor.device().str() + " runs native (or auto), not " +
                                   to_string(algo) + ", which works on CPU tensors");

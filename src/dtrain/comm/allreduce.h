@@ -38,6 +38,9 @@ const std::vector<Algorithm>& concrete_algorithms();
 // The algorithm `auto` runs for this message; crossover measured in docs/results.md.
 Algorithm choose_algorithm(int64_t bytes, int world_size);
 
+// Whether `algo` takes a tensor off the CPU: native, and auto (which then means native).
+bool runs_off_cpu(Algorithm algo);
+
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::kSum;
   Algorithm algorithm = Algorithm::kAuto;

@@ -7,7 +7,6 @@
 #ifdef DTRAIN_WITH_NCCL
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -28,10 +27,9 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store
   pg->eagerConnectSingleDevice(device);
   std::vector<at::Tensor> probe{at::ones({1}, at::TensorOptions().device(device))};
   pg->allreduce(probe)->wait(timeout);
-  c10::cuda::device_synchronize();
-  if (probe[0].item<float>() != static_cast<float>(size))
-    throw std::runtime_error("NCCL's first all-reduce summed " +
-                             std::to_string(probe[0].item<float>()) + " over " +
+  const float sum = probe[0].item<float>();  // waits for the device
+  if (sum != static_cast<float>(size))
+    throw std::runtime_error("NCCL's first all-reduce summed " + std::to_string(sum) + " over " +
                              std::to_string(size) + " ranks");
   return pg;
 }

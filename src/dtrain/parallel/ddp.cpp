@@ -167,8 +167,7 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
     }
     b->flat = at::zeros({elements}, params_[group.front()].options().dtype(at::kFloat));
     const bool on_device = group_.reduces_on_device(b->flat);
-    if (on_device && config_.algorithm != comm::Algorithm::kAuto &&
-        config_.algorithm != comm::Algorithm::kNative)
+    if (on_device && !comm::runs_off_cpu(config_.algorithm))
       throw std::invalid_argument("--algo " + comm::to_string(config_.algorithm) +
                                   " reduces host memory, and NCCL reduces these buckets on " +
                                   b->flat.device().str() +
