@@ -9,6 +9,7 @@
 #include "../support/e2e.h"
 #include "dtrain/base/device.h"
 #include "dtrain/compress/codec.h"
+#include "dtrain/compress/error_feedback.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/train/trainer.h"
 
@@ -32,6 +33,26 @@ TEST(GpuCodecTest, CudaTensorsGiveTheCpuPacketsBitForBit) {
     const at::Tensor back = compress::decode(on_gpu, cuda);
     EXPECT_TRUE(back.device().is_cuda()) << name;
     EXPECT_TRUE(at::equal(back.cpu(), compress::decode(on_cpu))) << name;
+  }
+  // Packed widths other than 8, > 15 sortquant thresholds, odd sizes, ties, signed zeros.
+  const at::Tensor ties = torch::randint(-2, 3, {4099}).to(torch::kFloat) * 0.25f;
+  const at::Tensor zeros =
+      torch::cat({-torch::relu(torch::randn({500})), torch::relu(torch::randn({501}))});
+  for (const at::Tensor& y : {ties, zeros}) {
+    for (const char* name :
+         {"uniform:3", "uniform:13", "sortquant:2:6", "sortquant:16", "sortquant:4"}) {
+      const auto codec = compress::make_codec(name);
+      EXPECT_EQ(compress::encode(*codec, y.to(cuda)), compress::encode(*codec, y)) << name;
+    }
+  }
+  // Error feedback keeps its residual beside the tensor and matches the CPU's, step by step.
+  compress::ErrorFeedback on_cpu, on_gpu;
+  const auto codec = compress::make_codec("sortquant:4");
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor g = torch::randn({2000});
+    EXPECT_EQ(on_gpu.encode(*codec, g.to(cuda)), on_cpu.encode(*codec, g)) << "step " << step;
+    EXPECT_TRUE(on_gpu.residual().device().is_cuda());
+    EXPECT_TRUE(at::equal(on_gpu.residual().cpu(), on_cpu.residual()));
   }
 }
 

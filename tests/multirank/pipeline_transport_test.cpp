@@ -38,7 +38,7 @@ TEST(PipelineTransport, OnlyTheFirstActivationOfABoundaryCarriesALength) {
     for (int mb = 0; mb < kMessages; ++mb) {
       for (int ahead = mb; ahead < kMessages; ++ahead)  // posted early, posted once
         wire.expect_tensor(activation(ahead, 3));
-      const at::Tensor got = wire.receive_tensor(activation(mb, 3));
+      const at::Tensor got = wire.receive_tensor(activation(mb, 3), at::kCPU);
       EXPECT_EQ(got.sizes(), tensor(mb).sizes());
       // sortquant:8 is lossy: close to, not equal to, what was sent.
       EXPECT_LT((got - tensor(mb)).abs().max().item<float>(), 0.5f * (mb + 1));
@@ -70,7 +70,7 @@ TEST(PipelineTransport, ABoundaryThatChangesShapeIsAnErrorOnTheSender) {
       wire.wait_sends();
       return;
     }
-    EXPECT_TRUE(at::equal(wire.receive_tensor(activation(0, 2)), at::ones({2, 8})));
+    EXPECT_TRUE(at::equal(wire.receive_tensor(activation(0, 2), at::kCPU), at::ones({2, 8})));
   });
 }
 

@@ -57,6 +57,12 @@ at::Tensor sample(const std::string& dist, int64_t n) {
   at::manual_seed(7);
   if (dist == "gaussian") return at::randn({n});
   if (dist == "relu") return at::relu(at::randn({n}));  // a wanted bucket crowded with zeros
+  if (dist == "signed-zeros") {  // +0 is the minimum of the first chunks, -0 of the last
+    at::Tensor x = at::relu(at::randn({n}));
+    at::Tensor tail = x.narrow(0, n - n / 4, n / 4);
+    tail.copy_(at::where(tail == 0, at::full({}, -0.f), tail));
+    return x;
+  }
   if (dist == "near-one") {  // half the values in one bucket of distinct values: crowded
     at::Tensor x = at::randn({n});
     x.index_put_({at::indexing::Slice(0, at::indexing::None, 2)},
@@ -69,7 +75,7 @@ at::Tensor sample(const std::string& dist, int64_t n) {
 TEST(CodecThreadsTest, PacketsAndValuesAreTheSameOnAnyThreadCount) {
   // 3M + 123 values: up to five encode chunks, the last block short.
   const int64_t n = 3'000'123;
-  for (const std::string dist : {"gaussian", "relu", "near-one"}) {
+  for (const std::string dist : {"gaussian", "relu", "near-one", "signed-zeros"}) {
     const at::Tensor x = sample(dist, n).reshape({3, -1});
     for (const std::string name : {"sortquant:8", "sortquant:4", "sortquant:2:6", "uniform:8",
                                    "uniform:3", "kmeans:4:10", "fp16", "none"}) {

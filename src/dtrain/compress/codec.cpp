@@ -9,6 +9,7 @@
 #include "dtrain/base/parse.h"
 #include "dtrain/compress/chunks.h"
 #include "dtrain/compress/codecs.h"
+#include "dtrain/compress/tensor_coding.h"
 
 namespace dtrain::compress {
 namespace {
@@ -198,11 +199,12 @@ void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, siz
   }
   require_threads(threads);  // before any work: none/fp16/bf16 take no thread count
   const uint8_t dtype = dtype_code(tensor.scalar_type());
-  // A GPU tensor is cast on the GPU and staged through host memory; the coding runs on the
-  // CPU, so the packet is bit-identical to the CPU tensor's.
-  const at::Tensor values = tensor.to(at::kFloat).to(at::kCPU).contiguous();
+  // A GPU tensor is coded on its GPU with tensor operations, bit-identical to the CPU
+  // kernels (tensor_coding.h); kmeans stages it through host memory instead.
+  const bool on_device = !tensor.device().is_cpu() && encodes_with_tensor_ops(codec.spec());
+  const at::Tensor values = on_device ? tensor.to(at::kFloat).contiguous().view({-1})
+                                      : tensor.to(at::kFloat).to(at::kCPU).contiguous();
   const int64_t n = values.numel();
-  const float* x = values.data_ptr<float>();
   const size_t table = codec.table_bytes(n);
   const size_t payload = codec.payload_bytes(n);
   PacketHeader h;
@@ -221,9 +223,12 @@ void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, siz
                                 std::to_string(out_size));
   }
   h.write(out);
-  try {
-    codec.encode_values(x, n, out + header, out + header + table,
-                        threads);  // checks finiteness itself
+  try {  // both check finiteness themselves
+    if (on_device) {
+      encode_with_tensor_ops(codec, values, out + header, out + header + table);
+    } else {
+      codec.encode_values(values.data_ptr<float>(), n, out + header, out + header + table, threads);
+    }
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(to_string(codec.spec()) + " " + e.what());
   }
@@ -299,13 +304,19 @@ PacketInfo inspect(const uint8_t* data, size_t size) {
   return info;
 }
 
-at::Tensor decode(const uint8_t* data, size_t size, int threads) {
+at::Tensor decode(const uint8_t* data, size_t size, int threads, const c10::Device& device) {
   require_threads(threads);
   const PacketInfo info = inspect(data, size);
   const auto codec = make_codec(info.spec);
-  at::Tensor out = at::empty({info.numel}, at::kFloat);
-  codec->decode_values(data + info.header_bytes, data + info.header_bytes + info.table_bytes,
-                       info.numel, out.data_ptr<float>(), threads);
+  const uint8_t* table = data + info.header_bytes;
+  const uint8_t* payload = table + info.table_bytes;
+  at::Tensor out;
+  if (device.is_cpu()) {
+    out = at::empty({info.numel}, at::kFloat);
+    codec->decode_values(table, payload, info.numel, out.data_ptr<float>(), threads);
+  } else {
+    out = decode_with_tensor_ops(*codec, table, payload, info.numel, device);
+  }
   return out.view(info.shape).to(info.dtype);
 }
 
@@ -314,8 +325,7 @@ double compression_ratio(size_t packet_bytes, int64_t numel) {
 }
 
 at::Tensor decode(const Packet& packet, const c10::Device& device) {
-  at::Tensor t = decode(packet);
-  return device.is_cpu() ? t : t.to(device);
+  return decode(packet.data(), packet.size(), 1, device);
 }
 
 }  // namespace dtrain::compress

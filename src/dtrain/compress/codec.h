@@ -66,6 +66,10 @@ class Codec {
   // using up to `threads` threads (>= 1) on large n; the bytes never depend on the count.
   virtual void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload,
                              int threads) const = 0;
+  // Decoding as a lookup: the value of each of the 2^bits codes, from a table validated
+  // as decode_values validates it (CorruptPacket). Empty for none/fp16/bf16, whose payload
+  // is the values themselves. Lets any device decode with one gather.
+  virtual std::vector<float> code_values(const uint8_t* /*table*/) const { return {}; }
   // Inverse; throws CorruptPacket on an invalid table (non-finite or negative step...).
   virtual void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
                              int threads) const = 0;
@@ -83,7 +87,8 @@ inline std::unique_ptr<Codec> make_codec(const std::string& name) {
 // threads (at::set_num_threads) instead; kmeans fits its centroids on one thread and
 // assigns codes on `threads`.
 
-// Any device's tensor (a CUDA tensor gives the same bytes as its CPU copy).
+// Any device's tensor: a CUDA tensor is coded on its GPU (tensor_coding.h; kmeans through
+// host memory) and gives the same bytes as its CPU copy; `threads` applies on the CPU.
 Packet encode(const Codec& codec, const at::Tensor& tensor, int threads = 1);
 // The same packet written into `out`, which must hold exactly packet_size(codec, shape)
 // bytes (std::invalid_argument otherwise): for callers that own the buffer (the pipeline
@@ -96,8 +101,10 @@ void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, siz
 size_t packet_size(const Codec& codec, const std::vector<int64_t>& shape);
 
 // Decodes any packet: the codec and its parameters come from the header. The tensor is on
-// the CPU unless a device is given.
-at::Tensor decode(const uint8_t* data, size_t size, int threads = 1);
+// the CPU unless a device is given; on another device it is decoded there from the copied
+// payload (tensor_coding.h), with the CPU's values.
+at::Tensor decode(const uint8_t* data, size_t size, int threads = 1,
+                  const c10::Device& device = c10::Device(c10::kCPU));
 inline at::Tensor decode(const Packet& packet, int threads = 1) {
   return decode(packet.data(), packet.size(), threads);
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "dtrain/compress/codec.h"
 
@@ -19,6 +20,18 @@ std::unique_ptr<Codec> make_kmeans_codec(const CodecSpec& spec);     // kmeans.c
 // Codes are produced and consumed in blocks of this many values (a multiple of 8, so
 // every block starts on a byte boundary of the packed stream).
 constexpr int64_t kCodeBlock = 4096;
+
+// sortquant's groups: ranks [2g, 2g+1] of the returned list are group g's first and last
+// (n > 0); sortquant_table turns the values at those ranks into the packet's table. The CPU
+// encoder (order_statistics) and the tensor one (a sort) share both.
+std::vector<int64_t> sortquant_ranks(int64_t n, int groups);
+struct GroupTable {
+  std::vector<float> lo, step;    // per group; an empty group keeps (0, 0)
+  std::vector<float> thresholds;  // t_1 .. t_{G-1}, ascending: group g starts at t_g
+  static GroupTable empty(int groups);
+  void write(uint8_t* table) const;  // 8 bytes a group: (lo, step), little-endian
+};
+GroupTable sortquant_table(const std::vector<float>& stats, int64_t n, int groups, int level_bits);
 
 // Uniform levels between lo and hi (inclusive): step = (hi - lo) / (levels - 1).
 inline float level_step(float lo, float hi, int levels) {

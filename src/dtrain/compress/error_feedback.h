@@ -12,7 +12,8 @@ namespace dtrain::compress {
 class ErrorFeedback {
  public:
   // Encodes input + residual, keeps residual = (input + residual) - decode(packet).
-  // The residual starts at zero and follows the input's shape; a shape change resets it.
+  // The residual starts at zero and follows the input's shape (a shape change resets it)
+  // and device; the packet is coded and decoded on the input's device (codec.h).
   Packet encode(const Codec& codec, const at::Tensor& input);
 
   // Same, with the decoded value returned too (saves the caller a second decode).

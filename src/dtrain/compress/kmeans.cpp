@@ -158,8 +158,7 @@ class KMeansCodec final : public Codec {
     });
   }
 
-  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
-                     int threads) const override {
+  std::vector<float> code_values(const uint8_t* table) const override {
     std::vector<float> centroids(static_cast<size_t>(k_));
     for (int j = 0; j < k_; ++j) {
       centroids[static_cast<size_t>(j)] = get_f32(table + 4 * j);
@@ -167,6 +166,12 @@ class KMeansCodec final : public Codec {
         throw CorruptPacket("kmeans packet: centroid " + std::to_string(j) + " is not finite");
       }
     }
+    return centroids;
+  }
+
+  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
+                     int threads) const override {
+    const std::vector<float> centroids = code_values(table);
     decode_by_table(payload, n, spec_.bits, centroids.data(), out,
                     chunk_count(n, threads, kMinDecodeChunk));
   }

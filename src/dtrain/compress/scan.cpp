@@ -12,6 +12,7 @@
 #include "dtrain/compress/bitpack.h"
 #include "dtrain/compress/chunks.h"
 #include "dtrain/compress/codecs.h"
+#include "dtrain/compress/selection.h"
 
 namespace dtrain::compress {
 namespace {
@@ -67,10 +68,12 @@ ValueRange finite_range(const float* x, int64_t n, int chunks) {
   for_each_chunk(n, chunks, [&](const Chunk& c) {
     part[static_cast<size_t>(c.index)] = finite_range_of(x + c.begin, c.end - c.begin);
   });
+  // Merged in key order, as each chunk's were found: std::min would keep whichever of -0
+  // and +0 came first, and the packet would then depend on the thread count.
   ValueRange range = part[0];
   for (const ValueRange& p : part) {  // every chunk holds values: chunks cover [0, n)
-    range.lo = std::min(range.lo, p.lo);
-    range.hi = std::max(range.hi, p.hi);
+    if (order_key(p.lo) < order_key(range.lo)) range.lo = p.lo;
+    if (order_key(p.hi) > order_key(range.hi)) range.hi = p.hi;
   }
   return range;
 }

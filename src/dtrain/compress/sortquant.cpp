@@ -27,40 +27,15 @@ class SortQuantCodec final : public Codec {
 
   void encode_values(const float* x, int64_t n, uint8_t* table, uint8_t* payload,
                      int threads) const override {
-    const int g_count = groups_;
-    std::vector<float> lo(static_cast<size_t>(g_count), 0.f),
-        step(static_cast<size_t>(g_count), 0.f);
-    std::vector<float> thresholds;  // t_1 .. t_{G-1}, ascending
+    GroupTable groups = GroupTable::empty(groups_);
     if (n > 0) {
-      // Ranks needed: k_g (group minima, thresholds) and k_{g+1} - 1 (group maxima).
-      std::vector<int64_t> ranks;
-      for (int g = 0; g < g_count; ++g) {
-        const int64_t begin = g * n / g_count, end = (g + 1) * n / g_count;
-        if (begin < end) {
-          ranks.push_back(begin);
-          ranks.push_back(end - 1);
-        } else {
-          ranks.push_back(std::min(begin, n - 1));
-          ranks.push_back(std::min(begin, n - 1));
-        }
-      }
-      const std::vector<float> stats = order_statistics(x, n, ranks, threads);  // checks finiteness
-      const int max_level = (1 << level_bits_) - 1;
-      for (int g = 0; g < g_count; ++g) {
-        const int64_t begin = g * n / g_count, end = (g + 1) * n / g_count;
-        const float group_min = stats[2 * static_cast<size_t>(g)];
-        const float group_max = stats[2 * static_cast<size_t>(g) + 1];
-        if (g > 0) thresholds.push_back(group_min);
-        if (begin < end) {  // empty groups keep (0, 0): no value maps to them
-          lo[static_cast<size_t>(g)] = group_min;
-          step[static_cast<size_t>(g)] = level_step(group_min, group_max, max_level + 1);
-        }
-      }
+      groups = sortquant_table(order_statistics(x, n, sortquant_ranks(n, groups_), threads), n,
+                               groups_, level_bits_);  // order_statistics checks finiteness
     }
-    for (int g = 0; g < g_count; ++g) {
-      put_f32(table + 8 * g, lo[static_cast<size_t>(g)]);
-      put_f32(table + 8 * g + 4, step[static_cast<size_t>(g)]);
-    }
+    groups.write(table);
+    const std::vector<float>& thresholds = groups.thresholds;
+    const std::vector<float>& lo = groups.lo;
+    const std::vector<float>& step = groups.step;
 
     const int max_level = (1 << level_bits_) - 1;
     const int chunks = chunk_count(n, threads, kMinEncodeChunk);
@@ -86,8 +61,7 @@ class SortQuantCodec final : public Codec {
     });
   }
 
-  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
-                     int threads) const override {
+  std::vector<float> code_values(const uint8_t* table) const override {
     std::vector<float> lo(static_cast<size_t>(groups_)), step(static_cast<size_t>(groups_));
     for (int g = 0; g < groups_; ++g) {
       lo[static_cast<size_t>(g)] = get_f32(table + 8 * g);
@@ -97,7 +71,7 @@ class SortQuantCodec final : public Codec {
         throw CorruptPacket("sortquant packet: invalid (min, step) for group " + std::to_string(g));
       }
     }
-    // Every code decodes through one table: value[code] = lo[g] + level * step[g].
+    // value[code] = lo[g] + level * step[g].
     const int levels = 1 << level_bits_;
     std::vector<float> value(static_cast<size_t>(groups_) * static_cast<size_t>(levels));
     for (int g = 0; g < groups_; ++g) {
@@ -106,6 +80,12 @@ class SortQuantCodec final : public Codec {
             static_cast<uint16_t>(l), lo[static_cast<size_t>(g)], step[static_cast<size_t>(g)]);
       }
     }
+    return value;
+  }
+
+  void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
+                     int threads) const override {
+    const std::vector<float> value = code_values(table);  // decoding is a table lookup
     decode_by_table(payload, n, spec_.bits, value.data(), out,
                     chunk_count(n, threads, kMinDecodeChunk));
   }
@@ -117,6 +97,51 @@ class SortQuantCodec final : public Codec {
 };
 
 }  // namespace
+
+std::vector<int64_t> sortquant_ranks(int64_t n, int groups) {
+  std::vector<int64_t> ranks;
+  for (int g = 0; g < groups; ++g) {
+    const int64_t begin = g * n / groups, end = (g + 1) * n / groups;
+    if (begin < end) {
+      ranks.push_back(begin);
+      ranks.push_back(end - 1);
+    } else {
+      ranks.push_back(std::min(begin, n - 1));
+      ranks.push_back(std::min(begin, n - 1));
+    }
+  }
+  return ranks;
+}
+
+GroupTable GroupTable::empty(int groups) {
+  GroupTable t;
+  t.lo.assign(static_cast<size_t>(groups), 0.f);
+  t.step.assign(static_cast<size_t>(groups), 0.f);
+  return t;
+}
+
+GroupTable sortquant_table(const std::vector<float>& stats, int64_t n, int groups, int level_bits) {
+  GroupTable t = GroupTable::empty(groups);
+  const int levels = 1 << level_bits;
+  for (int g = 0; g < groups; ++g) {
+    const int64_t begin = g * n / groups, end = (g + 1) * n / groups;
+    const float group_min = stats[2 * static_cast<size_t>(g)];
+    const float group_max = stats[2 * static_cast<size_t>(g) + 1];
+    if (g > 0) t.thresholds.push_back(group_min);
+    if (begin < end) {  // empty groups keep (0, 0): no value maps to them
+      t.lo[static_cast<size_t>(g)] = group_min;
+      t.step[static_cast<size_t>(g)] = level_step(group_min, group_max, levels);
+    }
+  }
+  return t;
+}
+
+void GroupTable::write(uint8_t* table) const {
+  for (size_t g = 0; g < lo.size(); ++g) {
+    put_f32(table + 8 * g, lo[g]);
+    put_f32(table + 8 * g + 4, step[g]);
+  }
+}
 
 std::unique_ptr<Codec> make_sortquant_codec(const CodecSpec& spec) {
   return std::make_unique<SortQuantCodec>(spec);

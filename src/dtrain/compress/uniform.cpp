@@ -1,6 +1,7 @@
 // uniform:B — one (min, step) for the whole tensor, 2^B levels including both ends.
 // Error per element <= step / 2.
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "dtrain/compress/bitpack.h"
@@ -32,12 +33,18 @@ class UniformCodec final : public Codec {
     });
   }
 
+  std::vector<float> code_values(const uint8_t* table) const override {
+    const auto [lo, step] = read_table(table);
+    std::vector<float> value(size_t{1} << spec_.bits);
+    for (size_t level = 0; level < value.size(); ++level)
+      value[level] = dequantize(static_cast<uint16_t>(level), lo, step);
+    return value;
+  }
+
   void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
                      int threads) const override {
-    const float lo = get_f32(table), step = get_f32(table + 4);
-    if (!std::isfinite(lo) || !std::isfinite(step) || step < 0.f) {
-      throw CorruptPacket("uniform packet: invalid (min, step) table");
-    }
+    const std::pair<float, float> lo_step = read_table(table);
+    const float lo = lo_step.first, step = lo_step.second;
     for_each_block(n, chunk_count(n, threads, kMinDecodeChunk), [&](int64_t start, int64_t count) {
       uint16_t codes[kCodeBlock];
       unpack_bits(payload, count, spec_.bits, codes, start);
@@ -47,6 +54,14 @@ class UniformCodec final : public Codec {
   }
 
  private:
+  static std::pair<float, float> read_table(const uint8_t* table) {
+    const float lo = get_f32(table), step = get_f32(table + 4);
+    if (!std::isfinite(lo) || !std::isfinite(step) || step < 0.f) {
+      throw CorruptPacket("uniform packet: invalid (min, step) table");
+    }
+    return {lo, step};
+  }
+
   CodecSpec spec_;
 };
 

@@ -45,9 +45,9 @@ at::Tensor encode(const at::Tensor& tensor, const std::string& codec_name, int t
 
 at::Tensor decode(const at::Tensor& packet, const std::optional<c10::Device>& device, int threads) {
   const at::Tensor bytes = packet_bytes_of(packet);
-  at::Tensor out =
-      compress::decode(bytes.data_ptr<uint8_t>(), static_cast<size_t>(bytes.numel()), threads);
-  return device && *device != out.device() ? out.to(*device) : out;
+  // On a GPU the payload is copied there and decoded there (compress/tensor_coding.h).
+  return compress::decode(bytes.data_ptr<uint8_t>(), static_cast<size_t>(bytes.numel()), threads,
+                          device.value_or(c10::Device(c10::kCPU)));
 }
 
 py::dict inspect(const at::Tensor& packet) {

@@ -297,7 +297,7 @@ void Pipeline::forward(Step& step, const Op& op) {
   Live l;
   const c10::Device& device = config_.device;
   const auto input = input_of(step, op);
-  l.input = (input ? wire_->receive_tensor(*input) : step.input_chunks[mb]).to(device);
+  l.input = input ? wire_->receive_tensor(*input, device) : step.input_chunks[mb].to(device);
   if (step.training && op.stage > 0) l.input.requires_grad_(true);
   at::Tensor y;
   if (last)
@@ -335,8 +335,7 @@ void Pipeline::backward(Step& step, const Op& op) {
   const bool last = op.stage == step.last_stage;
   const int64_t samples = step.sizes[static_cast<size_t>(op.micro_batch)];
   at::Tensor grad;
-  if (const auto input = input_of(step, op))
-    grad = wire_->receive_tensor(*input).to(config_.device);
+  if (const auto input = input_of(step, op)) grad = wire_->receive_tensor(*input, config_.device);
   const auto t0 = Clock::now();
   // A parameter-free first stage (a flatten) has nothing to differentiate.
   if (last && l.loss.requires_grad())

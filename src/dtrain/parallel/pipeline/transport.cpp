@@ -207,11 +207,11 @@ void StageTransport::expect_tensor(const Transfer& transfer) {
   post_receive(tag(transfer), from_rank, comm::Group::buffer_with_room(size), true);
 }
 
-at::Tensor StageTransport::receive_tensor(const Transfer& transfer) {
+at::Tensor StageTransport::receive_tensor(const Transfer& transfer, const c10::Device& device) {
   const int from_rank = rank_of(transfer.from_stage);
   if (from_rank == group_.rank()) {
     auto it = local_handoff_.find({transfer.gradient, transfer.to_stage, transfer.micro_batch});
-    at::Tensor t = it->second;
+    at::Tensor t = it->second.to(device);
     local_handoff_.erase(it);
     return t;
   }
@@ -228,7 +228,8 @@ at::Tensor StageTransport::receive_tensor(const Transfer& transfer) {
   const double waited = metrics::trace::span_since("communication", "receive wait", t0,
                                                    transfer.micro_batch, "micro-batch");
   t0 = Clock::now();
-  at::Tensor t = compress::decode(packet.data_ptr<uint8_t>(), static_cast<size_t>(packet.numel()));
+  at::Tensor t =
+      compress::decode(packet.data_ptr<uint8_t>(), static_cast<size_t>(packet.numel()), 1, device);
   const double decode_s =
       metrics::trace::span_since("codec", "decode", t0, transfer.micro_batch, "micro-batch");
   learn_shape(transfer, t);

@@ -60,9 +60,11 @@ class StageTransport {
   static int64_t max_stages();
   static int64_t max_micro_batches();
 
-  // Boundary tensors between stages (activations forward, gradients backward).
+  // Boundary tensors between stages (activations forward, gradients backward). A tensor on
+  // a GPU is coded there and only its packet is staged through host memory; a received
+  // packet is decoded on `device` (compress/tensor_coding.h).
   void send_tensor(const at::Tensor& t, const Transfer& transfer);
-  at::Tensor receive_tensor(const Transfer& transfer);
+  at::Tensor receive_tensor(const Transfer& transfer, const c10::Device& device);
   // Posts the receive of a tensor this rank will need, unless its packet size cannot be
   // known yet (the boundary's first activation). Idempotent; a no-op for a stage on this
   // rank. Every receive posted must be taken by receive_tensor in the same step.
