@@ -29,7 +29,7 @@ echo "== GPU tests"
   echo "GPU TESTS FAILED (see gpu-tests.log):"
 grep -E "Passed|Failed|Skipped|Failure|Expected|Which is|error|  Actual|tests passed" "$out/gpu-tests.log" | head -40
 
-echo "== codec encode/decode, 16M values, CPU vs GPU (staged through host memory)"
+echo "== codec encode/decode, 16M values, CPU vs GPU (coded on the GPU, packets to host memory)"
 for dev in cpu cuda; do
   build-gpu/dtrain bench codec --device "$dev" --codec fp16,uniform:8,sortquant:8,sortquant-ref:8 \
     --dist gaussian,relu --numel 16M --reps 5 --format jsonl --out "$out/codec-$dev.jsonl" 2> "$out/codec-$dev.err" || tail -5 "$out/codec-$dev.err"
@@ -88,4 +88,28 @@ for name in ("coll-cpu", "coll-gloo-cuda", "coll-nccl"):
     for l in path.read_text().splitlines():
         r = json.loads(l)
         print(f"| {name} | {r['algo']} | {r['world']} | {r['bytes']} | {r['time_us']:.0f} | {r['busbw_gbps']:.3f} | {r['wrong']} |")
+PY
+
+echo "== point-to-point on CUDA buffers: CPU, Gloo through host memory, and NCCL (2 GPUs)"
+p2p_sizes="4K,1M,64M,256M"
+build-gpu/dtrain bench p2p -n 2 --sizes "$p2p_sizes" --iters 5 --format jsonl \
+  --out "$out/p2p-cpu.jsonl" 2> "$out/p2p-cpu.err" || tail -5 "$out/p2p-cpu.err"
+build-gpu/dtrain bench p2p -n 2 --device cuda --backend gloo --sizes "$p2p_sizes" --iters 5 \
+  --format jsonl --out "$out/p2p-gloo-cuda.jsonl" 2> "$out/p2p-gloo-cuda.err" || tail -5 "$out/p2p-gloo-cuda.err"
+if [ "$gpus" -ge 2 ]; then
+  build-gpu/dtrain bench p2p -n 2 --device cuda --backend nccl --sizes "$p2p_sizes" --iters 5 \
+    --format jsonl --out "$out/p2p-nccl.jsonl" 2> "$out/p2p-nccl.err" || tail -5 "$out/p2p-nccl.err"
+else
+  echo "(one GPU: NCCL point-to-point needs a GPU per rank; not run)"
+fi
+"$py" - "$out" <<'PY'
+import json, sys, pathlib
+print("| run | path | bytes | latency us | bandwidth GB/s | #wrong |")
+for name in ("p2p-cpu", "p2p-gloo-cuda", "p2p-nccl"):
+    path = pathlib.Path(sys.argv[1]) / f"{name}.jsonl"
+    if not path.exists():
+        continue
+    for l in path.read_text().splitlines():
+        r = json.loads(l)
+        print(f"| {name} | {r['path']} | {r['bytes']} | {r['latency_us']:.1f} | {r['bandwidth_gbps']:.3f} | {r['wrong']} |")
 PY

@@ -143,7 +143,14 @@ TEST(BenchP2pTest, ReportsLatencyAndBandwidth) {
   for (const auto& row : rows) {
     EXPECT_GT(row["latency_us"].get<double>(), 0);
     EXPECT_GT(row["bandwidth_gbps"].get<double>(), 0);
+    EXPECT_EQ(row["path"], "gloo");
+    EXPECT_EQ(row["wrong"], 0);  // the pattern message arrived intact
   }
+  Process nccl({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--backend", "nccl"});
+  EXPECT_EQ(nccl.wait_for(30s), 1);
+  EXPECT_NE(nccl.err().find("--backend nccl reduces CUDA tensors: it needs --device cuda"),
+            std::string::npos)
+      << nccl.err();
 }
 
 // Ranks started directly (no launcher to stop them): when one is killed mid-run, every

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../support/e2e.h"
+#include "../support/ranks.h"
 #include "dtrain/base/device.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/compress/error_feedback.h"
@@ -145,8 +146,20 @@ TEST(GpuPipelineTest, CpuClientWithGpuServerFollowsTheCpuPipeline) {
   const auto mixed =
       ranked_run(flags(pipeline, {"--device", "cuda", "--client-device", "cpu"}), "pipe-mixed");
   expect_same_losses(cpu, mixed, 1e-3);
-  // Rank 0 writes the rows; as a CPU client it has no GPU memory of its own to report.
+  // Rank 0 writes the rows; as a CPU client it has no GPU memory of its own to report, and
+  // the server reports its own in its stage row.
   EXPECT_FALSE(mixed[0].contains("cuda_max_allocated_bytes"));
+  const auto& stages = mixed[0]["stages"];
+  ASSERT_EQ(stages.size(), 2u) << mixed[0].dump();
+  EXPECT_FALSE(stages[0].contains("cuda_max_allocated_bytes"));
+  EXPECT_GT(stages[1].value("cuda_max_allocated_bytes", int64_t{0}), 0) << stages[1].dump();
+  // Coded boundaries: the server codes its packets on the GPU, the same bytes as the CPU's.
+  const std::vector<std::string> coded{"--compress", "sortquant:8"};
+  expect_same_losses(ranked_run(flags(pipeline, coded), "pipe-cpu-coded"),
+                     ranked_run(flags(pipeline, {coded[0], coded[1], "--device", "cuda",
+                                                 "--client-device", "cpu"}),
+                                "pipe-mixed-coded"),
+                     1e-3);
 }
 
 // Both ranks on the one GPU a test machine has: buckets are staged through host memory
@@ -229,19 +242,79 @@ TEST(GpuCollectiveTest, OneGpuServesNcclAloneAndGlooForRanksSharingIt) {
   }
 }
 
-// Two GPUs, a rank on each: NCCL's all-reduce is exact, and DDP whose exact gradients NCCL
-// reduces on the GPUs follows DDP that reduces them over Gloo in host memory.
-TEST(GpuNcclTest, NcclAllReduceIsExactAndNcclDdpFollowsGlooDdp) {
+// `dtrain bench p2p` on CUDA buffers with `extra` flags: its rows (each checks one message
+// of a known pattern: `wrong`), and its exit status and stderr through the pointers.
+std::vector<nlohmann::json> cuda_p2p(const std::vector<std::string>& extra, int* status,
+                                     std::string* err) {
+  const std::string out = "/tmp/dtrain-gpu-p2p-" + std::to_string(getpid()) + ".jsonl";
+  std::vector<std::string> argv{DTRAIN_BINARY, "bench",    "p2p",     "-n",    "2",
+                                "--device",    "cuda",     "--sizes", "4K,3M", "--iters",
+                                "3",           "--format", "jsonl",   "--out", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  testing::Process p(argv);
+  *status = p.wait_for(std::chrono::seconds(120));
+  *err = p.err();
+  return *status == 0 ? testing::take_json_lines_file(out) : std::vector<nlohmann::json>{};
+}
+
+// Point-to-point of CUDA tensors between ranks sharing a GPU goes through host memory and
+// Gloo, checked: small (inline check) and large (pieces) messages arrive intact on the GPU.
+TEST(GpuP2pTest, CudaTensorsCrossThroughHostMemoryBetweenRanksSharingAGpu) {
+  SKIP_WITHOUT_CUDA();
+  const c10::Device cuda = parse_device("cuda");
+  testing::run_ranks(2, [&](comm::Group& g) {
+    for (const int64_t n : {int64_t{1000}, int64_t{3} << 20}) {
+      const at::Tensor sent = torch::arange(n, torch::kFloat).to(cuda);
+      if (g.rank() == 0) {
+        g.send(sent, 1, 5);
+      } else {
+        at::Tensor got = torch::zeros({n}, torch::TensorOptions().device(cuda));
+        g.recv(got, 0, 5);
+        EXPECT_TRUE(got.device().is_cuda());
+        EXPECT_TRUE(at::equal(got, sent)) << n << " values";
+      }
+    }
+  });
+  int status = 0;
+  std::string err;
+  if (torch::cuda::device_count() == 1) {
+    const auto rows = cuda_p2p({}, &status, &err);
+    ASSERT_EQ(rows.size(), 2u) << err;
+    for (const auto& row : rows) {
+      EXPECT_EQ(row["path"], "gloo staged") << row.dump();
+      EXPECT_EQ(row["wrong"], 0) << row.dump();
+      EXPECT_GT(row["bandwidth_gbps"].get<double>(), 0) << row.dump();
+    }
+  }
+}
+
+// Two GPUs, a rank on each: NCCL's all-reduce and point-to-point are exact, and DDP whose exact
+// gradients NCCL reduces on the GPUs follows DDP that reduces them over Gloo in host memory.
+TEST(GpuNcclTest, NcclAllReduceAndP2pAreExactAndNcclDdpFollowsGlooDdp) {
   SKIP_WITHOUT_TWO_GPUS();
   int status = 0;
   std::string err;
   expect_exact(cuda_collective({"-n", "2", "--backend", "nccl"}, &status, &err));
+  const auto p2p = cuda_p2p({"--backend", "nccl"}, &status, &err);
+  ASSERT_EQ(p2p.size(), 2u) << err;
+  for (const auto& row : p2p) {
+    EXPECT_EQ(row["path"], "nccl") << row.dump();
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+  }
   const std::vector<std::string> ddp{"--input-shape", "1,8,8", "--parallel",   "ddp",
                                      "--model",       "mlp",   "--batch-size", "16",
                                      "--device",      "cuda",  "--bucket-mb",  "0.01"};
   const auto gloo = ranked_run(flags(ddp, {"--backend", "gloo"}), "ddp-gloo");
   const auto nccl = ranked_run(flags(ddp, {"--backend", "nccl"}), "ddp-nccl");
   expect_same_losses(gloo, nccl, 1e-4);
+  // Coded buckets: with NCCL they are coded on the GPUs, with Gloo in pinned host memory;
+  // the packets are the same bytes, so the runs agree as closely.
+  const std::vector<std::string> coded{"--compress-grad", "sortquant:8"};
+  const auto gloo_coded =
+      ranked_run(flags(ddp, {"--backend", "gloo", coded[0], coded[1]}), "ddp-gloo-coded");
+  const auto nccl_coded =
+      ranked_run(flags(ddp, {"--backend", "nccl", coded[0], coded[1]}), "ddp-nccl-coded");
+  expect_same_losses(gloo_coded, nccl_coded, 1e-4);
 }
 
 TEST(GpuDeviceTest, BadDeviceNamesAreClearErrors) {

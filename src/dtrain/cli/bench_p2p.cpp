@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "dtrain/base/device.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/group.h"
@@ -26,6 +27,7 @@ struct Options {
   int warmup = 2;
   int window = 16;
   std::string wire_check = "job";  // job (the job's setting), on, off, or both
+  c10::Device device{c10::kCPU};
   Output output;
 };
 
@@ -34,7 +36,8 @@ const int kDataTag = kP2pTags.make({0});
 const int kAckTag = kP2pTags.make({1});
 constexpr int64_t kMaxBytesPerMeasurement = int64_t{2} << 30;
 
-// One-way latency: half of a ping-pong round trip, averaged.
+// One-way latency: half of a ping-pong round trip, averaged. On a GPU each round trip ends
+// when the device has the message (NCCL's wait() only orders the stream).
 double latency_us(comm::Group& g, at::Tensor& buf, int iters, int warmup) {
   const int peer = 1 - g.rank();
   double total = 0;
@@ -45,8 +48,10 @@ double latency_us(comm::Group& g, at::Tensor& buf, int iters, int warmup) {
       g.recv(buf, peer, kDataTag);
     } else {
       g.recv(buf, peer, kDataTag);
+      synchronize(buf.device());
       g.send(buf, peer, kDataTag);
     }
+    synchronize(buf.device());
     if (i >= warmup) total += metrics::since(t0);
   }
   return total / iters / 2 * 1e6;
@@ -68,6 +73,7 @@ double bandwidth_gbps(comm::Group& g, std::vector<at::Tensor>& bufs, int window,
     }
     for (auto& r : reqs)
       r.wait();
+    synchronize(bufs[0].device());  // the window has crossed, not just been queued
     if (g.rank() == 0) {
       g.recv(ack, peer, kAckTag);
     } else {
@@ -78,9 +84,34 @@ double bandwidth_gbps(comm::Group& g, std::vector<at::Tensor>& bufs, int window,
   return static_cast<double>(bufs[0].numel()) * window * iters / total / 1e9;
 }
 
+// After the timing, one message of a known pattern from rank 0, which rank 1 checks and
+// answers with the count of bytes that differ (the `wrong` column, as bench collective's):
+// every path, NCCL's and the host-staged one included, is shown to deliver the bytes.
+int64_t wrong_bytes(comm::Group& g, at::Tensor& buf) {
+  const int peer = 1 - g.rank();
+  const int64_t bytes = buf.numel();
+  const at::Tensor pattern = at::arange(251, at::TensorOptions().dtype(at::kByte))
+                                 .repeat({(bytes + 250) / 251})
+                                 .narrow(0, 0, bytes)
+                                 .to(buf.device());
+  at::Tensor wrong = at::zeros({1}, at::kLong);
+  if (g.rank() == 0) {
+    buf.copy_(pattern);
+    g.send(buf, peer, kDataTag);
+    g.recv(wrong, peer, kAckTag);
+  } else {
+    buf.zero_();
+    g.recv(buf, peer, kDataTag);
+    wrong[0] = buf.ne(pattern).sum().item<int64_t>();  // waits for the device
+    g.send(wrong, peer, kAckTag);
+  }
+  return wrong.item<int64_t>();
+}
+
 // The wire-check settings to measure, in order: "both" alternates off and on twice, so
-// the two are measured side by side under the same noise.
-std::vector<bool> wire_check_runs(const std::string& mode, bool job_setting) {
+// the two are measured side by side under the same noise. NCCL's messages have none.
+std::vector<bool> wire_check_runs(const std::string& mode, bool job_setting, bool nccl) {
+  if (nccl) return {false};
   if (mode == "both") return {false, true, false, true};
   if (mode == "on") return {true};
   if (mode == "off") return {false};
@@ -89,6 +120,7 @@ std::vector<bool> wire_check_runs(const std::string& mode, bool job_setting) {
 
 struct Measurement {
   double latency_us = 0, bandwidth_gbps = 0;
+  int64_t wrong = 0;
 };
 
 std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
@@ -108,21 +140,27 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
     std::vector<at::Tensor> bufs;
     if (g.rank() < 2) {
       for (int w = 0; w < (g.rank() == 0 ? 1 : window); ++w)
-        bufs.push_back(at::zeros({bytes}, at::kByte));
+        bufs.push_back(at::zeros({bytes}, at::TensorOptions().dtype(at::kByte).device(o.device)));
     }
-    for (const bool check : wire_check_runs(o.wire_check, job_check)) {
+    // Decided alike on every rank (each has a GPU of its own or none), so all run the same
+    // number of rounds and barriers.
+    const bool nccl = g.reduces_on_device(at::empty({0}, at::TensorOptions().device(o.device)));
+    const std::string path = nccl ? "nccl" : o.device.is_cpu() ? "gloo" : "gloo staged";
+    for (const bool check : wire_check_runs(o.wire_check, job_check, nccl)) {
       g.barrier();
       g.set_wire_check(check);  // every rank switches between the same two barriers
       Measurement m;
       if (g.rank() < 2) {
         m.latency_us = latency_us(g, bufs[0], iters, o.warmup);
         m.bandwidth_gbps = bandwidth_gbps(g, bufs, window, iters, o.warmup);
+        m.wrong = wrong_bytes(g, bufs[0]);
       }
       g.set_wire_check(job_check);
       auto [it, first] = best.emplace(check, m);
       if (!first) {
         it->second.latency_us = std::min(it->second.latency_us, m.latency_us);
         it->second.bandwidth_gbps = std::max(it->second.bandwidth_gbps, m.bandwidth_gbps);
+        it->second.wrong += m.wrong;
       }
     }
     g.barrier();
@@ -132,15 +170,22 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       row["bench"] = "p2p";
       row["world"] = g.size();
       row[metrics::key::kBytes] = bytes;
-      row[metrics::key::kWireCheck] = check ? "on" : "off";
+      row["device"] = to_string(o.device);
+      row["path"] = path;
+      row[metrics::key::kWireCheck] = nccl ? "n/a" : check ? "on" : "off";
       row[metrics::key::kLatencyUs] = m.latency_us;
       row[metrics::key::kBandwidthGbps] = m.bandwidth_gbps;
+      row["wrong"] = m.wrong;
       row["window"] = window;
       row["iters"] = iters;
       row["peak_rss_bytes"] = metrics::peak_rss_bytes();
-      std::cerr << "bench p2p: " << metrics::human_bytes(static_cast<double>(bytes))
-                << " (wire check " << (check ? "on" : "off") << "): latency " << m.latency_us
-                << " us, bandwidth " << m.bandwidth_gbps << " GB/s" << std::endl;
+      std::cerr << "bench p2p: " << metrics::human_bytes(static_cast<double>(bytes)) << " (" << path
+                << ", wire check "
+                << (nccl    ? "n/a"
+                    : check ? "on"
+                            : "off")
+                << "): latency " << m.latency_us << " us, bandwidth " << m.bandwidth_gbps
+                << " GB/s, #wrong " << m.wrong << std::endl;
       rows.push_back(row);
     }
   }
@@ -149,9 +194,12 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
 
 std::vector<metrics::Column> columns() {
   return {{metrics::key::kBytes, "size(B)"},
+          {"device", "device"},
+          {"path", "path"},
           {metrics::key::kWireCheck, "check"},
           {metrics::key::kLatencyUs, "latency(us)", 2},
           {metrics::key::kBandwidthGbps, "bandwidth(GB/s)", 3},
+          {"wrong", "#wrong"},
           {"window", "window"},
           {"iters", "iters"},
           {"peak_rss_bytes", "peakRSS(B)"}};
@@ -181,15 +229,21 @@ void register_bench_p2p(CLI::App& bench, int& exit_code) {
                   "on, off, or both (alternating off/on twice per size: their cost side by side)")
       ->check(CLI::IsMember({"job", "on", "off", "both"}))
       ->capture_default_str();
+  add_typed_option(sub, "--device", o->device, parse_device,
+                   "where the buffers live: cpu, cuda or cuda:N (cuda: GPU LOCAL_RANK); CUDA "
+                   "buffers go by NCCL (--backend, one GPU per rank; no wire check) or through "
+                   "host memory and Gloo (times include the copies)",
+                   "cpu");
   add_output_flags(sub, o->output);
   sub->callback([o, &exit_code] {
     parse_sizes(o->sizes, o->factor);
     const auto worlds = world_sizes(o->rank);
     if (worlds.size() > 1) throw std::invalid_argument("bench p2p takes a single -n");
+    decide_backend(o->rank, o->device, worlds.empty() ? 1 : worlds[0]);
     Output output = o->output;
     output.columns = columns();
-    exit_code =
-        run_ranked(o->rank, worlds, output, [&](comm::Group& g) { return run_rank(*o, g); });
+    exit_code = run_ranked(
+        o->rank, worlds, output, [&](comm::Group& g) { return run_rank(*o, g); }, o->device);
   });
 }
 

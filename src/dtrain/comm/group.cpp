@@ -30,6 +30,8 @@ struct Request::State {
   at::Tensor payload, framed, check;
   at::Tensor frame;  // the pooled buffer `framed` views, given back when done
   std::vector<at::Tensor> pieces;
+  // A receive staged through host memory for a tensor off the CPU: copied there in wait().
+  at::Tensor staged, stage_to;
   bool done = false;
 };
 
@@ -104,11 +106,13 @@ void Request::wait() {
     const auto [sent_crc, sent_bytes] = read_check(s.check.data_ptr<uint8_t>());
     s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
   }
+  if (s.stage_to.defined()) s.stage_to.copy_(s.staged);  // only verified bytes move on
   s.group->record(s.peer, s.dir, s.bytes, s.posted, end,
                   std::chrono::duration<double>(end - wait_start).count());
   s.works.clear();
   s.keep_alive.clear();
   s.framed = at::Tensor();
+  s.staged = s.stage_to = at::Tensor();
   if (s.frame.defined()) s.group->give_back_frame(std::move(s.frame));
 }
 
@@ -172,19 +176,13 @@ void Group::verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, in
 Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked,
                     Room room) {
   check_peer(peer, dir == Direction::kSend ? "send" : "recv");
-  if (!tensor.is_contiguous() || !tensor.device().is_cpu()) {
-    throw std::invalid_argument(describe() + ": point-to-point tensors must be contiguous CPU");
+  if (!tensor.is_contiguous()) {
+    throw std::invalid_argument(describe() + ": point-to-point tensors must be contiguous");
   }
   if (tag < 0) throw std::invalid_argument(describe() + ": negative tag");
-  Request req;
-  req.state_ = std::make_unique<Request::State>();
+  if (!tensor.device().is_cpu()) return post_off_cpu(tensor, peer, tag, dir, checked);
+  Request req = new_request(tensor, peer, tag, dir);
   auto& s = *req.state_;
-  s.group = this;
-  s.peer = peer;
-  s.tag = tag;
-  s.dir = dir;
-  s.bytes = static_cast<int64_t>(tensor.numel()) * static_cast<int64_t>(tensor.element_size());
-  s.posted = Clock::now();
   if (s.bytes == 0) {  // nothing crosses the wire; both sides agree on sizes
     s.done = true;
     return req;
@@ -243,6 +241,50 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, 
   for (const auto& m : messages)  // views of the caller's storage, or our framed copy
     s.keep_alive.push_back(m);
   if (send) s.check = at::Tensor();  // only a receive verifies in wait()
+  return req;
+}
+
+Request Group::new_request(const at::Tensor& tensor, int peer, int tag, Direction dir) {
+  Request req;
+  req.state_ = std::make_unique<Request::State>();
+  auto& s = *req.state_;
+  s.group = this;
+  s.peer = peer;
+  s.tag = tag;
+  s.dir = dir;
+  s.bytes = static_cast<int64_t>(tensor.numel()) * static_cast<int64_t>(tensor.element_size());
+  s.posted = Clock::now();
+  return req;
+}
+
+Request Group::post_off_cpu(const at::Tensor& tensor, int peer, int tag, Direction dir,
+                            bool checked) {
+  const bool send = dir == Direction::kSend;
+  if (!reduces_on_device(tensor)) {  // through host memory, on the Gloo path above
+    const at::Tensor host =
+        send ? tensor.to(at::kCPU) : at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
+    Request req = post(host, peer, tag, dir, checked);
+    if (!send && req.pending()) {
+      req.state_->staged = host;
+      req.state_->stage_to = tensor;
+    }
+    return req;
+  }
+  Request req = new_request(tensor, peer, tag, dir);
+  auto& s = *req.state_;
+  if (s.bytes == 0) {
+    s.done = true;
+    return req;
+  }
+  std::vector<at::Tensor> one{tensor.view({-1}).view(at::kByte)};
+  try {
+    auto& pg = *backend_->device_pg;
+    s.works.push_back(send ? pg.send(one, peer, tag) : pg.recv(one, peer, tag));
+  } catch (const std::exception& e) {
+    s.done = true;
+    fail(dir, peer, tag, s.bytes, 0.0, e.what());
+  }
+  s.keep_alive.push_back(one[0]);
   return req;
 }
 

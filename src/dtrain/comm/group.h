@@ -5,7 +5,13 @@
 //   ranks with the same tag are matched in posting order (FIFO); different tags are
 //   independent. Tags >= kReservedTagBase are used by the collective algorithms.
 // - The caller keeps a tensor (or byte buffer) alive and unmodified (send) or untouched
-//   (recv) until the Request's wait() returns. Tensors must be contiguous and on CPU.
+//   (recv) until the Request's wait() returns. Tensors must be contiguous.
+// - Tensors off the CPU: on the GPU the group's NCCL backend serves (comm/collective_backend.h)
+//   they go by NCCL's own send/recv: no wire check (NCCL carries the bytes), matched in
+//   posting order per pair of ranks whatever the tag, and wait() orders the caller's
+//   current CUDA stream after the transfer without blocking the host (synchronize to time
+//   it). Any other is staged through host memory: a send copies it out when posted, a
+//   receive copies the verified bytes in when wait() returns; checked as CPU tensors are.
 // - A Request must not outlive its Group.
 // - Every wait has the group's timeout. A dead or silent peer makes wait() throw
 //   comm::CommError naming this rank, the peer, the tag and the size; it never hangs. When
@@ -156,6 +162,11 @@ class Group {
   friend class Request;
   Request post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked,
                Room room = Room::kNone);
+  // post() of a tensor off the CPU: by NCCL where it serves the tensor's GPU, else a host
+  // copy through post().
+  Request post_off_cpu(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked);
+  // A pending request for `tensor`'s bytes, posted now.
+  Request new_request(const at::Tensor& tensor, int peer, int tag, Direction dir);
   // The receive side of the wire check: throws CorruptMessage unless the sender's `crc` and
   // `announced_bytes` (mod 2^32) are the `computed` CRC and the `bytes` received.
   void verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, int64_t bytes, int peer,

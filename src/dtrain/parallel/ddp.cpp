@@ -259,15 +259,10 @@ void DistributedDataParallel::communicate() {
     try {
       BucketStaging& staging = *buckets_[index]->staging;
       at::Tensor& values = staging.wait_download();
-      if (codec_->spec().id == compress::CodecId::kNone) {
-        sent = reduce(values);
-      } else if (values.is_cpu()) {
-        sent = reduce_compressed(index, values);
-      } else {  // reduced by NCCL on the GPU when exact; codec packets cross over Gloo
-        at::Tensor host = values.cpu();
-        sent = reduce_compressed(index, host);
-        values.copy_(host);
-      }
+      // Exact buckets on a GPU are reduced there by NCCL; coded ones are coded where they
+      // lie (on the GPU: compress/tensor_coding.h) and their packets cross over Gloo.
+      sent = codec_->spec().id == compress::CodecId::kNone ? reduce(values)
+                                                           : reduce_compressed(index, values);
       staging.start_upload();
     } catch (...) {
       failure = std::current_exception();
@@ -309,7 +304,9 @@ int64_t DistributedDataParallel::reduce_compressed(size_t index, at::Tensor& val
                ? b.scatter_feedback[static_cast<size_t>(peer)].encode(*codec_, piece)
                : b.gather_feedback.encode(*codec_, piece, decoded);
   };
-  coding.decode = [](const std::vector<uint8_t>& bytes) { return compress::decode(bytes); };
+  coding.decode = [device = values.device()](const std::vector<uint8_t>& bytes) {
+    return compress::decode(bytes.data(), bytes.size(), 1, device);
+  };
   coding.packet_bytes = [&](int64_t values) {
     return static_cast<int64_t>(compress::packet_size(*codec_, {values}));
   };

@@ -3,6 +3,7 @@
 // for every follower (command.h) and runs its own part; a follower runs what each command
 // asks for. The step itself runs in pipeline.cpp.
 #include "dtrain/comm/group.h"
+#include "dtrain/metrics/cuda_memory.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/pipeline/link_tuner.h"
@@ -95,6 +96,9 @@ RankReport Pipeline::local_report() const {
   r.times = wire_->times();
   r.links = wire_->links();
   r.peak_rss_bytes = metrics::peak_rss_bytes();
+  const metrics::CudaMemory gpu = metrics::cuda_memory(config_.device);
+  r.cuda_max_allocated_bytes = gpu.max_allocated_bytes;
+  r.cuda_max_reserved_bytes = gpu.max_reserved_bytes;
   return r;
 }
 

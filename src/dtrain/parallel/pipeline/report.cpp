@@ -17,7 +17,10 @@ namespace dtrain::parallel::pipeline {
   X(encode_s) X(decode_s) X(recv_wait_s) X(send_wait_s) X(wire_check_s) X(step_s) X(steps)
 #define DTRAIN_LINK_FIELDS(X) \
   X(src) X(dst) X(direction) X(bytes) X(fp32_bytes) X(messages) X(recv_time_s)
-#define DTRAIN_RANK_REPORT_FIELDS(X) X(rank) X(blocks) X(times) X(links) X(peak_rss_bytes)
+#define DTRAIN_RANK_REPORT_FIELDS(X)                                        \
+  X(rank)                                                                   \
+  X(blocks) X(times) X(links) X(peak_rss_bytes) X(cuda_max_allocated_bytes) \
+      X(cuda_max_reserved_bytes)
 
 #define DTRAIN_TO_JSON(field) j[#field] = value.field;
 #define DTRAIN_FROM_JSON(field) j.at(#field).get_to(value.field);
@@ -71,6 +74,10 @@ metrics::Row stage_row(const RankReport& r) {
   s[key::kStepS] = t.step_s;
   s[key::kBubble] = bubble_of(t);
   s[key::kPeakRssBytes] = r.peak_rss_bytes;
+  if (r.cuda_max_reserved_bytes > 0) {  // a rank on a GPU: the seeds' "max memory allocated"
+    s[key::kCudaMaxAllocatedBytes] = r.cuda_max_allocated_bytes;
+    s[key::kCudaMaxReservedBytes] = r.cuda_max_reserved_bytes;
+  }
   return s;
 }
 

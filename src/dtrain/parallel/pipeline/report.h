@@ -45,6 +45,9 @@ struct RankReport {
   StageTimes times;
   std::vector<LinkRecord> links;
   int64_t peak_rss_bytes = 0;
+  // The rank's GPU (metrics/cuda_memory.h); zero for a rank on the CPU.
+  int64_t cuda_max_allocated_bytes = 0;
+  int64_t cuda_max_reserved_bytes = 0;
 };
 
 // nlohmann::json conversions, by key (found by argument-dependent lookup). from_json
