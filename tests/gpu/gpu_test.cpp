@@ -179,7 +179,12 @@ TEST(GpuDdpTest, CudaDdpFollowsTheCpuDdp) {
   const auto gpu_coded = ranked_run(
       flags(ddp, {"--bucket-mb", "0.01", "--compress-grad", "sortquant:8", "--device", "cuda"}),
       "ddp-cuda-coded");
+  // Coded on the GPU (a fixed codec keeps the buckets there), the same packets as the CPU's.
   expect_same_losses(cpu_coded, gpu_coded, 5e-3);
+  // The largest rank's GPU memory beside rank 0's own.
+  EXPECT_GT(gpu[0].value("cuda_max_allocated_max_bytes", int64_t{0}), 0) << gpu[0].dump();
+  EXPECT_GE(gpu[0].value("cuda_max_allocated_max_bytes", int64_t{0}),
+            gpu[0].value("cuda_max_allocated_bytes", int64_t{0}));
 }
 
 TEST(GpuDdpTest, CudaSyncBatchNormFollowsTheCpuOne) {

@@ -34,6 +34,8 @@ inline constexpr char kGradBytes[] = "grad_bytes";
 inline constexpr char kGradWireBytes[] = "grad_wire_bytes";
 inline constexpr char kBuckets[] = "buckets";
 inline constexpr char kPeakRssMaxBytes[] = "peak_rss_max_bytes";
+inline constexpr char kCudaMaxAllocatedMaxBytes[] = "cuda_max_allocated_max_bytes";  // GPU runs
+inline constexpr char kCudaMaxReservedMaxBytes[] = "cuda_max_reserved_max_bytes";
 
 // The pipeline's epoch extras, and its per-rank (stages) and per-link (links) rows.
 inline constexpr char kCompressionRatio[] = "compression_ratio";

@@ -21,9 +21,9 @@ namespace dtrain::parallel {
 class BucketStaging {
  public:
   // Staging for `flat`: a contiguous float32 bucket on the CPU or on a CUDA device, which
-  // the group reduces where it lies when `reduced_on_device` (then wait_download() returns
-  // `flat` itself). Throws std::invalid_argument for a CUDA bucket staged through the host
-  // where dtrain was built without CUDA.
+  // is reduced where it lies when `reduced_on_device` (NCCL's all-reduce, or a codec on the
+  // GPU; then wait_download() returns `flat` itself). Throws std::invalid_argument for a CUDA
+  // bucket staged through the host where dtrain was built without CUDA.
   static std::unique_ptr<BucketStaging> make(const at::Tensor& flat, bool reduced_on_device);
   virtual ~BucketStaging() = default;
 

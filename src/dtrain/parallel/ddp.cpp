@@ -172,7 +172,12 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
                                   " reduces host memory, and NCCL reduces these buckets on " +
                                   b->flat.device().str() +
                                   ": use --algo auto or native, or --backend gloo");
-    b->staging = BucketStaging::make(b->flat, on_device);
+    // A bucket stays where it lies when NCCL reduces it there, or when every step codes it
+    // (a fixed lossy codec): it is then coded on its GPU and only packets cross to the host.
+    // Buckets whose steps may be exact over Gloo are staged in pinned host memory.
+    const bool always_coded =
+        config_.gradient_codec.id != compress::CodecId::kNone && !config_.codec_may_change;
+    b->staging = BucketStaging::make(b->flat, on_device || always_coded);
     buckets_.push_back(std::move(b));
   }
   for (auto& b : buckets_) {

@@ -62,6 +62,8 @@ struct DdpConfig {
   double first_bucket_mb = 1;
   comm::Algorithm algorithm = comm::Algorithm::kAuto;
   compress::CodecSpec gradient_codec;  // default: none (exact)
+  // set_gradient_codec will be called between steps (--compress-grad auto).
+  bool codec_may_change = false;
   bool broadcast_buffers = true;
 };
 

@@ -6,6 +6,7 @@
 
 #include "dtrain/base/device.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/metrics/cuda_memory.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
@@ -37,6 +38,7 @@ class DdpEngine final : public Engine {
     if (o.auto_compress) {
       tuner_ = std::make_unique<parallel::DdpCodecTuner>(group, *o.auto_compress);
       dc.gradient_codec = tuner_->candidates().back();  // until the first decision
+      dc.codec_may_change = true;
     }
     if (o.sync_bn) {
       if (parallel::convert_sync_batchnorm(*model_, group) == 0)
@@ -117,9 +119,18 @@ class DdpEngine final : public Engine {
       s.extra[key::kAutoLinks] = tuner_->rows();
       synced_in_epoch_ = 0;
     }
-    auto rss = at::tensor({static_cast<double>(metrics::peak_rss_bytes())}, at::kDouble);
-    group_.native_all_reduce(rss, comm::ReduceOp::kMax);
-    s.extra[key::kPeakRssMaxBytes] = static_cast<int64_t>(rss.item<double>());
+    // The largest rank's memory, host and (on GPUs) device, beside rank 0's own.
+    const metrics::CudaMemory gpu = metrics::cuda_memory(device_);
+    auto most = at::tensor(
+        {static_cast<double>(metrics::peak_rss_bytes()),
+         static_cast<double>(gpu.max_allocated_bytes), static_cast<double>(gpu.max_reserved_bytes)},
+        at::kDouble);
+    group_.native_all_reduce(most, comm::ReduceOp::kMax);
+    s.extra[key::kPeakRssMaxBytes] = static_cast<int64_t>(most[0].item<double>());
+    if (device_.is_cuda()) {
+      s.extra[key::kCudaMaxAllocatedMaxBytes] = static_cast<int64_t>(most[1].item<double>());
+      s.extra[key::kCudaMaxReservedMaxBytes] = static_cast<int64_t>(most[2].item<double>());
+    }
   }
 
   torch::nn::Sequential& checkpoint_module() override { return model_; }

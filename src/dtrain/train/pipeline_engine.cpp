@@ -109,8 +109,8 @@ class PipelineEngine final : public Engine {
   const bool job_wire_check_;
 };
 
-// Block weights for the partition: measured forward+backward time (rank 0 measures, all
-// ranks use its numbers) or parameter counts.
+// Block weights for the partition: measured forward+backward time (rank 0 measures on its
+// own device, all ranks use its numbers) or parameter counts.
 std::vector<double> block_weights(comm::Group& group, torch::nn::Sequential& model,
                                   const PipelineSetup& setup) {
   const TrainConfig& c = setup.config;
@@ -126,13 +126,19 @@ std::vector<double> block_weights(comm::Group& group, torch::nn::Sequential& mod
     const int64_t n = std::max<int64_t>(
         1, std::min(train_set.size(), c.batch_size / std::max(1, c.parallel.pipeline.chunks)));
     at::Generator gen = at::detail::createCPUGenerator(c.seed);
-    const at::Tensor x = data::make_batch(train_set.images.narrow(0, 0, n), setup.norm, {}, gen);
+    // Timed where rank 0 computes (a GPU run on its GPU); the model goes back to the CPU,
+    // where the partition takes its blocks from.
+    const c10::Device device = c.client_device.value_or(c.device);
+    const at::Tensor x =
+        data::make_batch(train_set.images.narrow(0, 0, n), setup.norm, {}, gen).to(device);
     const models::AttentionMaskScope scope(
-        train_set.masks.defined() ? train_set.masks.narrow(0, 0, n) : at::Tensor());
+        train_set.masks.defined() ? train_set.masks.narrow(0, 0, n).to(device) : at::Tensor());
+    model->to(device);
     const auto times = pp::measure_block_times(model, x, 3);
+    model->zero_grad();
+    model->to(at::kCPU);
     for (size_t i = 0; i < times.size(); ++i)
       t[static_cast<int64_t>(i)] = times[i];
-    model->zero_grad();
   }
   group.native_broadcast(t, 0);
   for (int64_t i = 0; i < t.numel(); ++i)
