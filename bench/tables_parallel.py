@@ -55,6 +55,9 @@ def ablation():
     base = None
     body = []
     for run, rs in by.items():
+        if rs[0].get("diverged"):
+            body.append([run, "diverged", "", "", "", "", ""])
+            continue
         ep = [r for r in rs if not r.get(K.summary)]
         last = ep[-1]
         fwd = [l for l in last[K.links] if l[K.direction] == "forward"]

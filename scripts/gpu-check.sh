@@ -13,6 +13,21 @@ py="${PYTHON:-python3}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'devices', torch.cuda.device_count())"
 
+# A markdown table of the rows of $out/NAME.jsonl for each NAME that exists: HEADER, then
+# each row through the Python format string ROW ({name} and the row's keys).
+table() {  # table HEADER ROW NAME...
+  "$py" - "$out" "$@" <<'PY'
+import json, sys, pathlib
+out, header, row, *names = sys.argv[1:]
+print(header)
+for name in names:
+    path = pathlib.Path(out) / f"{name}.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            print(row.format(name=name, **json.loads(line)))
+PY
+}
+
 export LD_LIBRARY_PATH="$deps/lib:${LD_LIBRARY_PATH:-}"
 cmake -S . -B build-gpu -G Ninja -DDTRAIN_PYTHON="$(command -v "$py")" \
   -DCMAKE_PREFIX_PATH="$deps" -DCLI11_INCLUDE_DIR="$deps/include" \
@@ -78,17 +93,9 @@ else
   build-gpu/dtrain bench collective --device cuda --backend nccl --sizes "$sizes" --iters 5 \
     --warmup 1 --format jsonl --out "$out/coll-nccl.jsonl" 2> "$out/coll-nccl.err" || tail -5 "$out/coll-nccl.err"
 fi
-"$py" - "$out" <<'PY'
-import json, sys, pathlib
-print("| run | algo | ranks | bytes | time us | busbw GB/s | #wrong |")
-for name in ("coll-cpu", "coll-gloo-cuda", "coll-nccl"):
-    path = pathlib.Path(sys.argv[1]) / f"{name}.jsonl"
-    if not path.exists():
-        continue
-    for l in path.read_text().splitlines():
-        r = json.loads(l)
-        print(f"| {name} | {r['algo']} | {r['world']} | {r['bytes']} | {r['time_us']:.0f} | {r['busbw_gbps']:.3f} | {r['wrong']} |")
-PY
+table "| run | algo | ranks | bytes | time us | busbw GB/s | #wrong |" \
+  "| {name} | {algo} | {world} | {bytes} | {time_us:.0f} | {busbw_gbps:.3f} | {wrong} |" \
+  coll-cpu coll-gloo-cuda coll-nccl
 
 echo "== point-to-point on CUDA buffers: CPU, Gloo through host memory, and NCCL (2 GPUs)"
 p2p_sizes="4K,1M,64M,256M"
@@ -102,14 +109,6 @@ if [ "$gpus" -ge 2 ]; then
 else
   echo "(one GPU: NCCL point-to-point needs a GPU per rank; not run)"
 fi
-"$py" - "$out" <<'PY'
-import json, sys, pathlib
-print("| run | path | bytes | latency us | bandwidth GB/s | #wrong |")
-for name in ("p2p-cpu", "p2p-gloo-cuda", "p2p-nccl"):
-    path = pathlib.Path(sys.argv[1]) / f"{name}.jsonl"
-    if not path.exists():
-        continue
-    for l in path.read_text().splitlines():
-        r = json.loads(l)
-        print(f"| {name} | {r['path']} | {r['bytes']} | {r['latency_us']:.1f} | {r['bandwidth_gbps']:.3f} | {r['wrong']} |")
-PY
+table "| run | path | bytes | latency us | bandwidth GB/s | #wrong |" \
+  "| {name} | {path} | {bytes} | {latency_us:.1f} | {bandwidth_gbps:.3f} | {wrong} |" \
+  p2p-cpu p2p-gloo-cuda p2p-nccl

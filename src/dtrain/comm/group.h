@@ -8,10 +8,11 @@
 //   (recv) until the Request's wait() returns. Tensors must be contiguous.
 // - Tensors off the CPU: on the GPU the group's NCCL backend serves (comm/collective_backend.h)
 //   they go by NCCL's own send/recv: no wire check (NCCL carries the bytes), matched in
-//   posting order per pair of ranks whatever the tag, and wait() orders the caller's
-//   current CUDA stream after the transfer without blocking the host (synchronize to time
-//   it). Any other is staged through host memory: a send copies it out when posted, a
-//   receive copies the verified bytes in when wait() returns; checked as CPU tensors are.
+//   posting order per pair of ranks whatever the tag; wait() orders the caller's current
+//   CUDA stream after the transfer (and, given the group's timeout, NCCL's wait also polls
+//   for its end on the host; synchronize the device before reading a clock). Any other is
+//   staged through host memory: a send copies it out when posted, a receive copies the
+//   verified bytes in when wait() returns; checked as CPU tensors are.
 // - A Request must not outlive its Group.
 // - Every wait has the group's timeout. A dead or silent peer makes wait() throw
 //   comm::CommError naming this rank, the peer, the tag and the size; it never hangs. When
