@@ -164,6 +164,35 @@ TEST(DeadPeerTest, KilledRankMakesEveryOtherRankFailWithoutHanging) {
   testing::kill_and_expect_clear_failures(ranks, 1, 4s, 25s);
 }
 
+// Rank 0 holds the rendezvous store, through which a cascade is traced: when it dies, a rank
+// whose ring neighbour failed after it learns that from the store's silence, and its error
+// names rank 0. LibTorch's c10d also warns there, with a stack trace, as the store is gone;
+// TORCH_CPP_LOG_LEVEL=ERROR quiets LibTorch as under PyTorch.
+TEST(DeadPeerTest, WhenTheStoreHolderDiesEveryErrorNamesItAndLibTorchCanBeQuiet) {
+  const int port = 29000 + static_cast<int>((getpid() + 500) % 1000);
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<Process>(
+        std::vector<std::string>{DTRAIN_BINARY, "bench", "collective", "--sizes", "4M", "--algo",
+                                 "ring", "--iters", "1000000", "--timeout", "20"},
+        std::vector<std::pair<std::string, std::string>>{{"RANK", std::to_string(r)},
+                                                         {"WORLD_SIZE", "3"},
+                                                         {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", std::to_string(port)},
+                                                         {"TORCH_CPP_LOG_LEVEL", "ERROR"}}));
+  }
+  testing::kill_and_expect_clear_failures(ranks, 0, 4s, 25s);
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    const std::string err = ranks[r]->err();
+    EXPECT_EQ(err.find("frame #"), std::string::npos) << err;
+    // Either rank 0 itself is the peer that failed, or the store's silence names it.
+    EXPECT_TRUE(err.find("recv from rank 0") != std::string::npos ||
+                err.find("send to rank 0") != std::string::npos ||
+                err.find("held by rank 0, does not answer either") != std::string::npos)
+        << err;
+  }
+}
+
 TEST(DeadPeerTest, WorldSizeMismatchIsReportedNotHung) {
   const int port = 30000 + static_cast<int>(getpid() % 1000);
   auto start = [&](int rank, int world) {

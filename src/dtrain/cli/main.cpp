@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -12,13 +13,16 @@
 #include "dtrain/metrics/build_info.h"
 
 int main(int argc, char** argv) {
-  signal(SIGPIPE, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);  // a dead peer's socket must become an error, not a silent exit
   // Keep large buffers (tensors, packets) in the heap instead of fresh mmaps: on VMs a
   // first-touch page fault costs microseconds, more than coding the page. Memory freed by
   // one step is reused by the next instead of being returned to the OS.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD,
-          1 << 30);  // a dead peer's socket must become an error, not a silent exit
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // LibTorch's own log lines (c10d's warnings among them: a peer's store gone, with a stack
+  // trace) follow TORCH_CPP_LOG_LEVEL as under PyTorch, which reads it at import; a C++
+  // program has to ask for it.
+  c10::initLogging();
   dtrain::cli::set_program_args(argc, argv);
 
   CLI::App app{"dtrain: distributed training and measurement over real networks"};

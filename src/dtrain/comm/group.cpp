@@ -138,11 +138,14 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
   // Published first (so two ranks failing at once still see each other's), with the
   // peer named as silent: a rank reading it in a cascade learns where the silence began.
   publish_failure(msg.str() + silent.str());
-  const std::string cause = failure_of(peer);
-  if (!cause.empty()) {
-    msg << " -- rank " << peer << " had already failed: " << cause;
+  const PeerFailure cause = failure_of(peer);
+  if (!cause.error.empty()) {
+    msg << " -- rank " << peer << " had already failed: " << cause.error;
   } else {
     msg << silent.str();
+    if (cause.store_gone && peer != 0)
+      msg << "; the rendezvous store, held by rank 0, does not answer either: rank 0 has "
+             "exited or stopped, probably first (see its output)";
   }
   throw CommError(msg.str());
 }
@@ -470,20 +473,22 @@ void Group::publish_failure(const std::string& message) const {
   }
 }
 
-std::string Group::failure_of(int peer) const {
+Group::PeerFailure Group::failure_of(int peer) const {
+  PeerFailure failure;
+  // A peer that timed out at the same moment publishes its reason a moment later: give it
+  // that moment, so the message leads to the rank where the silence began.
+  constexpr auto kGrace = std::chrono::milliseconds(1000);
+  const auto start = Clock::now();
   try {
-    // A peer that timed out at the same moment publishes its reason a moment later: give it
-    // that moment, so the message leads to the rank where the silence began.
-    try {
-      backend_->store->wait({failure_key(peer)}, std::chrono::seconds(1));
-    } catch (const std::exception&) {
-      return "";
-    }
+    backend_->store->wait({failure_key(peer)}, kGrace);
     const auto value = backend_->store->get(failure_key(peer));
-    return std::string(value.begin(), value.end());
+    failure.error.assign(value.begin(), value.end());
   } catch (const std::exception&) {
-    return "";
+    // No answer at all, well before the grace ran out: the connection to the store broke
+    // (a timeout and a broken socket are the same exception type in c10d).
+    failure.store_gone = Clock::now() - start < kGrace / 2;
   }
+  return failure;
 }
 
 LinkStats Group::link_stats(int peer) const {

@@ -199,8 +199,14 @@ class Group {
   // A failing rank leaves its error in the rendezvous store before it exits, so a rank that
   // sees the connection drop can name the root cause rather than the messenger.
   void publish_failure(const std::string& message) const;
-  // The peer's published error, waiting up to a second for it; empty when there is none.
-  std::string failure_of(int peer) const;
+  // The peer's published error, waiting up to a second for it (empty when there is none),
+  // and whether the store did not answer at all: it lives in rank 0's process, so then rank 0
+  // is gone too, and a cascade that began there cannot be traced through the store.
+  struct PeerFailure {
+    std::string error;
+    bool store_gone = false;
+  };
+  PeerFailure failure_of(int peer) const;
   // Runs a native collective, `what` naming it in the CommError it becomes on failure.
   template <typename Collective>
   void run_native(const char* what, Collective&& collective);
