@@ -136,7 +136,7 @@ bool is_cast(CodecId id) {
 }
 
 void encode_cast(const CodecSpec& spec, const at::Tensor& values, uint8_t* payload) {
-  finite_key_range(values);
+  finite_key_range(values);  // for its check: NaN and Inf are refused by every codec
   const at::Tensor wire = values.to(wire_type(spec.id));
   at::from_blob(payload, {wire.numel()}, wire.scalar_type()).copy_(wire);
 }

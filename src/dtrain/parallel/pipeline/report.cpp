@@ -17,10 +17,10 @@ namespace dtrain::parallel::pipeline {
   X(encode_s) X(decode_s) X(recv_wait_s) X(send_wait_s) X(wire_check_s) X(step_s) X(steps)
 #define DTRAIN_LINK_FIELDS(X) \
   X(src) X(dst) X(direction) X(bytes) X(fp32_bytes) X(messages) X(recv_time_s)
-#define DTRAIN_RANK_REPORT_FIELDS(X)                                        \
-  X(rank)                                                                   \
-  X(blocks) X(times) X(links) X(peak_rss_bytes) X(cuda_max_allocated_bytes) \
-      X(cuda_max_reserved_bytes)
+#define DTRAIN_RANK_REPORT_FIELDS(X) \
+  X(rank)                            \
+  X(blocks)                          \
+  X(times) X(links) X(peak_rss_bytes) X(cuda_max_allocated_bytes) X(cuda_max_reserved_bytes)
 
 #define DTRAIN_TO_JSON(field) j[#field] = value.field;
 #define DTRAIN_FROM_JSON(field) j.at(#field).get_to(value.field);
