@@ -24,7 +24,7 @@ class CastCodec final : public Codec {
       std::memcpy(payload, x, static_cast<size_t>(n) * 4);
       return;
     }
-    const at::Tensor out = at::from_blob(payload, {n}, wire_type());
+    const at::Tensor out = at::from_blob(payload, {n}, cast_wire_type(spec_.id));
     out.copy_(in);
   }
 
@@ -35,14 +35,12 @@ class CastCodec final : public Codec {
       std::memcpy(out, payload, static_cast<size_t>(n) * 4);
       return;
     }
-    const at::Tensor in = at::from_blob(const_cast<uint8_t*>(payload), {n}, wire_type());
+    const at::Tensor in =
+        at::from_blob(const_cast<uint8_t*>(payload), {n}, cast_wire_type(spec_.id));
     at::from_blob(out, {n}, at::kFloat).copy_(in);
   }
 
  private:
-  at::ScalarType wire_type() const {
-    return spec_.id == CodecId::kFp16 ? at::kHalf : at::kBFloat16;
-  }
   CodecSpec spec_;
 };
 

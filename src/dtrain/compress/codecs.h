@@ -21,6 +21,15 @@ std::unique_ptr<Codec> make_kmeans_codec(const CodecSpec& spec);     // kmeans.c
 // every block starts on a byte boundary of the packed stream).
 constexpr int64_t kCodeBlock = 4096;
 
+// The float casts (none, fp16, bf16) and the type of their payload's values; the CPU codec
+// (cast.cpp) and the tensor coder (tensor_coding.cpp) share both.
+inline bool is_cast(CodecId id) {
+  return id == CodecId::kNone || id == CodecId::kFp16 || id == CodecId::kBf16;
+}
+inline at::ScalarType cast_wire_type(CodecId id) {
+  return id == CodecId::kFp16 ? at::kHalf : id == CodecId::kBf16 ? at::kBFloat16 : at::kFloat;
+}
+
 // sortquant's groups: ranks [2g, 2g+1] of the returned list are group g's first and last
 // (n > 0); sortquant_table turns the values at those ranks into the packet's table. The CPU
 // encoder (order_statistics) and the tensor one (a sort) share both.

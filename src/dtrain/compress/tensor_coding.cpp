@@ -120,24 +120,9 @@ void copy_to_host(const at::Tensor& bytes, uint8_t* out) {
   at::from_blob(out, {bytes.numel()}, at::kByte).copy_(bytes);
 }
 
-at::ScalarType wire_type(CodecId id) {
-  switch (id) {
-    case CodecId::kFp16:
-      return at::kHalf;
-    case CodecId::kBf16:
-      return at::kBFloat16;
-    default:
-      return at::kFloat;
-  }
-}
-
-bool is_cast(CodecId id) {
-  return id == CodecId::kNone || id == CodecId::kFp16 || id == CodecId::kBf16;
-}
-
 void encode_cast(const CodecSpec& spec, const at::Tensor& values, uint8_t* payload) {
   finite_key_range(values);  // for its check: NaN and Inf are refused by every codec
-  const at::Tensor wire = values.to(wire_type(spec.id));
+  const at::Tensor wire = values.to(cast_wire_type(spec.id));
   at::from_blob(payload, {wire.numel()}, wire.scalar_type()).copy_(wire);
 }
 
@@ -171,16 +156,23 @@ void encode_sortquant(const CodecSpec& spec, const at::Tensor& values, uint8_t* 
   const GroupTable t = sortquant_table(stats, n, groups, level_bits);
   t.write(table);
 
-  const auto on_device = [&](const std::vector<float>& v) {
-    return at::tensor(v, at::TensorOptions().dtype(at::kFloat)).to(values.device());
-  };
+  // The table to the device in one copy: lo, step, then the thresholds.
+  std::vector<float> host = t.lo;
+  host.insert(host.end(), t.step.begin(), t.step.end());
+  host.insert(host.end(), t.thresholds.begin(), t.thresholds.end());
+  const at::Tensor table_on_device =
+      at::tensor(host, at::TensorOptions().dtype(at::kFloat)).to(values.device());
+  const at::Tensor lo = table_on_device.narrow(0, 0, groups);
+  const at::Tensor step = table_on_device.narrow(0, groups, groups);
+  const at::Tensor thresholds =
+      table_on_device.narrow(0, 2 * groups, static_cast<int64_t>(t.thresholds.size()));
   // Group g holds the values >= t_g: the count of thresholds <= x (bucketize, right).
-  const at::Tensor group = t.thresholds.empty() ? at::zeros({n}, values.options().dtype(at::kInt))
-                                                : at::bucketize(values, on_device(t.thresholds),
-                                                                /*out_int32=*/true, /*right=*/true);
-  const at::Tensor level =
-      quantize_levels(values, on_device(t.lo).index_select(0, group),
-                      on_device(t.step).index_select(0, group), (1 << level_bits) - 1);
+  const at::Tensor group = t.thresholds.empty()
+                               ? at::zeros({n}, values.options().dtype(at::kInt))
+                               : at::bucketize(values, thresholds, /*out_int32=*/true,
+                                               /*right=*/true);
+  const at::Tensor level = quantize_levels(values, lo.index_select(0, group),
+                                           step.index_select(0, group), (1 << level_bits) - 1);
   copy_to_host(pack_codes(group.bitwise_left_shift(level_bits).bitwise_or(level), spec.bits),
                payload);
 }
@@ -215,14 +207,14 @@ at::Tensor decode_with_tensor_ops(const Codec& codec, const uint8_t* table, cons
                                   int64_t n, const c10::Device& device) {
   const CodecSpec& spec = codec.spec();
   const at::TensorOptions on_device = at::TensorOptions().device(device);
-  std::vector<float> value_of_code;
-  if (!is_cast(spec.id)) value_of_code = codec.code_values(table);  // validates the table
+  // Validates the table; empty for the casts, whose payload is the values.
+  std::vector<float> value_of_code = codec.code_values(table);  // from_blob wants it mutable
   if (n == 0) return at::empty({0}, on_device.dtype(at::kFloat));
   // A copy even on the CPU: the result must not alias the packet.
   const at::Tensor wire = at::from_blob(const_cast<uint8_t*>(payload),
                                         {static_cast<int64_t>(codec.payload_bytes(n))}, at::kByte)
                               .to(device, at::kByte, /*non_blocking=*/false, /*copy=*/true);
-  if (is_cast(spec.id)) return wire.view(wire_type(spec.id)).to(at::kFloat);
+  if (value_of_code.empty()) return wire.view(cast_wire_type(spec.id)).to(at::kFloat);
   const at::Tensor values =
       at::from_blob(value_of_code.data(), {static_cast<int64_t>(value_of_code.size())}, at::kFloat)
           .to(device, at::kFloat, /*non_blocking=*/false, /*copy=*/true);

@@ -127,8 +127,8 @@ class DistributedDataParallel {
   };
   std::map<std::string, FeedbackSlot> feedback_slots() const;
   void communicate();
-  // Both average a bucket's values in place (its host copy, or with NCCL the bucket itself
-  // on its GPU) and return the bytes this rank sent.
+  // Both average a bucket's values in place (its host copy, or the bucket itself where it
+  // stays on its GPU: NCCL's, or a fixed codec's) and return the bytes this rank sent.
   int64_t reduce(at::Tensor& values);
   int64_t reduce_compressed(size_t bucket, at::Tensor& values);
 
