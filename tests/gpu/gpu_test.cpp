@@ -187,10 +187,13 @@ TEST(GpuDdpTest, CudaDdpFollowsTheCpuDdp) {
             gpu[0].value("cuda_max_allocated_bytes", int64_t{0}));
 }
 
+// resnet18: BatchNorm and no dropout. A model with dropout (mobilenetv2, cnn) would draw
+// its masks from the CPU's generator on one side and CUDA's on the other: two runs on
+// different noise, 2-6 % apart in loss on an H100.
 TEST(GpuDdpTest, CudaSyncBatchNormFollowsTheCpuOne) {
   SKIP_WITHOUT_CUDA();
-  const std::vector<std::string> syncbn{"--parallel", "ddp",          "--model",   "mobilenetv2",
-                                        "--width",    "0.25",         "--sync-bn", "--input-shape",
+  const std::vector<std::string> syncbn{"--parallel", "ddp",          "--model",
+                                        "resnet18",   "--sync-bn",    "--input-shape",
                                         "1,28,28",    "--batch-size", "16"};
   const auto cpu = ranked_run(flags(syncbn, {}), "syncbn-cpu");
   const auto gpu = ranked_run(flags(syncbn, {"--device", "cuda"}), "syncbn-cuda");
@@ -218,12 +221,14 @@ std::vector<nlohmann::json> cuda_collective(const std::vector<std::string>& extr
   return *status == 0 ? testing::take_json_lines_file(out) : std::vector<nlohmann::json>{};
 }
 
+// busbw = algbw * 2(p-1)/p is 0 for a world of one by definition: there, algbw.
 void expect_exact(const std::vector<nlohmann::json>& rows) {
   ASSERT_EQ(rows.size(), 2u);  // two sizes, native
   for (const auto& row : rows) {
     EXPECT_EQ(row["algo"], "native") << row.dump();
     EXPECT_EQ(row["wrong"], 0) << row.dump();
-    EXPECT_GT(row["busbw_gbps"].get<double>(), 0) << row.dump();
+    const char* bandwidth = row["world"].get<int>() > 1 ? "busbw_gbps" : "algbw_gbps";
+    EXPECT_GT(row[bandwidth].get<double>(), 0) << row.dump();
   }
 }
 
