@@ -1,8 +1,8 @@
 # Entry points: `make run` (the main job, no arguments needed) and `make test`.
 # Both install what is missing first (Debian packages, and LibTorch as the pinned torch
-# wheel in the project's virtual environment VENV), then configure and build, then install
-# the Python package into VENV (`make python`: pip over the same build tree, so nothing is
-# compiled twice).
+# wheel in the project's virtual environment VENV), then configure and build (`make run`
+# only the CLI, `make test` everything), then install the Python package into VENV
+# (`make python`: pip over the same build tree, so nothing is compiled twice).
 BUILD_DIR ?= build
 VENV ?= .venv
 BUILD_TYPE ?= Release
@@ -10,7 +10,9 @@ JOBS ?= $(shell nproc)
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build python run test fuzz format clean
+.PHONY: all deps configure build build-cli python run test fuzz format clean
+# One cmake build at a time in the build tree, whatever -j make is given.
+.NOTPARALLEL:
 
 all: build
 
@@ -26,16 +28,21 @@ configure: deps $(BUILD_DIR)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Only what `make run` runs: the CLI (not the test binaries or the fuzz targets).
+build-cli: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target dtrain
+
 # pip's standard route (pyproject.toml, scikit-build-core) pointed at this build tree: it
-# reconfigures, finds the extension built, and installs it with the package's sources.
-python: build
+# reconfigures, builds the extension (its only target) where it is not built yet, and
+# installs it with the package's sources.
+python: configure
 	$(VENV)/bin/python -m pip install --disable-pip-version-check -q --no-build-isolation \
 	  --no-deps -C build-dir=$(BUILD_DIR) -C cmake.build-type=$(BUILD_TYPE) .
 
 # The main job; its results land in $(RUN_DIR): metrics (JSON lines), an HTML report of
 # charts and a Chrome trace of both ranks.
 RUN_DIR ?= out/run
-run: build python
+run: build-cli python
 	mkdir -p $(RUN_DIR)
 	$(BUILD_DIR)/dtrain train --parallel pipeline -n 2 --placement ushape --client-blocks 1,1 \
 	  --model cnn --dataset fashion-mnist --epochs 1 --schedule gpipe --chunks 4 --compress sortquant:8 \

@@ -29,7 +29,7 @@ dtrain_ddp() {  # dtrain_ddp ROUND FIELDS ARGS...: the first epoch's line of BAS
 for section in ${*:-ddp resnet hooks syncbn compress scale}; do
   case $section in
   ddp)
-    # Seed 004's table: ours vs torch DDP, same cnn, 10000 Fashion-MNIST samples, 64 per
+    # DDP against PyTorch DDP: ours vs torch DDP, same cnn, 10000 Fashion-MNIST samples, 64 per
     # rank, SGD 0.05 constant, 2 ranks x 1 thread; alternated 3 times so drift hits both.
     out=docs/data/ddp-vs-pytorch${SUFFIX:-}.jsonl
     : >"$out"
@@ -104,7 +104,7 @@ for section in ${*:-ddp resnet hooks syncbn compress scale}; do
     done
     ;;
   scale)
-    # Seed 002's study with resnet18 (1024 Fashion-MNIST samples: a full epoch takes ~30 min
+    # The scaling study with resnet18 (1024 Fashion-MNIST samples: a full epoch takes ~30 min
     # per configuration here); 4 ranks oversubscribe the 2 cores.
     "$bin" scale --model resnet18 -n 1,2,4 --batch-size 32,128,512 --epochs 2 \
       --limit-train 1024 --limit-test 500 --format jsonl --output docs/data/scale-resnet18.jsonl

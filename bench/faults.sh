@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault-injection suite (issue 14): what happens to a training job when ranks die or
+# The fault-injection suite: what happens to a training job when ranks die or
 # hang. For each trial it records whether the job finished, hung, or lost data.
 #   kill     SIGKILL of one rank of each role at a random moment, TRIALS times each:
 #            a 3-rank U-shape pipeline (rank 0 the client/driver, ranks 1 and 2 servers)

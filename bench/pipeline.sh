@@ -48,7 +48,7 @@ for section in $sections; do
     done
     ;;
   vsddp)
-    # Seed 001's first table: pipeline vs data parallel at 2 ranks, cnn, one Fashion-MNIST
+    # Pipeline against data parallel: pipeline vs data parallel at 2 ranks, cnn, one Fashion-MNIST
     # epoch, global batch 64 in both (DDP: 32 per rank), no compression; single process too.
     out=docs/data/pipeline-vs-ddp.jsonl
     : >"$out"
@@ -60,7 +60,7 @@ for section in $sections; do
     run "$out" "ddp (32 per rank)" --parallel ddp -n 2 --model cnn --epochs 1 --batch-size 32
     ;;
   ablation)
-    # Seed 001's ablation with the cnn (both U-shape boundaries large: 32x14x14 and 64x7x7
+    # The codec ablation with the cnn (both U-shape boundaries large: 32x14x14 and 64x7x7
     # per sample), U-shape f1l1, 2 ranks, GPipe 4 chunks, 2 epochs, same seed.
     out=docs/data/pipeline-ablation.jsonl
     : >"$out"

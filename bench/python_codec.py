@@ -10,6 +10,7 @@ import argparse, json, os, statistics, subprocess, sys, tempfile, time
 import torch
 
 import dtrain
+from metrics_keys import K
 
 
 def numel_of(text):
@@ -49,10 +50,10 @@ def main():
             cpp = json.loads(open(out.name).readline())
         enc, dec = python_side(codec, n, a.reps, 0)
         print(json.dumps({"bench": "python_codec", "codec": codec, "dist": "gaussian", "numel": n,
-                          "cpp_encode_gbps": cpp["encode_gbps"], "cpp_decode_gbps": cpp["decode_gbps"],
+                          "cpp_encode_gbps": cpp[K.encode_gbps], "cpp_decode_gbps": cpp[K.decode_gbps],
                           "py_encode_gbps": enc, "py_decode_gbps": dec,
-                          "encode_py_over_cpp": enc / cpp["encode_gbps"],
-                          "decode_py_over_cpp": dec / cpp["decode_gbps"]}), flush=True)
+                          "encode_py_over_cpp": enc / cpp[K.encode_gbps],
+                          "decode_py_over_cpp": dec / cpp[K.decode_gbps]}), flush=True)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def ddp_vs_pytorch(name):
     each in the memory formats measured; then the mean ratios."""
     body, runs = [], {}
     for r in rows(name):
-        mine = r.get("impl") == "dtrain-ddp"
+        mine = r.get(K.impl) == "dtrain-ddp"
         impl = ("dtrain" if r.get("build", "current") == "current" else "dtrain (base)") if mine \
             else "PyTorch"
         fmt = r.get("memory_format")
@@ -118,7 +118,7 @@ def resnet():
 def hooks():
     body = []
     for r in rows("ddp-hooks.jsonl"):
-        if r.get("impl") == "dtrain-ddp":
+        if r.get(K.impl) == "dtrain-ddp":
             body.append(["dtrain", f'--compress-grad {r["compress_grad"]}', f'{100 * r[K.test_acc]:.2f}',
                          f'{r[K.train_loss]:.4f}', f'{r[K.grad_wire_bytes] / r[K.grad_bytes]:.4f}',
                          f'{r[K.samples_per_s]:.0f}'])
@@ -169,16 +169,16 @@ def compress():
 def syncbn():
     by = {}
     for r in rows("syncbn.jsonl"):
-        by.setdefault((r[K.batch_size], r["hidden"]), {})[r["impl"]] = r
+        by.setdefault((r[K.batch_size], r[K.hidden]), {})[r[K.impl]] = r
     body = []
     for (b, h), d in sorted(by.items()):
         ours = d.get("dtrain-syncbn", {})
         torch_alg = d.get("pytorch-syncbn-algorithm", {})
-        body.append([b, h, f'{1000 * ours.get("median_s", 0):.3f}', f'{1000 * torch_alg.get("median_s", 0):.3f}',
-                     f'{ours.get("median_s", 0) / torch_alg.get("median_s", 1):.2f}',
-                     f'{1000 * d.get("torch-bn-local", {}).get("median_s", 0):.3f}',
-                     f'{1000 * d.get("pytorch-bn-local", {}).get("median_s", 0):.3f}',
-                     ours.get("peak_alloc_bytes", ""), d.get("torch-bn-local", {}).get("peak_alloc_bytes", "")])
+        body.append([b, h, f'{1000 * ours.get(K.median_s, 0):.3f}', f'{1000 * torch_alg.get(K.median_s, 0):.3f}',
+                     f'{ours.get(K.median_s, 0) / torch_alg.get(K.median_s, 1):.2f}',
+                     f'{1000 * d.get("torch-bn-local", {}).get(K.median_s, 0):.3f}',
+                     f'{1000 * d.get("pytorch-bn-local", {}).get(K.median_s, 0):.3f}',
+                     ours.get(K.peak_alloc_bytes, ""), d.get("torch-bn-local", {}).get(K.peak_alloc_bytes, "")])
     print(table(["batch", "hidden", "dtrain SyncBN ms", "PyTorch SyncBN algorithm ms", "ratio",
                  "LibTorch BN (local) ms", "PyTorch BN (local) ms", "dtrain SyncBN peak alloc B",
                  "LibTorch BN peak alloc B"], body))
@@ -188,9 +188,9 @@ def scale():
     body = []
     for r in rows("scale-resnet18.jsonl"):
         f = lambda k, d=3: (f"{r[k]:.{d}f}" if k in r else "-")
-        body.append([r[K.ranks], r["batch_per_rank"], r["global_batch"], f("epoch_s", 1), f("speedup_epoch"),
+        body.append([r[K.ranks], r[K.batch_per_rank], r[K.global_batch], f("epoch_s", 1), f("speedup_epoch"),
                      f("speedup_weak"), f("speedup_strong"), f("compute_s", 1), f("comm_exposed_s", 1),
-                     f("comm_total_s", 1), f("comm_inferred_s", 1), f("bandwidth_gbps"), r["status"]])
+                     f("comm_total_s", 1), f("comm_inferred_s", 1), f("bandwidth_gbps"), r[K.status]])
     print(table(["N", "batch/rank", "global", "epoch s", "T1/TN", "N*T1/TN (weak)", "strong", "compute s",
                  "comm waited s", "comm total s", "TN-T1/N s", "bw util GB/s", "status"], body))
 
@@ -209,7 +209,7 @@ def pyhooks():
     row per hook, loopback and 100 Mbit/s side by side."""
     runs = rows("python-hooks.jsonl")
     for model in ("cnn", "resnet18"):
-        by = {(r["net"], r["comm_hook"]): r for r in runs if r["model"] == model}
+        by = {(r["net"], r["comm_hook"]): r for r in runs if r[K.model] == model}
         hooks = list(dict.fromkeys(h for _, h in by))
         body = []
         for hook in hooks:
@@ -230,7 +230,7 @@ def pyhooks():
 
 
 def pycodec():
-    body = [[r.get("malloc", "default"), r["codec"], f'{r["cpp_encode_gbps"]:.3f}', f'{r["py_encode_gbps"]:.3f}', f'{r["encode_py_over_cpp"]:.2f}',
+    body = [[r.get("malloc", "default"), r[K.codec], f'{r["cpp_encode_gbps"]:.3f}', f'{r["py_encode_gbps"]:.3f}', f'{r["encode_py_over_cpp"]:.2f}',
              f'{r["cpp_decode_gbps"]:.3f}', f'{r["py_decode_gbps"]:.3f}', f'{r["decode_py_over_cpp"]:.2f}']
             for r in rows("python-codec.jsonl")]
     print(table(["Python's malloc", "codec", "C++ enc GB/s", "Python enc GB/s", "ratio", "C++ dec GB/s", "Python dec GB/s", "ratio"], body))
@@ -241,7 +241,7 @@ def two_way():
     for where in ("lab", "loopback"):
         times = {}
         for r in rows(f"receive-first-{where}-collective.jsonl"):
-            times.setdefault((r["bytes"], r["algo"]), {}).setdefault(r["build"], []).append(r["time_us"])
+            times.setdefault((r[K.bytes], r[K.algo]), {}).setdefault(r["build"], []).append(r[K.time_us])
         body = []
         for (size, algo), by in sorted(times.items()):
             base, new = sorted(by["BASE"]), sorted(by["NEW"])
@@ -252,11 +252,11 @@ def two_way():
         print(table(["bytes", "algo", "base", "new", "new / base (medians)"], body))
         runs = {}
         for r in rows(f"receive-first-{where}-ddp.jsonl"):
-            runs.setdefault(r["codec"], {}).setdefault(r["build"], []).append(r)
+            runs.setdefault(r[K.codec], {}).setdefault(r["build"], []).append(r)
         body = []
         for codec, by in runs.items():
-            sps = {b: [x["samples_per_s"] for x in v] for b, v in by.items()}
-            same = {(x["train_loss"], x["test_acc"]) for v in by.values() for x in v}
+            sps = {b: [x[K.samples_per_s] for x in v] for b, v in by.items()}
+            same = {(x[K.train_loss], x[K.test_acc]) for v in by.values() for x in v}
             body.append([codec, ", ".join(f"{x:.0f}" for x in sps["BASE"]),
                          ", ".join(f"{x:.0f}" for x in sps["NEW"]),
                          f"{statistics.mean(sps['NEW']) / statistics.mean(sps['BASE']):.2f}",

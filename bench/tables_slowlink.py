@@ -89,7 +89,7 @@ def ddp():
 
 
 def links():
-    """Per-link bandwidth, both definitions (DESIGN.md): recv bytes / recv time, and bytes per
+    """Per-link bandwidth, both definitions (docs/measurement.md): recv bytes / recv time, and bytes per
     second of the epoch's wall time; with auto, the probe's rate and the chosen codec."""
     runs = epochs("slowlink.jsonl")
     print("| run | link | bytes | recv bytes / recv time (MB/s) | bytes / wall time (MB/s) | auto: probed rate (Mbit/s), codec |")

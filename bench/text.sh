@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 11's measurements on the text demo task (scripts/make-text-demo.py: Debian's
+# The measurements on the text demo task (scripts/make-text-demo.py: Debian's
 # fortunes as a CoLA-format task): a small RoBERTa (4 layers, hidden 128, 4 heads,
 # 64 tokens), 2 ranks on loopback, batch 32.
-#   codecs   U-shape f2l2, 4 chunks: none and sortquant:16/12/8/4 (seed 001's table)
+#   codecs   U-shape f2l2, 4 chunks: none and sortquant:16/12/8/4 (the codec ablation)
 #   modes    samples/s of one process, a 2-rank pipeline (linear, 4 chunks) and 2-rank DDP
-#            (seed 001's first table)
+#            (pipeline against data parallel)
 # Results: JSON lines in out/bench/text/*.jsonl (docs/data/text-*.jsonl: the recorded run);
 # the tables: python3 bench/tables_text.py DIR.
 set -euo pipefail

@@ -80,7 +80,7 @@ for name in ("train-cpu", "train-cuda", "ushape-cpu", "ushape-cuda", "ddp-cpu", 
     print(f"| {name} | {r['samples_per_s']:.0f} | {r['epoch_s']:.2f} | {r['time_forward_s']:.2f} | {r['time_backward_s']:.2f} | {r['test_acc']:.4f} | {r.get('cuda_max_allocated_bytes', 0) / 2**20:.0f} |")
 PY
 
-echo "== all_reduce on CUDA buffers (seed 003's sizes): Gloo through host memory, and NCCL"
+echo "== all_reduce on CUDA buffers (1 MB to 1 GB): Gloo through host memory, and NCCL"
 gpus=$("$py" -c "import torch; print(torch.cuda.device_count())")
 sizes="1M,10M,100M,1G"
 build-gpu/dtrain bench collective -n 2 --device cuda --backend gloo --sizes "$sizes" --iters 5 \

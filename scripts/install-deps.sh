@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what dtrain builds and runs with (see DESIGN.md, "Dependencies"):
+# Installs what dtrain builds and runs with (docs/install.md):
 #   1. Debian packages: compilers (clang with libFuzzer: tests/fuzz), CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
 #      iproute2 and iptables (ip, tc, the impairer's NFQUEUE rule: the network lab), Python headers (the Python package), chromium
 #      (headless: the test that loads the HTML report in a browser), fortunes (the text demo

@@ -1,5 +1,5 @@
 // A RoBERTa encoder through the pipeline against single-process training: token ids and
-// padded attention masks, the U-shape f2l2 placement (the seeds' RoBERTa split) and a linear
+// padded attention masks, the U-shape f2l2 placement (two blocks at each end) and a linear
 // chain, parameters compared after K SGD steps. The masks reach the server's layers through
 // the pipeline; a wrong or missing mask changes the attention and fails the comparison.
 #include <gtest/gtest.h>
@@ -86,7 +86,7 @@ TextRun run_pipeline(const Partition& partition, int ranks) {
     models.push_back(make_encoder());
   PipelineConfig config;
   config.partition = partition;
-  config.schedule = ScheduleKind::k1F1B;
+  config.schedule = "1f1b";
   config.micro_batches = 4;
   config.mask_length = kLength;
   TextRun run;

@@ -1,4 +1,4 @@
-// DESIGN.md's measurement formulas, checked on hand-computed values.
+// The measurement formulas (docs/measurement.md), checked on hand-computed values.
 #include <gtest/gtest.h>
 
 #include "dtrain/metrics/bandwidth.h"

@@ -13,16 +13,30 @@ namespace {
 
 TEST(PipelineCommandTest, EveryKindRoundTrips) {
   for (int k = kFirstCommandKind; k <= kLastCommandKind; ++k) {
-    const auto kind = static_cast<CommandKind>(k);
-    const int64_t batch = kind == CommandKind::kWireCheck ? 1 : 37;  // a switch: 0 or 1
-    const Command c{kind, batch, 0.125, 4, 1200};
-    const Command back = from_message(to_message(c), "test");
-    EXPECT_EQ(back.kind, c.kind);
-    EXPECT_EQ(back.batch, batch);
-    EXPECT_EQ(back.lr, 0.125);
-    EXPECT_EQ(back.epoch, 4);
-    EXPECT_EQ(back.step, 1200);
+    for (const bool wire_check : {false, true}) {
+      const auto kind = static_cast<CommandKind>(k);
+      const bool switch_command = kind == CommandKind::kWireCheck;
+      Command c{kind, switch_command ? 0 : 37, 0.125, 4, 1200};
+      c.wire_check = switch_command && wire_check;  // only the switch carries it
+      const Command back = from_message(to_message(c), "test");
+      EXPECT_EQ(back.kind, c.kind);
+      EXPECT_EQ(back.batch, c.batch);
+      EXPECT_EQ(back.wire_check, c.wire_check);
+      EXPECT_EQ(back.lr, 0.125);
+      EXPECT_EQ(back.epoch, 4);
+      EXPECT_EQ(back.step, 1200);
+    }
   }
+}
+
+// The wire layout (docs/wire-format.md): [kind, batch or the switch, lr, epoch, step].
+TEST(PipelineCommandTest, TheMessageHoldsItsFiveValuesInTheDocumentedOrder) {
+  const Command train{CommandKind::kTrain, 64, 0.05, 2, 17};
+  EXPECT_TRUE(at::equal(to_message(train), at::tensor({1.0, 64.0, 0.05, 2.0, 17.0}, at::kDouble)));
+  Command on;
+  on.kind = CommandKind::kWireCheck;
+  on.wire_check = true;
+  EXPECT_TRUE(at::equal(to_message(on), at::tensor({7.0, 1.0, 0.0, 0.0, 0.0}, at::kDouble)));
 }
 
 TEST(PipelineCommandTest, InvalidMessagesAreRejected) {

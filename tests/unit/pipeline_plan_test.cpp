@@ -51,14 +51,14 @@ void expect_complete_and_ordered(const Schedule& s, bool with_backward) {
 }
 
 TEST(PipelineSchedule, EveryOpOnceInValidOrderForManyShapes) {
-  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
+  for (const std::string kind : {"gpipe", "1f1b"}) {
     for (int s = 1; s <= 8; ++s) {
       for (int m : {1, 2, 3, 7, 32, 256}) {
         for (bool ushape : {false, true}) {
           if (ushape && s < 2) continue;
           const auto ranks = ushape ? ushape_ranks(s) : linear_ranks(s);
           const Schedule sched = make_schedule(kind, ranks, s, m);
-          SCOPED_TRACE(to_string(kind) + " S=" + std::to_string(s) + " M=" + std::to_string(m) +
+          SCOPED_TRACE(kind + " S=" + std::to_string(s) + " M=" + std::to_string(m) +
                        (ushape ? " ushape" : " linear"));
           expect_complete_and_ordered(sched, true);
           EXPECT_NO_THROW(verify(sched));
@@ -72,7 +72,7 @@ TEST(PipelineSchedule, EveryOpOnceInValidOrderForManyShapes) {
 }
 
 TEST(PipelineSchedule, GPipeRunsAllForwardsBeforeAnyBackward) {
-  const Schedule s = make_schedule(ScheduleKind::kGPipe, ushape_ranks(3), 3, 6);
+  const Schedule s = make_schedule("gpipe", ushape_ranks(3), 3, 6);
   for (const auto& ops : s.by_rank) {
     const auto first_b = std::find_if(ops.begin(), ops.end(),
                                       [](const Op& o) { return o.kind == OpKind::kBackward; });
@@ -85,11 +85,11 @@ TEST(PipelineSchedule, GPipeRunsAllForwardsBeforeAnyBackward) {
 TEST(PipelineSchedule, OneFOneBBoundsActivationsInFlight) {
   for (int s = 1; s <= 8; ++s) {
     for (int m : {1, 4, 16, 64}) {
-      const Schedule lin = make_schedule(ScheduleKind::k1F1B, linear_ranks(s), s, m);
+      const Schedule lin = make_schedule("1f1b", linear_ranks(s), s, m);
       for (int v = 0; v < s; ++v)
         EXPECT_EQ(peak_in_flight(lin, v), std::min(m, s - v)) << "S=" << s << " M=" << m;
       if (s < 2) continue;
-      const Schedule u = make_schedule(ScheduleKind::k1F1B, ushape_ranks(s), s, m);
+      const Schedule u = make_schedule("1f1b", ushape_ranks(s), s, m);
       for (int v = 0; v < u.stages(); ++v)
         EXPECT_LE(peak_in_flight(u, v), std::min(m, s)) << "ushape S=" << s << " stage " << v;
     }
@@ -98,7 +98,7 @@ TEST(PipelineSchedule, OneFOneBBoundsActivationsInFlight) {
 
 TEST(PipelineSchedule, OneFOneBSteadyStateAlternates) {
   // The first stage of a 4-stage chain: 4 forwards (warm-up), then B/F pairs, then drain.
-  const Schedule s = make_schedule(ScheduleKind::k1F1B, linear_ranks(4), 4, 8);
+  const Schedule s = make_schedule("1f1b", linear_ranks(4), 4, 8);
   std::string pattern;
   for (const Op& op : s.by_rank[0])
     pattern += op.kind == OpKind::kForward ? 'F' : 'B';
@@ -106,7 +106,7 @@ TEST(PipelineSchedule, OneFOneBSteadyStateAlternates) {
 }
 
 TEST(PipelineSchedule, VerifyRejectsBrokenSchedules) {
-  Schedule s = make_schedule(ScheduleKind::kGPipe, linear_ranks(2), 2, 2);
+  Schedule s = make_schedule("gpipe", linear_ranks(2), 2, 2);
   Schedule missing = s;
   missing.by_rank[1].pop_back();
   EXPECT_THROW(verify(missing), std::logic_error);
@@ -116,8 +116,8 @@ TEST(PipelineSchedule, VerifyRejectsBrokenSchedules) {
   Schedule wrong_rank = s;
   std::swap(wrong_rank.by_rank[0], wrong_rank.by_rank[1]);
   EXPECT_THROW(verify(wrong_rank), std::logic_error);
-  EXPECT_THROW(make_schedule(ScheduleKind::kGPipe, {0, 2}, 3, 2), std::invalid_argument);
-  EXPECT_THROW(make_schedule(ScheduleKind::kGPipe, {0, 1}, 2, 0), std::invalid_argument);
+  EXPECT_THROW(make_schedule("gpipe", {0, 2}, 3, 2), std::invalid_argument);
+  EXPECT_THROW(make_schedule("gpipe", {0, 1}, 2, 0), std::invalid_argument);
   EXPECT_THROW(parse_schedule("pipedream"), std::invalid_argument);
 }
 

@@ -186,8 +186,8 @@ TEST(RobertaTest, WeightsReportMissingAndUnexpectedAndRefuseWrongShapes) {
   EXPECT_THROW(load_weights(model, c, file), std::runtime_error);
 }
 
-// Seed 001's boundary: [B, 128, 768] activations of an encoder layer through the sort
-// quantizer at 16/12/8/4 bits: shape kept, the seeds' ratios, error growing as bits fall.
+// A RoBERTa client/server boundary: [B, 128, 768] activations of an encoder layer through the sort
+// quantizer at 16/12/8/4 bits: shape kept, the expected ratios, error growing as bits fall.
 TEST(RobertaTest, SortQuantizationOfEncoderActivations) {
   ModelConfig c = small_config(128);
   c.transformer.hidden = 768;

@@ -1,5 +1,5 @@
 // `dtrain bench codec`: ratio, error and speed of every codec on synthetic distributions,
-// next to the seed-style baselines (sortquant-ref, kmeans-ref).
+// next to the sorting and plain-Lloyd baselines (sortquant-ref, kmeans-ref).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -15,14 +15,17 @@
 #include "dtrain/compress/codec.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/data/transforms.h"
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/keys.h"
+#include "dtrain/metrics/rows.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/models/registry.h"
 
 namespace dtrain::cli {
+
+namespace key = metrics::key;
 namespace {
 
-// Real activations at the seeds' "first and last layer" boundaries: the output of the
+// Real activations at a client/server split's boundaries: the output of the
 // model's first block and the input of its last block, on a batch of Fashion-MNIST.
 std::vector<std::pair<std::string, at::Tensor>> activations(const std::string& model_name,
                                                             int64_t batch, uint64_t seed) {
@@ -106,7 +109,7 @@ struct Subject {
   std::string name;
   int bits = 0;
   std::function<std::function<at::Tensor()>(const at::Tensor&, int64_t&)> prepare;
-  bool cpu_only = false;  // the seed-style references run on the CPU
+  bool cpu_only = false;  // the baselines run on the CPU
 };
 
 Subject make_subject(const std::string& name, int threads) {
@@ -162,17 +165,17 @@ double median(std::vector<double> v) {
 }
 
 std::vector<metrics::Column> columns() {
-  return {{"codec", "codec"},
-          {"dist", "dist"},
-          {"numel", "numel"},
-          {"ratio", "ratio", 4},
-          {"mse_over_var", "mse/var", 6},
-          {"lloyd_max_bound", "lloyd-max", 6},
-          {"max_abs_err", "max|err|", 4},
-          {"encode_gbps", "enc(GB/s)", 3},
-          {"decode_gbps", "dec(GB/s)", 3},
-          {"encode_ms", "enc(ms)", 2},
-          {"decode_ms", "dec(ms)", 2}};
+  return {{key::kCodec, "codec"},
+          {key::kDist, "dist"},
+          {key::kNumel, "numel"},
+          {key::kRatio, "ratio", 4},
+          {key::kMseOverVar, "mse/var", 6},
+          {key::kLloydMaxBound, "lloyd-max", 6},
+          {key::kMaxAbsErr, "max|err|", 4},
+          {key::kEncodeGbps, "enc(GB/s)", 3},
+          {key::kDecodeGbps, "dec(GB/s)", 3},
+          {key::kEncodeMs, "enc(ms)", 2},
+          {key::kDecodeMs, "dec(ms)", 2}};
 }
 
 int run(const Options& o) {
@@ -211,7 +214,7 @@ int run(const Options& o) {
         int64_t wire = 0;
         // Untimed reps first: over the first 4-8 reps of a size glibc's heap settles, and
         // until it has, each decode's output takes fresh pages (27 ms instead of 4.6 for
-        // 16M values). The seed-style references skip them: seconds per rep dwarf that.
+        // 16M values). The baselines skip them: seconds per rep dwarf that.
         for (int r = 0; r < o.warmup && !s.cpu_only; ++r) {
           y = s.prepare(x, wire)().to(o.device);
           synchronize(o.device);
@@ -235,27 +238,28 @@ int run(const Options& o) {
         }
         const at::Tensor err = (x.to(at::kDouble) - y.to(at::kDouble));
         metrics::Row row;
-        row["bench"] = "codec";
-        row["codec"] = s.name;
-        row["dist"] = dist;
-        row["numel"] = n;
-        row["device"] = to_string(o.device);
-        row["ratio"] = compress::compression_ratio(static_cast<size_t>(wire), n);
-        row["mse_over_var"] = var > 0 ? err.pow(2).mean().item<double>() / var : 0.0;
-        row["max_abs_err"] = err.abs().max().item<double>();
+        row[key::kBench] = "codec";
+        row[key::kCodec] = s.name;
+        row[key::kDist] = dist;
+        row[key::kNumel] = n;
+        row[key::kDevice] = to_string(o.device);
+        row[key::kRatio] = compress::compression_ratio(static_cast<size_t>(wire), n);
+        row[key::kMseOverVar] = var > 0 ? err.pow(2).mean().item<double>() / var : 0.0;
+        row[key::kMaxAbsErr] = err.abs().max().item<double>();
         const double enc_s = median(enc), dec_s = median(dec);
-        row["encode_gbps"] = 4.0 * n / enc_s / 1e9;
-        row["decode_gbps"] = 4.0 * n / dec_s / 1e9;
-        row["encode_ms"] = enc_s * 1e3;
-        row["reps"] = static_cast<int>(enc.size());
-        row["decode_ms"] = dec_s * 1e3;
+        row[key::kEncodeGbps] = 4.0 * n / enc_s / 1e9;
+        row[key::kDecodeGbps] = 4.0 * n / dec_s / 1e9;
+        row[key::kEncodeMs] = enc_s * 1e3;
+        row[key::kReps] = static_cast<int>(enc.size());
+        row[key::kDecodeMs] = dec_s * 1e3;
         const auto bound = lloyd_max_bound(s.bits);
-        row["lloyd_max_bound"] = dist == "gaussian" && bound ? nlohmann::ordered_json(*bound)
-                                                             : nlohmann::ordered_json(nullptr);
+        row[key::kLloydMaxBound] = dist == "gaussian" && bound ? nlohmann::ordered_json(*bound)
+                                                               : nlohmann::ordered_json(nullptr);
         std::cerr << "bench codec: " << s.name << " " << dist << " " << n << ": ratio "
-                  << row["ratio"].get<double>() << ", mse/var " << row["mse_over_var"].get<double>()
-                  << ", encode " << row["encode_gbps"].get<double>() << " GB/s, decode "
-                  << row["decode_gbps"].get<double>() << " GB/s" << std::endl;
+                  << row[key::kRatio].get<double>() << ", mse/var "
+                  << row[key::kMseOverVar].get<double>() << ", encode "
+                  << row[key::kEncodeGbps].get<double>() << " GB/s, decode "
+                  << row[key::kDecodeGbps].get<double>() << " GB/s" << std::endl;
         rows.push_back(row);
       }
     }
@@ -271,7 +275,7 @@ void register_bench_codec(CLI::App& bench, int& exit_code) {
   CLI::App* sub = bench.add_subcommand(
       "codec",
       "ratio (wire bytes / fp32 bytes), MSE / variance, max error and encode/decode speed (GB/s "
-      "of float32 input) per codec and distribution; '-ref' names are the seed-style "
+      "of float32 input) per codec and distribution; '-ref' names are the reference "
       "baselines (sortquant-ref:B sorts the whole tensor, kmeans-ref:B:I is plain O(nk) Lloyd)");
   sub->add_option("--codec", o->codecs, "comma list of codecs\n" + compress::codec_help())
       ->capture_default_str();

@@ -16,12 +16,15 @@
 #include "dtrain/comm/exact_oracle.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/bandwidth.h"
+#include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
 
 namespace dtrain::cli {
+
+namespace key = metrics::key;
 namespace {
 
 struct Options {
@@ -210,20 +213,20 @@ std::pair<int64_t, double> check(Op op, comm::ReduceOp rop, int p, int64_t total
 }
 
 std::vector<metrics::Column> columns() {
-  return {{"bytes", "size(B)"},
-          {"count", "count"},
-          {"dtype", "type"},
-          {"device", "device"},
-          {"reduce", "redop"},
-          {"op", "op"},
-          {"algo", "algo"},
-          {"world", "ranks"},
-          {"time_us", "time(us)", 1},
-          {"algbw_gbps", "algbw(GB/s)", 3},
-          {"busbw_gbps", "busbw(GB/s)", 3},
-          {"wrong", "#wrong"},
-          {"max_abs_diff", "maxdiff", 3},
-          {"peak_rss_bytes", "peakRSS(B)"}};
+  return {{key::kBytes, "size(B)"},
+          {key::kCount, "count"},
+          {key::kDtype, "type"},
+          {key::kDevice, "device"},
+          {key::kReduce, "redop"},
+          {key::kOp, "op"},
+          {key::kAlgo, "algo"},
+          {key::kWorld, "ranks"},
+          {key::kTimeUs, "time(us)", 1},
+          {key::kAlgbwGbps, "algbw(GB/s)", 3},
+          {key::kBusbwGbps, "busbw(GB/s)", 3},
+          {key::kWrong, "#wrong"},
+          {key::kMaxAbsDiff, "maxdiff", 3},
+          {key::kPeakRssBytes, "peakRSS(B)"}};
 }
 
 std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
@@ -281,26 +284,26 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       const int64_t moved = count * elem;
       const double algbw = metrics::algbw_gbps(static_cast<double>(moved), time_us * 1e-6);
       metrics::Row row;
-      row["bench"] = "collective";
-      row["op"] = o.op;
-      row["algo"] = algo;
-      row["reduce"] = o.reduce;
-      row["world"] = p;
-      row["bytes"] = moved;
-      row["count"] = count;
-      row["dtype"] = dtype_name(dtype);
-      row["device"] = to_string(o.device);
-      row["time_us"] = time_us;
-      row["algbw_gbps"] = algbw;
-      row["busbw_gbps"] = algbw * metrics::bus_factor(op, p);
-      row["wrong"] = o.check ? wrong_total.item<int64_t>() : -1;
-      row["max_abs_diff"] = o.check ? maxes[1].item<double>() : -1.0;
-      row["peak_rss_bytes"] = static_cast<int64_t>(maxes[2].item<double>());
+      row[key::kBench] = "collective";
+      row[key::kOp] = o.op;
+      row[key::kAlgo] = algo;
+      row[key::kReduce] = o.reduce;
+      row[key::kWorld] = p;
+      row[key::kBytes] = moved;
+      row[key::kCount] = count;
+      row[key::kDtype] = dtype_name(dtype);
+      row[key::kDevice] = to_string(o.device);
+      row[key::kTimeUs] = time_us;
+      row[key::kAlgbwGbps] = algbw;
+      row[key::kBusbwGbps] = algbw * metrics::bus_factor(op, p);
+      row[key::kWrong] = o.check ? wrong_total.item<int64_t>() : -1;
+      row[key::kMaxAbsDiff] = o.check ? maxes[1].item<double>() : -1.0;
+      row[key::kPeakRssBytes] = static_cast<int64_t>(maxes[2].item<double>());
       if (g.rank() == 0) {
         std::cerr << "bench collective: " << o.op << " " << algo << " world " << p << " "
                   << metrics::human_bytes(static_cast<double>(moved)) << ": " << time_us
-                  << " us, busbw " << row["busbw_gbps"].get<double>() << " GB/s, #wrong "
-                  << row["wrong"] << std::endl;
+                  << " us, busbw " << row[key::kBusbwGbps].get<double>() << " GB/s, #wrong "
+                  << row[key::kWrong] << std::endl;
       }
       rows.push_back(row);
     }

@@ -13,10 +13,12 @@
 #include "dtrain/comm/tags.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 #include "dtrain/metrics/timer.h"
 
 namespace dtrain::cli {
+
+namespace key = metrics::key;
 namespace {
 
 struct Options {
@@ -167,18 +169,18 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
     if (g.rank() != 0) continue;
     for (const auto& [check, m] : best) {
       metrics::Row row;
-      row["bench"] = "p2p";
-      row["world"] = g.size();
-      row[metrics::key::kBytes] = bytes;
-      row["device"] = to_string(o.device);
-      row["path"] = path;
-      row[metrics::key::kWireCheck] = nccl ? "n/a" : check ? "on" : "off";
-      row[metrics::key::kLatencyUs] = m.latency_us;
-      row[metrics::key::kBandwidthGbps] = m.bandwidth_gbps;
-      row["wrong"] = m.wrong;
-      row["window"] = window;
-      row["iters"] = iters;
-      row["peak_rss_bytes"] = metrics::peak_rss_bytes();
+      row[key::kBench] = "p2p";
+      row[key::kWorld] = g.size();
+      row[key::kBytes] = bytes;
+      row[key::kDevice] = to_string(o.device);
+      row[key::kPath] = path;
+      row[key::kWireCheck] = nccl ? "n/a" : check ? "on" : "off";
+      row[key::kLatencyUs] = m.latency_us;
+      row[key::kBandwidthGbps] = m.bandwidth_gbps;
+      row[key::kWrong] = m.wrong;
+      row[key::kWindow] = window;
+      row[key::kIters] = iters;
+      row[key::kPeakRssBytes] = metrics::peak_rss_bytes();
       std::cerr << "bench p2p: " << metrics::human_bytes(static_cast<double>(bytes)) << " (" << path
                 << ", wire check "
                 << (nccl    ? "n/a"
@@ -193,16 +195,16 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
 }
 
 std::vector<metrics::Column> columns() {
-  return {{metrics::key::kBytes, "size(B)"},
-          {"device", "device"},
-          {"path", "path"},
-          {metrics::key::kWireCheck, "check"},
-          {metrics::key::kLatencyUs, "latency(us)", 2},
-          {metrics::key::kBandwidthGbps, "bandwidth(GB/s)", 3},
-          {"wrong", "#wrong"},
-          {"window", "window"},
-          {"iters", "iters"},
-          {"peak_rss_bytes", "peakRSS(B)"}};
+  return {{key::kBytes, "size(B)"},
+          {key::kDevice, "device"},
+          {key::kPath, "path"},
+          {key::kWireCheck, "check"},
+          {key::kLatencyUs, "latency(us)", 2},
+          {key::kBandwidthGbps, "bandwidth(GB/s)", 3},
+          {key::kWrong, "#wrong"},
+          {key::kWindow, "window"},
+          {key::kIters, "iters"},
+          {key::kPeakRssBytes, "peakRSS(B)"}};
 }
 
 }  // namespace

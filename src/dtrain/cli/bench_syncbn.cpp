@@ -1,4 +1,4 @@
-// `dtrain bench syncbn`: seed 004's SyncBatchNorm grid: median forward+backward time and
+// `dtrain bench syncbn`: the SyncBatchNorm grid (batch 32/64 x hidden 128..1024): median forward+backward time and
 // peak bytes allocated for batch x hidden on N ranks, our SyncBatchNorm next to a local
 // (unsynchronized) torch BatchNorm1d in the same run.
 #include <torch/torch.h>
@@ -11,11 +11,14 @@
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/allocations.h"
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/keys.h"
+#include "dtrain/metrics/rows.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/syncbn.h"
 
 namespace dtrain::cli {
+
+namespace key = metrics::key;
 namespace {
 
 struct Options {
@@ -68,13 +71,13 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
                                                               (2 * h + 1) * 8 + 2 * h * 4},
             {"torch-bn-local", local_s, local_bytes, 0}}) {
         metrics::Row r;
-        r["impl"] = impl;
-        r["batch_size"] = b;
-        r["hidden"] = h;
-        r["ranks"] = g.size();
-        r["median_s"] = s;
-        r["peak_alloc_bytes"] = bytes;
-        r["allreduce_bytes"] = comm;
+        r[key::kImpl] = impl;
+        r[key::kBatchSize] = b;
+        r[key::kHidden] = h;
+        r[key::kRanks] = g.size();
+        r[key::kMedianS] = s;
+        r[key::kPeakAllocBytes] = bytes;
+        r[key::kAllreduceBytes] = comm;
         rows.push_back(r);
       }
     }
@@ -83,13 +86,13 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
 }
 
 std::vector<metrics::Column> columns() {
-  return {{"impl", "impl"},
-          {"batch_size", "batch"},
-          {"hidden", "hidden"},
-          {"ranks", "ranks"},
-          {"median_s", "median fwd+bwd (s)", 6},
-          {"peak_alloc_bytes", "peak alloc (B)"},
-          {"allreduce_bytes", "all-reduced (B)"}};
+  return {{key::kImpl, "impl"},
+          {key::kBatchSize, "batch"},
+          {key::kHidden, "hidden"},
+          {key::kRanks, "ranks"},
+          {key::kMedianS, "median fwd+bwd (s)", 6},
+          {key::kPeakAllocBytes, "peak alloc (B)"},
+          {key::kAllreduceBytes, "all-reduced (B)"}};
 }
 
 }  // namespace
@@ -99,7 +102,7 @@ void register_bench_syncbn(CLI::App& bench, int& exit_code) {
   CLI::App* sub = bench.add_subcommand(
       "syncbn",
       "SyncBatchNorm forward+backward on [batch, hidden] inputs: median time (max over ranks) "
-      "and peak bytes allocated, next to a local BatchNorm1d (seed 004's grid)");
+      "and peak bytes allocated, next to a local BatchNorm1d (batch 32/64 x hidden 128..1024)");
   add_rank_flags(sub, o->rank, /*allow_list=*/false);
   sub->add_option("--batch-size", o->batches, "per-rank batch sizes")->capture_default_str();
   sub->add_option("--hidden", o->hidden, "feature counts")->capture_default_str();

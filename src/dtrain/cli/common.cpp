@@ -14,9 +14,9 @@
 #include "dtrain/base/parse.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/launch.h"
-#include "dtrain/metrics/html_report.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/netlab/lab.h"
+#include "dtrain/report/html_report.h"
 
 namespace dtrain::cli {
 namespace {
@@ -339,9 +339,9 @@ void stamp_command(std::vector<metrics::Row>& rows) {
 }
 
 void write_rows_report(const std::string& path, const std::vector<metrics::Row>& rows) {
-  metrics::ReportOptions options;
+  report::ReportOptions options;
   options.generated_by = command_line();
-  const auto result = metrics::write_report(path, {{"this run", rows, {}}}, options);
+  const auto result = report::write_report(path, {{"this run", rows, {}}}, options);
   std::cerr << "report: " << path << " (" << result.charts << " charts)" << std::endl;
 }
 

@@ -14,7 +14,7 @@
 
 #include "dtrain/comm/collective_backend.h"
 #include "dtrain/comm/world.h"
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 #include "dtrain/models/registry.h"
 
 namespace dtrain::comm {

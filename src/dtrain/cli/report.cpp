@@ -5,7 +5,7 @@
 
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
-#include "dtrain/metrics/html_report.h"
+#include "dtrain/report/html_report.h"
 
 namespace dtrain::cli {
 namespace {
@@ -18,15 +18,15 @@ struct Options {
 };
 
 int run(const Options& o) {
-  std::vector<metrics::ReportProblem> problems;
-  std::vector<metrics::ReportSource> sources;
+  std::vector<report::ReportProblem> problems;
+  std::vector<report::ReportSource> sources;
   for (const auto& f : o.files)
-    sources.push_back(metrics::read_report_source(f, problems));
-  metrics::ReportOptions options;
+    sources.push_back(report::read_report_source(f, problems));
+  report::ReportOptions options;
   options.title = o.title;
   options.generated_by = command_line();
   options.per_source = o.per_file;
-  const auto result = metrics::write_report(o.out, sources, options, std::move(problems));
+  const auto result = report::write_report(o.out, sources, options, std::move(problems));
   for (const auto& p : result.problems)
     std::cerr << "report: skipped " << p.source << (p.line > 0 ? ":" + std::to_string(p.line) : "")
               << ": " << p.what << std::endl;

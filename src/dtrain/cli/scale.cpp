@@ -1,4 +1,4 @@
-// `dtrain scale`: the data-parallel scaling study (seed 002). Runs `dtrain train --parallel
+// `dtrain scale`: the data-parallel scaling study. Runs `dtrain train --parallel
 // ddp` for every (ranks, per-rank batch), times the last epoch (the first ones warm up)
 // without data wait, and prints speedups, computation vs communication and bandwidth
 // utilization (metrics/scaling.h).
@@ -13,6 +13,8 @@
 #include "dtrain/metrics/scaling.h"
 
 namespace dtrain::cli {
+
+namespace key = metrics::key;
 namespace {
 
 struct Options {
@@ -85,21 +87,20 @@ metrics::ScalingRun run_one(const Options& o, int ranks, int64_t batch) {
   const metrics::Row* last = nullptr;
   const metrics::Row* summary = nullptr;
   for (const auto& r : rows)
-    (r.contains(metrics::key::kSummary) ? summary : last) = &r;
+    (r.contains(key::kSummary) ? summary : last) = &r;
   if (last == nullptr || summary == nullptr) {
     run.status = "no metrics";
     return run;
   }
   const auto num = [&](const char* key) { return last->value(key, 0.0); };
-  run.epoch_s = num(metrics::key::kEpochS) - num(metrics::key::kTimeDataS);
-  run.compute_s = num(metrics::key::kTimeForwardS) + num(metrics::key::kTimeBackwardS) +
-                  num(metrics::key::kTimeOptimizerS);
-  run.comm_exposed_s = num(metrics::key::kTimeCommS);
-  run.comm_total_s = num(metrics::key::kCommTotalS);
-  run.steps = last->value(metrics::key::kSteps, int64_t{0});
-  run.model_bytes = 4 * summary->value(metrics::key::kParameters, int64_t{0});
-  run.test_acc = num(metrics::key::kTestAcc);
-  run.peak_rss_bytes = last->value(metrics::key::kPeakRssBytes, int64_t{0});
+  run.epoch_s = num(key::kEpochS) - num(key::kTimeDataS);
+  run.compute_s = num(key::kTimeForwardS) + num(key::kTimeBackwardS) + num(key::kTimeOptimizerS);
+  run.comm_exposed_s = num(key::kTimeCommS);
+  run.comm_total_s = num(key::kCommTotalS);
+  run.steps = last->value(key::kSteps, int64_t{0});
+  run.model_bytes = 4 * summary->value(key::kParameters, int64_t{0});
+  run.test_acc = num(key::kTestAcc);
+  run.peak_rss_bytes = last->value(key::kPeakRssBytes, int64_t{0});
   return run;
 }
 

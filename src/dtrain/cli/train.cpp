@@ -10,6 +10,7 @@
 #include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/metrics/keys.h"
+#include "dtrain/models/registry.h"
 #include "dtrain/parallel/pipeline/report.h"
 #include "dtrain/train/trainer.h"
 
@@ -82,8 +83,7 @@ void register_train(CLI::App& parent, int& exit_code) {
       "train",
       "train a model from the zoo on a dataset: one process, or a pipeline over -n ranks; "
       "per-epoch table, JSON lines with --metrics");
-  sub->add_option("--model", c.model.name,
-                  "mlp, cnn, resnet18, mobilenetv2, roberta (see `dtrain models`)")
+  sub->add_option("--model", c.model.name, models::model_names() + " (see `dtrain models`)")
       ->capture_default_str();
   add_transformer_flags(sub, c.model.transformer);
   sub->add_option("--weights", c.weights_path,
@@ -177,7 +177,7 @@ void register_train(CLI::App& parent, int& exit_code) {
                   "pipeline: blocks per stage (ushape: per server), e.g. 3,5,4; 'auto' balances "
                   "measured forward+backward time; default balances parameter counts");
   add_typed_option(sub, "--schedule", p.schedule, parallel::pipeline::parse_schedule,
-                   "pipeline schedule: gpipe or 1f1b");
+                   "pipeline schedule: " + parallel::pipeline::schedule_names(), p.schedule);
   sub->add_option("--chunks", p.chunks, "pipeline: micro-batches per mini-batch (1..1024)")
       ->capture_default_str();
   add_typed_option(

@@ -1,4 +1,4 @@
-// Direct all-reduce (what seed 004 calls "butterfly"): rank j owns block j; every rank sends
+// Direct all-reduce (what some write-ups call "butterfly"): rank j owns block j; every rank sends
 // block j straight to rank j, which reduces the p contributions in rank order, then sends
 // its reduced block straight to every other rank. p-1 messages each way per rank, all in
 // flight at once: good for small worlds, poor when p grows.

@@ -32,8 +32,8 @@
 //
 // Accounting: every completed message is counted per peer and direction: bytes, messages,
 // active time (post -> observed completion, overlapping messages counted once) and wait time
-// (time the caller was blocked in wait()). Link bandwidth = bytes / active time (seed 000's
-// recv_bytes / recv_time).
+// (time the caller was blocked in wait()). Link bandwidth = bytes / active time (split-learning
+// studies' recv_bytes / recv_time).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,5 +1,5 @@
 // Benchmark baselines (not user codecs) and the independent references the tests compare
-// against. Written with plain LibTorch ops, the way the seed code does it, sharing nothing
+// against. Written with plain LibTorch ops, the way reference Python implementations do it, sharing nothing
 // with the real codecs but the quantization rule (codecs.h's quantize/dequantize formula).
 #pragma once
 
@@ -7,7 +7,7 @@
 
 namespace dtrain::compress::baseline {
 
-// Seed 001's Sort Quantization: torch::sort the whole tensor, split the sorted order into
+// Sort Quantization as first written: torch::sort the whole tensor, split the sorted order into
 // 2^S equal-count groups (group g = ranks [g*n/G, (g+1)*n/G)), quantize each between its
 // own min and max with 2^Q levels, scatter codes back. Returns int32 codes and the
 // (min, step) table as a [G, 2] float tensor.

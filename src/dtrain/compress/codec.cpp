@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "dtrain/base/parse.h"
 #include "dtrain/compress/chunks.h"
+#include "dtrain/compress/codec_family.h"
 #include "dtrain/compress/codecs.h"
 #include "dtrain/compress/tensor_coding.h"
 
@@ -16,12 +16,6 @@ namespace {
 
 constexpr int kMaxDims = PacketHeader::kMaxDims;
 constexpr int64_t kMaxNumel = int64_t{1} << 40;
-
-int parse_int(const std::string& text, const std::string& whole) {
-  const auto v = parse_integer(text, -1'000'000, 1'000'000);
-  if (!v) throw std::invalid_argument("codec '" + whole + "': '" + text + "' is not an integer");
-  return static_cast<int>(*v);
-}
 
 uint8_t dtype_code(at::ScalarType t) {
   switch (t) {
@@ -53,53 +47,26 @@ at::ScalarType dtype_from_code(uint8_t c) {
   }
 }
 
+const CodecFamily& family_of(const CodecSpec& spec) {
+  const CodecFamily* family = find_codec_family(spec.id);
+  if (family == nullptr)
+    throw std::invalid_argument("unknown codec id " + std::to_string(static_cast<int>(spec.id)));
+  return *family;
+}
+
 void check_spec(const CodecSpec& s, const std::string& name) {
-  auto fail = [&](const std::string& why) {
-    throw std::invalid_argument("codec '" + name + "': " + why);
-  };
-  switch (s.id) {
-    case CodecId::kNone:
-      if (s.bits != 32) fail("none has 32 bits");
-      break;
-    case CodecId::kFp16:
-    case CodecId::kBf16:
-      if (s.bits != 16) fail("16-bit float has 16 bits");
-      break;
-    case CodecId::kUniform:
-      if (s.bits < 1 || s.bits > 16) fail("bits must be 1..16");
-      break;
-    case CodecId::kSortQuant:
-      if (s.split_bits < 0 || s.bits - s.split_bits < 1 || s.bits > 16) {
-        fail("need Q >= 1 level bits, S >= 0 split bits, Q+S <= 16");
-      }
-      break;
-    case CodecId::kKMeans:
-      if (s.bits < 1 || s.bits > 8) fail("bits must be 1..8 (at most 256 centroids)");
-      if (s.iters < 0 || s.iters > 100000) fail("iterations must be 0..100000");
-      break;
+  try {
+    family_of(s).check(s);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("codec '" + name + "': " + e.what());
   }
 }
 
 }  // namespace
 
 std::string to_string(const CodecSpec& spec) {
-  switch (spec.id) {
-    case CodecId::kNone:
-      return "none";
-    case CodecId::kFp16:
-      return "fp16";
-    case CodecId::kBf16:
-      return "bf16";
-    case CodecId::kUniform:
-      return "uniform:" + std::to_string(spec.bits);
-    case CodecId::kSortQuant:
-      return "sortquant:" + std::to_string(spec.bits - spec.split_bits) + ":" +
-             std::to_string(spec.split_bits);
-    case CodecId::kKMeans:
-      return "kmeans:" + std::to_string(spec.bits) +
-             (spec.iters > 0 ? ":" + std::to_string(spec.iters) : "");
-  }
-  return "?";
+  const CodecFamily* family = find_codec_family(spec.id);
+  return family == nullptr ? "?" : family->name + family->parameters(spec);
 }
 
 bool operator==(const CodecSpec& a, const CodecSpec& b) {
@@ -115,80 +82,35 @@ CodecSpec parse_codec(const std::string& name) {
     if (colon == std::string::npos) break;
     start = colon + 1;
   }
-  const std::string& family = parts[0];
-  CodecSpec s;
-  auto arity = [&](size_t lo, size_t hi) {
-    if (parts.size() < lo || parts.size() > hi) {
-      throw std::invalid_argument("codec '" + name + "': wrong number of ':' parameters");
+  const auto& families = codec_families();
+  for (size_t id = 0; id < families.size(); ++id) {
+    if (parts[0] != families[id]->name) continue;
+    CodecSpec spec;
+    try {
+      spec = families[id]->parse({parts.begin() + 1, parts.end()});
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("codec '" + name + "': " + e.what());
     }
-  };
-  if (family == "none") {
-    arity(1, 1);
-  } else if (family == "fp16" || family == "bf16") {
-    arity(1, 1);
-    s.id = family == "fp16" ? CodecId::kFp16 : CodecId::kBf16;
-    s.bits = 16;
-  } else if (family == "uniform") {
-    arity(2, 2);
-    s.id = CodecId::kUniform;
-    s.bits = parse_int(parts[1], name);
-  } else if (family == "sortquant") {
-    arity(2, 3);
-    s.id = CodecId::kSortQuant;
-    if (parts.size() == 3) {
-      const int q = parse_int(parts[1], name);
-      s.split_bits = parse_int(parts[2], name);
-      s.bits = q + s.split_bits;
-    } else {
-      const int b = parse_int(parts[1], name);
-      if (b < 2 || b > 16 || b % 4 != 0) {
-        throw std::invalid_argument("codec '" + name +
-                                    "': the 3:1 shorthand takes 4, 8, 12 or 16 bits; use "
-                                    "sortquant:Q:S otherwise");
-      }
-      s.bits = b;
-      s.split_bits = b / 4;
-    }
-  } else if (family == "kmeans") {
-    arity(2, 3);
-    s.id = CodecId::kKMeans;
-    s.bits = parse_int(parts[1], name);
-    if (parts.size() == 3) {
-      s.iters = parse_int(parts[2], name);
-      if (s.iters < 1) throw std::invalid_argument("codec '" + name + "': iterations must be >= 1");
-    }
-  } else {
-    throw std::invalid_argument("unknown codec '" + name + "'\n" + codec_help());
+    spec.id = static_cast<CodecId>(id);
+    check_spec(spec, name);
+    return spec;
   }
-  check_spec(s, name);
-  return s;
+  throw std::invalid_argument("unknown codec '" + name + "'\n" + codec_help());
 }
 
 std::string codec_help() {
-  return "codecs:\n"
-         "  none           raw float32\n"
-         "  fp16, bf16     16-bit floats\n"
-         "  uniform:B      B-bit uniform quantization between the tensor's min and max (B 1..16)\n"
-         "  sortquant:Q:S  sort quantization: 2^S equal-count groups by rank, 2^Q levels each\n"
-         "  sortquant:B    the seeds' 3:1 split (16=12+4, 12=9+3, 8=6+2, 4=3+1)\n"
-         "  kmeans:B[:I]   1-D k-means with 2^B centroids (B 1..8), I Lloyd iterations";
+  std::string help = "codecs:";
+  for (const CodecFamily* family : codec_families()) {
+    std::string usage = family->usage;
+    usage.resize(std::max<size_t>(usage.size() + 1, 15), ' ');
+    help += "\n  " + usage + family->help;
+  }
+  return help;
 }
 
 std::unique_ptr<Codec> make_codec(const CodecSpec& spec) {
   check_spec(spec, to_string(spec));
-  switch (spec.id) {
-    case CodecId::kNone:
-    case CodecId::kFp16:
-    case CodecId::kBf16:
-      return make_cast_codec(spec);
-    case CodecId::kUniform:
-      return make_uniform_codec(spec);
-    case CodecId::kSortQuant:
-      return make_sortquant_codec(spec);
-    case CodecId::kKMeans:
-      return make_kmeans_codec(spec);
-  }
-  throw std::invalid_argument("unknown codec id");
+  return family_of(spec).make(spec);
 }
 
 void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, size_t out_size,
@@ -201,7 +123,7 @@ void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, siz
   const uint8_t dtype = dtype_code(tensor.scalar_type());
   // A GPU tensor is coded on its GPU with tensor operations, bit-identical to the CPU
   // kernels (tensor_coding.h); kmeans stages it through host memory instead.
-  const bool on_device = !tensor.device().is_cpu() && encodes_with_tensor_ops(codec.spec());
+  const bool on_device = !tensor.device().is_cpu() && codec.encodes_tensors();
   const at::Tensor values = on_device ? tensor.to(at::kFloat).contiguous().view({-1})
                                       : tensor.to(at::kFloat).to(at::kCPU).contiguous();
   const int64_t n = values.numel();
@@ -258,7 +180,7 @@ size_t packet_size(const Codec& codec, const std::vector<int64_t>& shape) {
 PacketInfo inspect(const uint8_t* data, size_t size) {
   const PacketHeader h = PacketHeader::read(data, size);
   PacketInfo info{};
-  if (h.codec_id > static_cast<uint8_t>(CodecId::kKMeans)) {
+  if (find_codec_family(static_cast<CodecId>(h.codec_id)) == nullptr) {
     throw CorruptPacket("packet: unknown codec id " + std::to_string(h.codec_id));
   }
   info.spec.id = static_cast<CodecId>(h.codec_id);
@@ -315,7 +237,7 @@ at::Tensor decode(const uint8_t* data, size_t size, int threads, const c10::Devi
     out = at::empty({info.numel}, at::kFloat);
     codec->decode_values(table, payload, info.numel, out.data_ptr<float>(), threads);
   } else {
-    out = decode_with_tensor_ops(*codec, table, payload, info.numel, device);
+    out = codec->decode_tensor(table, payload, info.numel, device);
   }
   return out.view(info.shape).to(info.dtype);
 }

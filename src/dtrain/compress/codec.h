@@ -7,8 +7,9 @@
 // the packet size and throws CorruptPacket on anything inconsistent; it never reads
 // outside the packet.
 //
-// Names:  none | fp16 | bf16 | uniform:B (1..16) | sortquant:Q:S (Q+S <= 16) |
-//         sortquant:B (the seeds' 3:1 split: 16=12+4, 12=9+3, 8=6+2, 4=3+1) |
+// Names (codec_help() lists them from the codec table, codec_table.cpp):
+//         none | fp16 | bf16 | uniform:B (1..16) | sortquant:Q:S (Q+S <= 16) |
+//         sortquant:B (a 3:1 split of B bits: 16=12+4, 12=9+3, 8=6+2, 4=3+1) |
 //         kmeans:B[:ITERS] (B 1..8; ITERS default: until assignments settle, at most 300)
 #pragma once
 
@@ -24,6 +25,8 @@
 
 namespace dtrain::compress {
 
+// A family's wire id: its row's place in the codec table. The families other code names
+// have an enumerator; a family nothing names needs none.
 enum class CodecId : uint8_t {
   kNone = 0,
   kFp16 = 1,
@@ -73,6 +76,16 @@ class Codec {
   // Inverse; throws CorruptPacket on an invalid table (non-finite or negative step...).
   virtual void decode_values(const uint8_t* table, const uint8_t* payload, int64_t n, float* out,
                              int threads) const = 0;
+
+  // Tensor-operation kernels (tensor_coding.h), how a tensor on another device (a GPU) is
+  // coded where it lies. encode_tensor writes exactly the bytes encode_values writes for
+  // the same values (1-D contiguous float32, n > 0, on any device); a family without it
+  // (encodes_tensors() false) is staged through host memory. decode_tensor decodes n values
+  // onto `device`, equal to decode_values; by default one gather from code_values.
+  virtual bool encodes_tensors() const { return false; }
+  virtual void encode_tensor(const at::Tensor& values, uint8_t* table, uint8_t* payload) const;
+  virtual at::Tensor decode_tensor(const uint8_t* table, const uint8_t* payload, int64_t n,
+                                   const c10::Device& device) const;
 };
 
 std::unique_ptr<Codec> make_codec(const CodecSpec& spec);
@@ -120,7 +133,7 @@ struct PacketInfo {
 };
 PacketInfo inspect(const uint8_t* data, size_t size);
 
-// wire bytes / (4 * numel): the compression ratio as DESIGN.md defines it.
+// wire bytes / (4 * numel): the compression ratio (headers and tables counted).
 double compression_ratio(size_t packet_bytes, int64_t numel);
 
 }  // namespace dtrain::compress

@@ -1,5 +1,5 @@
-// Internal: factories for the codec families (one family per file) and the quantization
-// rule they share. Tests mirror quantize/dequantize exactly, so keep them bit-stable.
+// Internal: the quantization rule and the CPU kernels the codec families (one per file,
+// codec_family.h) share. Tests mirror quantize/dequantize exactly, so keep them bit-stable.
 #pragma once
 
 #include <algorithm>
@@ -12,23 +12,9 @@
 
 namespace dtrain::compress {
 
-std::unique_ptr<Codec> make_cast_codec(const CodecSpec& spec);       // cast.cpp
-std::unique_ptr<Codec> make_uniform_codec(const CodecSpec& spec);    // uniform.cpp
-std::unique_ptr<Codec> make_sortquant_codec(const CodecSpec& spec);  // sortquant.cpp
-std::unique_ptr<Codec> make_kmeans_codec(const CodecSpec& spec);     // kmeans.cpp
-
 // Codes are produced and consumed in blocks of this many values (a multiple of 8, so
 // every block starts on a byte boundary of the packed stream).
 constexpr int64_t kCodeBlock = 4096;
-
-// The float casts (none, fp16, bf16) and the type of their payload's values; the CPU codec
-// (cast.cpp) and the tensor coder (tensor_coding.cpp) share both.
-inline bool is_cast(CodecId id) {
-  return id == CodecId::kNone || id == CodecId::kFp16 || id == CodecId::kBf16;
-}
-inline at::ScalarType cast_wire_type(CodecId id) {
-  return id == CodecId::kFp16 ? at::kHalf : id == CodecId::kBf16 ? at::kBFloat16 : at::kFloat;
-}
 
 // sortquant's groups: ranks [2g, 2g+1] of the returned list are group g's first and last
 // (n > 0); sortquant_table turns the values at those ranks into the packet's table. The CPU

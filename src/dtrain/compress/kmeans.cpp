@@ -11,6 +11,7 @@
 
 #include "dtrain/compress/bitpack.h"
 #include "dtrain/compress/chunks.h"
+#include "dtrain/compress/codec_family.h"
 #include "dtrain/compress/codecs.h"
 #include "dtrain/compress/selection.h"
 
@@ -190,10 +191,44 @@ class KMeansCodec final : public Codec {
   int k_;
 };
 
-}  // namespace
+CodecSpec parse_kmeans(const std::vector<std::string>& parameters) {
+  require_parameter_count(parameters, 1, 2);
+  CodecSpec spec;
+  spec.bits = integer_parameter(parameters[0]);
+  if (parameters.size() == 2) {
+    spec.iters = integer_parameter(parameters[1]);
+    if (spec.iters < 1) throw std::invalid_argument("iterations must be >= 1");
+  }
+  return spec;
+}
 
-std::unique_ptr<Codec> make_kmeans_codec(const CodecSpec& spec) {
+void check_kmeans(const CodecSpec& spec) {
+  if (spec.bits < 1 || spec.bits > 8)
+    throw std::invalid_argument("bits must be 1..8 (at most 256 centroids)");
+  if (spec.iters < 0 || spec.iters > 100000)
+    throw std::invalid_argument("iterations must be 0..100000");
+}
+
+std::string kmeans_parameters(const CodecSpec& spec) {
+  return ":" + std::to_string(spec.bits) + (spec.iters > 0 ? ":" + std::to_string(spec.iters) : "");
+}
+
+std::unique_ptr<Codec> make_kmeans(const CodecSpec& spec) {
   return std::make_unique<KMeansCodec>(spec);
 }
+
+}  // namespace
+
+// Encodes through host memory on every device (no encode_tensor): its Lloyd iterations run
+// on a CPU histogram, whose float sums CUDA would add in another order.
+extern const CodecFamily kKMeansCodecFamily{
+    "kmeans",
+    "kmeans:B[:I]",
+    "1-D k-means with 2^B centroids (B 1..8), I Lloyd iterations (default: until stable)",
+    "kmeans:4",
+    parse_kmeans,
+    check_kmeans,
+    kmeans_parameters,
+    make_kmeans};
 
 }  // namespace dtrain::compress

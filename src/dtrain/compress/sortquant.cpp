@@ -1,4 +1,5 @@
-// sortquant:Q:S — seed 001's Sort Quantization without the sort.
+// sortquant:Q:S — sort quantization (values split by rank order into equal-count groups,
+// each quantized uniformly between its own min and max), without the sort.
 //
 // Ranks are cut into G = 2^S groups of equal count: group g holds ranks [k_g, k_{g+1}),
 // k_g = g * n / G. Its range is [value at rank k_g, value at rank k_{g+1} - 1], quantized
@@ -7,12 +8,16 @@
 // value to the group whose threshold range holds it: value >= t_g = value at rank k_g.
 // Values tied with a threshold all land in the upper group, so only ties make group sizes
 // differ from equal. Decoding is a table lookup.
+#include <ATen/ATen.h>
+
 #include <cmath>
 
 #include "dtrain/compress/bitpack.h"
 #include "dtrain/compress/chunks.h"
+#include "dtrain/compress/codec_family.h"
 #include "dtrain/compress/codecs.h"
 #include "dtrain/compress/selection.h"
+#include "dtrain/compress/tensor_kernels.h"
 
 namespace dtrain::compress {
 namespace {
@@ -90,11 +95,82 @@ class SortQuantCodec final : public Codec {
                     chunk_count(n, threads, kMinDecodeChunk));
   }
 
+  bool encodes_tensors() const override { return true; }
+
+  // The order statistics by a sort of the keys: exact, as the CPU's radix select.
+  void encode_tensor(const at::Tensor& values, uint8_t* table, uint8_t* payload) const override {
+    const int64_t n = values.numel();
+    const at::Tensor sorted = std::get<0>(signed_keys(values).sort());
+    std::vector<int64_t> ranks = sortquant_ranks(n, groups_);
+    ranks.push_back(0);
+    ranks.push_back(n - 1);
+    const std::vector<int32_t> keys = keys_at(sorted, ranks);
+    require_finite_keys(keys[keys.size() - 2], keys.back());
+    std::vector<float> stats;
+    for (size_t i = 0; i + 2 < keys.size(); ++i)
+      stats.push_back(value_of_signed_key(keys[i]));
+    const GroupTable t = sortquant_table(stats, n, groups_, level_bits_);
+    t.write(table);
+
+    // The table to the device in one copy: lo, step, then the thresholds.
+    std::vector<float> host = t.lo;
+    host.insert(host.end(), t.step.begin(), t.step.end());
+    host.insert(host.end(), t.thresholds.begin(), t.thresholds.end());
+    const at::Tensor table_on_device =
+        at::tensor(host, at::TensorOptions().dtype(at::kFloat)).to(values.device());
+    const at::Tensor lo = table_on_device.narrow(0, 0, groups_);
+    const at::Tensor step = table_on_device.narrow(0, groups_, groups_);
+    const at::Tensor thresholds =
+        table_on_device.narrow(0, 2 * groups_, static_cast<int64_t>(t.thresholds.size()));
+    // Group g holds the values >= t_g: the count of thresholds <= x (bucketize, right).
+    const at::Tensor group = t.thresholds.empty()
+                                 ? at::zeros({n}, values.options().dtype(at::kInt))
+                                 : at::bucketize(values, thresholds, /*out_int32=*/true,
+                                                 /*right=*/true);
+    const at::Tensor level = quantize_levels(values, lo.index_select(0, group),
+                                             step.index_select(0, group), (1 << level_bits_) - 1);
+    copy_to_host(pack_codes(group.bitwise_left_shift(level_bits_).bitwise_or(level), spec_.bits),
+                 payload);
+  }
+
  private:
   CodecSpec spec_;
   int level_bits_;
   int groups_;
 };
+
+// sortquant:Q:S, or sortquant:B for a 3:1 split of B bits.
+CodecSpec parse_sortquant(const std::vector<std::string>& parameters) {
+  require_parameter_count(parameters, 1, 2);
+  CodecSpec spec;
+  if (parameters.size() == 2) {
+    const int q = integer_parameter(parameters[0]);
+    spec.split_bits = integer_parameter(parameters[1]);
+    spec.bits = q + spec.split_bits;
+    return spec;
+  }
+  const int b = integer_parameter(parameters[0]);
+  if (b < 2 || b > 16 || b % 4 != 0) {
+    throw std::invalid_argument(
+        "the 3:1 shorthand takes 4, 8, 12 or 16 bits; use sortquant:Q:S otherwise");
+  }
+  spec.bits = b;
+  spec.split_bits = b / 4;
+  return spec;
+}
+
+void check_sortquant(const CodecSpec& spec) {
+  if (spec.split_bits < 0 || spec.bits - spec.split_bits < 1 || spec.bits > 16)
+    throw std::invalid_argument("need Q >= 1 level bits, S >= 0 split bits, Q+S <= 16");
+}
+
+std::string sortquant_parameters(const CodecSpec& spec) {
+  return ":" + std::to_string(spec.bits - spec.split_bits) + ":" + std::to_string(spec.split_bits);
+}
+
+std::unique_ptr<Codec> make_sortquant(const CodecSpec& spec) {
+  return std::make_unique<SortQuantCodec>(spec);
+}
 
 }  // namespace
 
@@ -143,8 +219,15 @@ void GroupTable::write(uint8_t* table) const {
   }
 }
 
-std::unique_ptr<Codec> make_sortquant_codec(const CodecSpec& spec) {
-  return std::make_unique<SortQuantCodec>(spec);
-}
+extern const CodecFamily kSortQuantCodecFamily{
+    "sortquant",
+    "sortquant:Q:S",
+    "sort quantization: 2^S equal-count groups by rank, 2^Q levels each; sortquant:B is a "
+    "3:1 split of B = 4, 8, 12, 16 bits (8 = 6+2)",
+    "sortquant:8",
+    parse_sortquant,
+    check_sortquant,
+    sortquant_parameters,
+    make_sortquant};
 
 }  // namespace dtrain::compress

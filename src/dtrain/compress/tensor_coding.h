@@ -9,8 +9,8 @@
 //    nearest even, one correctly rounded operation at a time (the divisor is a tensor on
 //    the values' device: a CPU-scalar divisor lets CUDA multiply by its reciprocal);
 //  - decoding gathers from the host-computed value of every code (Codec::code_values).
-// The tests check all of this on CPU tensors against the CPU kernels; the GPU test checks
-// CUDA tensors against CPU packets.
+// Each family's kernels sit in its own file (built from tensor_kernels.h); the tests check
+// them on CPU tensors against the CPU kernels, the GPU test CUDA tensors against CPU packets.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,13 +21,12 @@
 
 namespace dtrain::compress {
 
-// Whether `spec` encodes with tensor operations: every codec but kmeans (its Lloyd
-// iterations run on a histogram on the CPU, and CUDA's float sums would change the order).
-bool encodes_with_tensor_ops(const CodecSpec& spec);
-
-// values: a 1-D contiguous float32 tensor on any device. Writes codec.table_bytes(n) and
-// codec.payload_bytes(n) host bytes, identical to codec.encode_values. Throws
-// std::invalid_argument on NaN or Inf, or where !encodes_with_tensor_ops(codec.spec()).
+// The codec's tensor kernels (Codec::encode_tensor / decode_tensor), for callers that hold
+// the pieces of a packet. values: a 1-D contiguous float32 tensor on any device. Writes
+// codec.table_bytes(n) and codec.payload_bytes(n) host bytes, identical to
+// codec.encode_values. Throws std::invalid_argument on NaN or Inf, or where
+// !codec.encodes_tensors() (kmeans: its Lloyd iterations run on a histogram on the CPU,
+// and CUDA's float sums would change their order).
 void encode_with_tensor_ops(const Codec& codec, const at::Tensor& values, uint8_t* table,
                             uint8_t* payload);
 

@@ -1,12 +1,16 @@
 // uniform:B — one (min, step) for the whole tensor, 2^B levels including both ends.
 // Error per element <= step / 2.
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <utility>
 #include <vector>
 
 #include "dtrain/compress/bitpack.h"
 #include "dtrain/compress/chunks.h"
+#include "dtrain/compress/codec_family.h"
 #include "dtrain/compress/codecs.h"
+#include "dtrain/compress/tensor_kernels.h"
 
 namespace dtrain::compress {
 namespace {
@@ -53,6 +57,20 @@ class UniformCodec final : public Codec {
     });
   }
 
+  bool encodes_tensors() const override { return true; }
+
+  void encode_tensor(const at::Tensor& values, uint8_t* table, uint8_t* payload) const override {
+    const KeyRange range = finite_key_range(values);
+    const int max_level = (1 << spec_.bits) - 1;
+    const float step = level_step(range.lo, range.hi, max_level + 1);
+    put_f32(table, range.lo);
+    put_f32(table + 4, step);
+    const auto scalar = [&](float v) { return at::full({}, v, values.options()); };
+    copy_to_host(
+        pack_codes(quantize_levels(values, scalar(range.lo), scalar(step), max_level), spec_.bits),
+        payload);
+  }
+
  private:
   static std::pair<float, float> read_table(const uint8_t* table) {
     const float lo = get_f32(table), step = get_f32(table + 4);
@@ -65,10 +83,35 @@ class UniformCodec final : public Codec {
   CodecSpec spec_;
 };
 
-}  // namespace
+CodecSpec parse_uniform(const std::vector<std::string>& parameters) {
+  require_parameter_count(parameters, 1, 1);
+  CodecSpec spec;
+  spec.bits = integer_parameter(parameters[0]);
+  return spec;
+}
 
-std::unique_ptr<Codec> make_uniform_codec(const CodecSpec& spec) {
+void check_uniform(const CodecSpec& spec) {
+  if (spec.bits < 1 || spec.bits > 16) throw std::invalid_argument("bits must be 1..16");
+}
+
+std::string uniform_parameters(const CodecSpec& spec) {
+  return ":" + std::to_string(spec.bits);
+}
+
+std::unique_ptr<Codec> make_uniform(const CodecSpec& spec) {
   return std::make_unique<UniformCodec>(spec);
 }
+
+}  // namespace
+
+extern const CodecFamily kUniformCodecFamily{
+    "uniform",
+    "uniform:B",
+    "B-bit uniform quantization between the tensor's min and max (B 1..16)",
+    "uniform:8",
+    parse_uniform,
+    check_uniform,
+    uniform_parameters,
+    make_uniform};
 
 }  // namespace dtrain::compress

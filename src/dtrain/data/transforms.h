@@ -1,4 +1,4 @@
-// Batch transforms (seed 002): random crop with zero padding, random horizontal flip,
+// Batch transforms (the standard CIFAR recipe's): random crop with zero padding, random horizontal flip,
 // per-channel normalization with the training set's mean and standard deviation.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The measurement formulas of DESIGN.md ("Measurement definitions"), defined once and
+// The measurement formulas of docs/measurement.md, defined once and
 // used by the benchmarks, DDP and the scaling study (nccl-tests conventions).
 #pragma once
 

@@ -1,4 +1,4 @@
-// CUDA memory per process, as the seeds report it ("max memory allocated"): the caching
+// CUDA memory per process, as PyTorch reports it (torch.cuda.max_memory_allocated): the caching
 // allocator's peak allocated and reserved bytes on one GPU. Zero where LibTorch has no
 // CUDA or the device is the CPU.
 #pragma once

@@ -1,6 +1,7 @@
-// Every key of the training metrics rows, spelled once. The trainer and the engines write
-// rows with these names; `dtrain scale` reads them back; bench/metrics_keys.py parses this
-// file, so the Python table scripts fail loudly on a key that is not defined here.
+// Every key of the rows dtrain writes (training, `dtrain scale`, every bench), spelled once.
+// The writers, the HTML report (src/dtrain/report) and `dtrain scale` read and write rows
+// through these names; bench/metrics_keys.py parses this file, so the Python table scripts
+// fail loudly on a key that is not defined here.
 // Format (read by bench/metrics_keys.py): one `inline constexpr char kName[] = "key";` a line.
 #pragma once
 
@@ -98,6 +99,49 @@ inline constexpr char kFinalTestLoss[] = "final_test_loss";
 inline constexpr char kFinalTestMcc[] = "final_test_mcc";
 inline constexpr char kTotalS[] = "total_s";
 inline constexpr char kThreads[] = "threads";
+// The bench rows (bench collective, p2p, codec, syncbn): what was measured, and on what.
+inline constexpr char kBench[] = "bench";  // "collective", "p2p", "codec"
+inline constexpr char kOp[] = "op";
+inline constexpr char kAlgo[] = "algo";
+inline constexpr char kReduce[] = "reduce";
+inline constexpr char kWorld[] = "world";
+inline constexpr char kCount[] = "count";
+inline constexpr char kDtype[] = "dtype";
+inline constexpr char kDevice[] = "device";
+inline constexpr char kTimeUs[] = "time_us";
+inline constexpr char kAlgbwGbps[] = "algbw_gbps";
+inline constexpr char kBusbwGbps[] = "busbw_gbps";
+inline constexpr char kWrong[] = "wrong";  // elements (collective) or bytes (p2p) off
+inline constexpr char kMaxAbsDiff[] = "max_abs_diff";
+inline constexpr char kPath[] = "path";  // bench p2p: "gloo", "gloo staged", "nccl"
+inline constexpr char kWindow[] = "window";
+inline constexpr char kIters[] = "iters";
+inline constexpr char kDist[] = "dist";
+inline constexpr char kNumel[] = "numel";
+inline constexpr char kMseOverVar[] = "mse_over_var";
+inline constexpr char kMaxAbsErr[] = "max_abs_err";
+inline constexpr char kEncodeGbps[] = "encode_gbps";
+inline constexpr char kDecodeGbps[] = "decode_gbps";
+inline constexpr char kEncodeMs[] = "encode_ms";
+inline constexpr char kDecodeMs[] = "decode_ms";
+inline constexpr char kReps[] = "reps";
+inline constexpr char kLloydMaxBound[] = "lloyd_max_bound";
+inline constexpr char kImpl[] = "impl";  // bench syncbn: "syncbn" or "local"
+inline constexpr char kHidden[] = "hidden";
+inline constexpr char kMedianS[] = "median_s";
+inline constexpr char kPeakAllocBytes[] = "peak_alloc_bytes";
+inline constexpr char kAllreduceBytes[] = "allreduce_bytes";
+
+// `dtrain scale`: one row per (ranks, batch per rank).
+inline constexpr char kBatchPerRank[] = "batch_per_rank";
+inline constexpr char kGlobalBatch[] = "global_batch";
+inline constexpr char kStatus[] = "status";
+inline constexpr char kSpeedupEpoch[] = "speedup_epoch";
+inline constexpr char kSpeedupWeak[] = "speedup_weak";
+inline constexpr char kSpeedupStrong[] = "speedup_strong";
+inline constexpr char kCommInferredS[] = "comm_inferred_s";
+inline constexpr char kComputeS[] = "compute_s";
+
 // Every row dtrain writes as JSON lines: the command line that produced it.
 inline constexpr char kCommand[] = "command";
 

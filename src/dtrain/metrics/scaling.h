@@ -1,13 +1,13 @@
-// The data-parallel scaling study's arithmetic (seed 002): from one measured epoch per
+// The data-parallel scaling study's arithmetic: from one measured epoch per
 // (ranks, per-rank batch), speedups under both scalings, computation vs communication
-// (measured and inferred) and bandwidth utilization. Definitions in DESIGN.md.
+// (measured and inferred) and bandwidth utilization. Definitions in docs/measurement.md.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 
 namespace dtrain::metrics {
 

@@ -1,9 +1,9 @@
 // cnn: a small conv net sized for 28x28 inputs (any HxW >= 4 works):
 // conv(32) pool, conv(64) pool, fc(128), head. Widths scale with --width. Three blocks
 // (conv1, conv2, classifier) so the U-shape's f1l1 split leaves both boundaries large
-// (32x14x14 and 64x7x7 per 28x28 sample), as mobilenetv2's are in seed 001.
+// (32x14x14 and 64x7x7 per 28x28 sample), as mobilenetv2's are in a client/server split.
 #include "dtrain/models/layers.h"
-#include "dtrain/models/zoo.h"
+#include "dtrain/models/registry.h"
 
 namespace dtrain::models {
 
@@ -25,5 +25,11 @@ torch::nn::Sequential make_cnn(const ModelConfig& c) {
                      torch::nn::Dropout(0.25), torch::nn::Linear(hidden, c.num_classes)));
   return m;
 }
+
+extern const ModelFamily kCnnModel{"cnn",
+                                   "2 conv+pool layers (32, 64) and fc 128, for 28x28",
+                                   make_cnn,
+                                   ModelInput::kImage,
+                                   {1, 28, 28}};
 
 }  // namespace dtrain::models

@@ -1,7 +1,7 @@
 // mlp: flatten, `depth` hidden layers (512 * width, default 2), a linear head; one block
 // per layer, so it is also the balanced model of the pipeline benchmarks.
 #include "dtrain/models/layers.h"
-#include "dtrain/models/zoo.h"
+#include "dtrain/models/registry.h"
 
 namespace dtrain::models {
 
@@ -23,5 +23,11 @@ torch::nn::Sequential make_mlp(const ModelConfig& c) {
   m->push_back("head", torch::nn::Linear(hidden, c.num_classes));
   return m;
 }
+
+extern const ModelFamily kMlpModel{"mlp",
+                                   "--depth hidden layers (default 2) of 512 x width, ReLU",
+                                   make_mlp,
+                                   ModelInput::kImage,
+                                   {1, 28, 28}};
 
 }  // namespace dtrain::models

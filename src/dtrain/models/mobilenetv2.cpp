@@ -4,7 +4,7 @@
 // so the "first layer" output is 32 x H x W and the "last layer" input 1280 x H/8 x W/8.
 // 2,236,682 parameters for 10 classes at width 1.
 #include "dtrain/models/layers.h"
-#include "dtrain/models/zoo.h"
+#include "dtrain/models/registry.h"
 
 namespace dtrain::models {
 namespace {
@@ -58,12 +58,19 @@ torch::nn::Sequential make_mobilenetv2(const ModelConfig& c) {
   }
   m->push_back("head", conv_bn(in, last, 1, 1, 1, true));
   // Pooling belongs to the classifier block, so the last boundary carries the head's
-  // 1280 x H/8 x W/8 activations, as in the seeds' client/server split.
+  // 1280 x H/8 x W/8 activations, as in a client/server split.
   m->push_back("classifier",
                Stack(torch::nn::AdaptiveAvgPool2d(1), torch::nn::Flatten(), torch::nn::Dropout(0.2),
                      torch::nn::Linear(last, c.num_classes)));
   init_like_torchvision_mobilenet(*m);
   return m;
 }
+
+extern const ModelFamily kMobilenetV2Model{
+    "mobilenetv2",
+    "CIFAR MobileNetV2: inverted residuals as blocks, 1280-channel head",
+    make_mobilenetv2,
+    ModelInput::kImage,
+    {1, 28, 28}};
 
 }  // namespace dtrain::models

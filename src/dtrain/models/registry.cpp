@@ -3,22 +3,43 @@
 #include <torch/torch.h>
 
 #include "dtrain/models/batch_context.h"
-#include "dtrain/models/zoo.h"
 
 namespace dtrain::models {
 
-std::vector<std::pair<std::string, std::string>> model_catalog() {
-  return {{"mlp", "2 hidden layers of 512 x width, ReLU"},
-          {"cnn", "2 conv+pool layers (32, 64) and fc 128, for 28x28"},
-          {"resnet18", "CIFAR ResNet-18: 3x3 stem, no max-pool, BasicBlocks as blocks"},
-          {"mobilenetv2", "CIFAR MobileNetV2: inverted residuals as blocks, 1280-channel head"},
-          {"roberta",
-           "RoBERTa encoder (roberta-base by default): embeddings, each layer, the "
-           "classification head as blocks; reads token ids"}};
+#define DTRAIN_MODEL_TABLE(ROW) \
+  ROW(kMlpModel)                \
+  ROW(kCnnModel)                \
+  ROW(kResnet18Model)           \
+  ROW(kMobilenetV2Model)        \
+  ROW(kRobertaModel)
+
+#define DTRAIN_DECLARE_ROW(row) extern const ModelFamily row;
+DTRAIN_MODEL_TABLE(DTRAIN_DECLARE_ROW)
+#undef DTRAIN_DECLARE_ROW
+
+const std::vector<const ModelFamily*>& model_families() {
+#define DTRAIN_ROW_ADDRESS(row) &row,
+  static const std::vector<const ModelFamily*> table{DTRAIN_MODEL_TABLE(DTRAIN_ROW_ADDRESS)};
+#undef DTRAIN_ROW_ADDRESS
+  return table;
+}
+
+const ModelFamily* find_model(const std::string& name) {
+  for (const ModelFamily* family : model_families())
+    if (family->name == name) return family;
+  return nullptr;
+}
+
+std::string model_names() {
+  std::string names;
+  for (const ModelFamily* family : model_families())
+    names += (names.empty() ? "" : ", ") + family->name;
+  return names;
 }
 
 bool takes_tokens(const ModelConfig& config) {
-  return config.name == "roberta";
+  const ModelFamily* family = find_model(config.name);
+  return family != nullptr && family->input == ModelInput::kTokens;
 }
 
 at::Tensor sample_input(const ModelConfig& config, int64_t batch) {
@@ -29,19 +50,16 @@ at::Tensor sample_input(const ModelConfig& config, int64_t batch) {
 
 torch::nn::Sequential make_model(const ModelConfig& c) {
   if (c.num_classes < 1) throw std::invalid_argument("--num-classes must be at least 1");
-  if (c.name == "roberta") return make_roberta(c);
-  if (c.input_shape.size() != 3 || c.input_shape[0] != c.in_channels) {
-    throw std::invalid_argument("input shape must be C,H,W with C = --in-channels");
+  const ModelFamily* family = find_model(c.name);
+  if (family == nullptr)
+    throw std::invalid_argument("unknown model '" + c.name + "' (zoo: " + model_names() + ")");
+  if (family->input == ModelInput::kImage) {
+    if (c.input_shape.size() != 3 || c.input_shape[0] != c.in_channels) {
+      throw std::invalid_argument("input shape must be C,H,W with C = --in-channels");
+    }
+    if (!(c.width > 0)) throw std::invalid_argument("--width must be positive");
   }
-  if (!(c.width > 0)) throw std::invalid_argument("--width must be positive");
-  if (c.name == "mlp") return make_mlp(c);
-  if (c.name == "cnn") return make_cnn(c);
-  if (c.name == "resnet18") return make_resnet18(c);
-  if (c.name == "mobilenetv2") return make_mobilenetv2(c);
-  std::string names;
-  for (const auto& [n, d] : model_catalog())
-    names += (names.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown model '" + c.name + "' (zoo: " + names + ")");
+  return family->build(c);
 }
 
 int64_t parameter_count(const torch::nn::Module& module) {

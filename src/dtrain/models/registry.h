@@ -34,6 +34,28 @@ struct ModelConfig {
   TransformerConfig transformer;                // roberta only
 };
 
+// One row of the model table (registry.cpp). A model is one file, which builds it and
+// defines its row, and one line of the table; the CLI's help and `dtrain models` are
+// generated from the rows.
+enum class ModelInput { kImage, kTokens };  // C,H,W floats, or T token ids (int64)
+struct ModelFamily {
+  std::string name;
+  std::string help;  // one line
+  torch::nn::Sequential (*build)(const ModelConfig& config);
+  ModelInput input;
+  std::vector<int64_t> default_input;  // one sample's shape where the user gives none
+  // The names a parameter may have in pretrained weight files (--weights), most likely
+  // first; nullptr: dtrain's own name only.
+  std::vector<std::string> (*weight_names)(const std::string& name) = nullptr;
+};
+
+// The rows in the order --help lists them.
+const std::vector<const ModelFamily*>& model_families();
+// The row named `name`; nullptr if none.
+const ModelFamily* find_model(const std::string& name);
+// "mlp, cnn, ...": the names, for help texts.
+std::string model_names();
+
 // Whether the model reads token ids ([B, T] int64) rather than images.
 bool takes_tokens(const ModelConfig& config);
 
@@ -43,9 +65,6 @@ at::Tensor sample_input(const ModelConfig& config, int64_t batch);
 // Builds the named model, initialised as its reference architecture is. Throws
 // std::invalid_argument for unknown names or unusable shapes.
 torch::nn::Sequential make_model(const ModelConfig& config);
-
-// Names of the models in the zoo, with a one-line description each.
-std::vector<std::pair<std::string, std::string>> model_catalog();
 
 struct BlockInfo {
   std::string name;

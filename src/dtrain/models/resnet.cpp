@@ -1,8 +1,8 @@
-// resnet18, the CIFAR variant (He et al. 2016, as in kuangliu/pytorch-cifar and seed 002):
+// resnet18, the CIFAR variant (He et al. 2016, as in kuangliu/pytorch-cifar):
 // 3x3 stem without max-pool, four stages of two BasicBlocks (64, 128, 256, 512 channels),
 // a classifier block (global average pool + linear). 11,173,962 parameters for 10 classes.
 #include "dtrain/models/layers.h"
-#include "dtrain/models/zoo.h"
+#include "dtrain/models/registry.h"
 
 namespace dtrain::models {
 namespace {
@@ -48,5 +48,12 @@ torch::nn::Sequential make_resnet18(const ModelConfig& c) {
                                    torch::nn::Linear(512, c.num_classes)));
   return m;
 }
+
+extern const ModelFamily kResnet18Model{
+    "resnet18",
+    "CIFAR ResNet-18: 3x3 stem, no max-pool, BasicBlocks as blocks",
+    make_resnet18,
+    ModelInput::kImage,
+    {1, 28, 28}};
 
 }  // namespace dtrain::models

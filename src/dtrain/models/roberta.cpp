@@ -10,8 +10,8 @@
 #include <cmath>
 
 #include "dtrain/models/batch_context.h"
+#include "dtrain/models/registry.h"
 #include "dtrain/models/roberta.h"
-#include "dtrain/models/zoo.h"
 
 namespace dtrain::models {
 namespace {
@@ -193,5 +193,14 @@ std::vector<std::string> roberta_weight_names(const std::string& name) {
   }
   return {name};
 }
+
+extern const ModelFamily kRobertaModel{
+    "roberta",
+    "RoBERTa encoder (roberta-base by default): embeddings, each layer, the classification head as "
+    "blocks; reads token ids",
+    make_roberta,
+    ModelInput::kTokens,
+    {128},
+    roberta_weight_names};
 
 }  // namespace dtrain::models

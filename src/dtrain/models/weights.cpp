@@ -6,14 +6,16 @@
 #include <stdexcept>
 
 #include "dtrain/base/shape_text.h"
-#include "dtrain/models/roberta.h"
+#include "dtrain/models/registry.h"
 #include "dtrain/models/safetensors.h"
 
 namespace dtrain::models {
 namespace {
 
 std::vector<std::string> checkpoint_names(const ModelConfig& config, const std::string& name) {
-  return config.name == "roberta" ? roberta_weight_names(name) : std::vector<std::string>{name};
+  const ModelFamily* family = find_model(config.name);
+  return family != nullptr && family->weight_names != nullptr ? family->weight_names(name)
+                                                              : std::vector<std::string>{name};
 }
 
 std::string listed(const std::vector<std::string>& names) {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "dtrain/compress/codec.h"
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 
 namespace dtrain::parallel {
 

@@ -6,9 +6,9 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 
-#include "dtrain/comm/agreement.h"
 #include "dtrain/comm/coded_allreduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/layout.h"
@@ -18,7 +18,9 @@
 #include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/parallel/bucket_assignment.h"
 #include "dtrain/parallel/bucket_staging.h"
+#include "dtrain/parallel/parameter_agreement.h"
 
 namespace dtrain::parallel {
 namespace {
@@ -49,54 +51,6 @@ class AfterAccumulation final : public torch::autograd::FunctionPostHook {
   std::function<void()> on_ready_;
 };
 
-constexpr int kShapeSlots = 6;  // per parameter: ndim, 4 leading dims, numel
-
-// Throws on every rank when the ranks' parameter lists differ, naming the first mismatch.
-void check_same_shapes(comm::Group& group,
-                       const std::vector<std::pair<std::string, at::Tensor>>& named) {
-  const auto count = static_cast<int64_t>(named.size());
-  const comm::ValueRange counts = comm::range_over_ranks(group, count);
-  if (!counts.agree()) {
-    throw std::invalid_argument(group.describe() + ": the ranks' models differ: this rank has " +
-                                std::to_string(count) + " parameter tensors, others have between " +
-                                std::to_string(counts.lo) + " and " + std::to_string(counts.hi));
-  }
-  auto mine = at::zeros({count, kShapeSlots}, at::kLong);
-  for (int64_t i = 0; i < count; ++i) {
-    const auto& t = named[static_cast<size_t>(i)].second;
-    mine[i][0] = t.dim();
-    for (int64_t d = 0; d < std::min<int64_t>(4, t.dim()); ++d)
-      mine[i][1 + d] = t.size(d);
-    mine[i][5] = t.numel();
-  }
-  auto reference = mine.clone();
-  group.native_broadcast(reference, 0);
-  int64_t first = count;
-  for (int64_t i = 0; i < count; ++i) {
-    if (!at::equal(mine[i], reference[i])) {
-      first = i;
-      break;
-    }
-  }
-  auto earliest = at::full({1}, first, at::kLong);
-  group.native_all_reduce(earliest, comm::ReduceOp::kMin);
-  const int64_t bad = earliest.item<int64_t>();
-  if (bad < count) {
-    const auto& [name, t] = named[static_cast<size_t>(bad)];
-    std::vector<int64_t> ref;
-    for (int64_t d = 0; d < reference[bad][0].item<int64_t>() && d < 4; ++d)
-      ref.push_back(reference[bad][1 + d].item<int64_t>());
-    std::string mine_shape, ref_shape;
-    for (auto d : t.sizes())
-      mine_shape += (mine_shape.empty() ? "" : "x") + std::to_string(d);
-    for (auto d : ref)
-      ref_shape += (ref_shape.empty() ? "" : "x") + std::to_string(d);
-    throw std::invalid_argument(group.describe() + ": the ranks' models differ at parameter '" +
-                                name + "': " + mine_shape + " here, " + ref_shape +
-                                " on rank 0 (or on another rank)");
-  }
-}
-
 }  // namespace
 
 struct DistributedDataParallel::Bucket {
@@ -120,52 +74,55 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (const auto& p : model_->named_parameters())
     named.emplace_back(p.key(), p.value());
-  check_same_shapes(group_, named);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& [name, p] : named) {
-      if (p.scalar_type() != at::kFloat)
-        throw std::invalid_argument("DDP supports float32 parameters; '" + name + "' is not");
-      if (p.device() != named.front().second.device())
-        throw std::invalid_argument("DDP needs the whole model on one device; '" + name +
-                                    "' is on " + p.device().str() + ", '" + named.front().first +
-                                    "' on " + named.front().second.device().str());
-      group_.native_broadcast(p, 0);
-    }
-    for (auto b : model_->buffers())
-      if (b.numel() > 0) group_.native_broadcast(b, 0);
-  }
-
-  // Buckets in reverse registration order. A bucket closes once it reaches its cap (the
-  // parameter that crosses it stays in), as PyTorch's assignment does: a large layer near
-  // the output then starts its reduction before the layers below it run backward.
+  check_same_parameters(group_, named);
+  copy_rank0_state(named);
   for (auto& [name, p] : named)
     params_.push_back(p);
-  slots_.resize(params_.size());
-  std::vector<std::vector<size_t>> groups;
-  int64_t open_bytes = 0;
-  bool open = false;
-  for (size_t k = params_.size(); k-- > 0;) {
-    if (!params_[k].requires_grad()) continue;
-    if (!open) {
-      groups.emplace_back();
-      open = true;
-      open_bytes = 0;
-    }
-    groups.back().push_back(k);
-    open_bytes += params_[k].numel() * 4;
-    const double cap_mb = groups.size() == 1 ? config_.first_bucket_mb : config_.bucket_mb;
-    if (static_cast<double>(open_bytes) >= cap_mb * 1024 * 1024) open = false;
+  make_buckets();
+  hook_gradients();
+  worker_ = std::thread([this] {
+    metrics::trace::name_thread("ddp communication");
+    communicate();
+  });
+}
+
+void DistributedDataParallel::copy_rank0_state(
+    const std::vector<std::pair<std::string, at::Tensor>>& named) {
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, p] : named) {
+    if (p.scalar_type() != at::kFloat)
+      throw std::invalid_argument("DDP supports float32 parameters; '" + name + "' is not");
+    if (p.device() != named.front().second.device())
+      throw std::invalid_argument("DDP needs the whole model on one device; '" + name + "' is on " +
+                                  p.device().str() + ", '" + named.front().first + "' on " +
+                                  named.front().second.device().str());
+    at::Tensor values = p;
+    group_.native_broadcast(values, 0);
   }
-  for (const auto& group : groups) {
+  for (auto b : model_->buffers())
+    if (b.numel() > 0) group_.native_broadcast(b, 0);
+}
+
+void DistributedDataParallel::make_buckets() {
+  std::vector<int64_t> bytes;
+  std::vector<bool> needs_grad;
+  for (const auto& p : params_) {
+    bytes.push_back(p.numel() * 4);
+    needs_grad.push_back(p.requires_grad());
+  }
+  // A bucket of whole bytes reaches a cap of c MiB at ceil(c MiB) bytes.
+  const auto cap = [](double mb) { return static_cast<int64_t>(std::ceil(mb * 1024 * 1024)); };
+  slots_.resize(params_.size());
+  for (const auto& members :
+       assign_buckets(bytes, needs_grad, cap(config_.first_bucket_mb), cap(config_.bucket_mb))) {
     auto b = std::make_unique<Bucket>();
     int64_t elements = 0;
-    for (const size_t k : group) {
+    for (const size_t k : members) {
       slots_[k] = {buckets_.size(), elements};
       b->params.push_back(k);
       elements += params_[k].numel();
     }
-    b->flat = at::zeros({elements}, params_[group.front()].options().dtype(at::kFloat));
+    b->flat = at::zeros({elements}, params_[members.front()].options().dtype(at::kFloat));
     const bool on_device = group_.reduces_on_device(b->flat);
     if (on_device && !comm::runs_off_cpu(config_.algorithm))
       throw std::invalid_argument("--algo " + comm::to_string(config_.algorithm) +
@@ -178,12 +135,13 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
     const bool always_coded =
         config_.gradient_codec.id != compress::CodecId::kNone && !config_.codec_may_change;
     b->staging = BucketStaging::make(b->flat, on_device || always_coded);
-    buckets_.push_back(std::move(b));
-  }
-  for (auto& b : buckets_) {
     b->pending = b->params.size();
     b->scatter_feedback.resize(static_cast<size_t>(group_.size()));
+    buckets_.push_back(std::move(b));
   }
+}
+
+void DistributedDataParallel::hook_gradients() {
   views_.resize(params_.size());
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
@@ -203,10 +161,6 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
         std::make_unique<AfterAccumulation>([this, k] { on_accumulated(k); }));
     hooks_.push_back({std::move(accumulator), key});
   }
-  worker_ = std::thread([this] {
-    metrics::trace::name_thread("ddp communication");
-    communicate();
-  });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -295,7 +249,7 @@ int64_t DistributedDataParallel::reduce(at::Tensor& values) {
   o.op = comm::ReduceOp::kAvg;
   o.algorithm = config_.algorithm;
   comm::all_reduce(group_, values, o);
-  // Bandwidth-optimal all-reduce traffic per rank (what ring sends; DESIGN.md).
+  // Bandwidth-optimal all-reduce traffic per rank (what ring sends: 2 bytes (p-1)/p).
   return metrics::ring_allreduce_traffic(values.numel() * 4, group_.size());
 }
 

@@ -114,6 +114,11 @@ class DistributedDataParallel {
 
  private:
   struct Bucket;
+  // The constructor's steps: every rank takes rank 0's parameters and buffers; the buckets
+  // (bucket_assignment.h), each staged where it is reduced; .grad views and their hooks.
+  void copy_rank0_state(const std::vector<std::pair<std::string, at::Tensor>>& named);
+  void make_buckets();
+  void hook_gradients();
   void on_accumulated(size_t param);
   // Makes .grad the parameter's bucket view, moving what .grad held into it (zero if
   // nothing).

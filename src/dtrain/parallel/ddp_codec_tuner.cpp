@@ -10,6 +10,7 @@
 #include "dtrain/comm/tags.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/parallel/codec_timing.h"
+#include "dtrain/parallel/ddp_tuner_messages.h"
 
 namespace dtrain::parallel {
 namespace {
@@ -31,37 +32,36 @@ struct Slowest {
 // of it. Shorter (fast links, small models), the probe measures instead.
 constexpr double kStepMeasuresFromS = 0.1;
 
-// What the last synchronized step's exchange moved on every link of rank 0, both ways:
-// row r = [bytes 0->r, busy seconds 0->r (rank r's receive), bytes r->0, busy seconds r->0
-// (rank 0's receive)], the same on every rank (summed over ranks). Busy: the union of the
-// receives' post -> completion intervals (comm::LinkCounters::active_s).
-at::Tensor step_traffic(comm::Group& g, const std::vector<comm::LinkCounters>& last_step) {
-  auto t = at::zeros({g.size(), 4}, at::kDouble);
-  auto* const rows = t.data_ptr<double>();
+// What the last synchronized step's exchange moved on every link of rank 0, both ways
+// (ddp_tuner_messages.h), the same on every rank.
+StepTraffic step_traffic(comm::Group& g, const std::vector<comm::LinkCounters>& last_step) {
+  StepTraffic mine;
+  mine.links.resize(static_cast<size_t>(g.size()));
   for (int r = 1; r < g.size(); ++r) {
-    if (g.rank() == r) {
-      rows[4 * r] = static_cast<double>(last_step[0].bytes);
-      rows[4 * r + 1] = last_step[0].active_s;
-    }
+    auto& link = mine.links[static_cast<size_t>(r)];
+    if (g.rank() == r)
+      link.from_rank0 = {static_cast<double>(last_step[0].bytes), last_step[0].active_s};
     if (g.rank() == 0) {
-      rows[4 * r + 2] = static_cast<double>(last_step[static_cast<size_t>(r)].bytes);
-      rows[4 * r + 3] = last_step[static_cast<size_t>(r)].active_s;
+      const auto& in = last_step[static_cast<size_t>(r)];
+      link.to_rank0 = {static_cast<double>(in.bytes), in.active_s};
     }
   }
-  g.native_all_reduce(t, comm::ReduceOp::kSum);
-  return t;
+  at::Tensor summed = mine.to_message();
+  g.native_all_reduce(summed, comm::ReduceOp::kSum);
+  return StepTraffic::from_message(summed, g.size(), "the ranks' sum");
 }
 
 // The slowest link from the step's traffic, when every direction was busy long enough
 // (every rank reaches the same answer from the same numbers); the latency comes from pings.
-std::optional<Slowest> slowest_from_step(comm::Group& g, const at::Tensor& traffic) {
-  const auto* const rows = traffic.data_ptr<double>();
+std::optional<Slowest> slowest_from_step(comm::Group& g, const StepTraffic& traffic) {
   Slowest s;
   for (int r = 1; r < g.size(); ++r) {
+    const auto& link = traffic.links[static_cast<size_t>(r)];
     for (const int way : {0, 1}) {
-      const double bytes = rows[4 * r + 2 * way], busy = rows[4 * r + 2 * way + 1];
-      if (bytes <= 0 || busy < kStepMeasuresFromS) return std::nullopt;
-      if (bytes / busy < s.rate) s = {way == 0 ? 0 : r, way == 0 ? r : 0, bytes / busy, 0, true};
+      const StepTraffic::Way& w = way == 0 ? link.from_rank0 : link.to_rank0;
+      if (w.bytes <= 0 || w.busy_s < kStepMeasuresFromS) return std::nullopt;
+      if (w.bytes / w.busy_s < s.rate)
+        s = {way == 0 ? 0 : r, way == 0 ? r : 0, w.bytes / w.busy_s, 0, true};
     }
   }
   for (int r = 1; r < g.size(); ++r) {
@@ -110,8 +110,7 @@ void DdpCodecTuner::calibrate(const at::Tensor& gradients, double compute_s, dou
   const std::optional<Slowest> measured =
       slowest_from_step(group_, step_traffic(group_, last_step_));
   const Slowest slowest = measured ? *measured : probe_from_rank0(group_);
-  // The choice, the runoff's other side (-1: none) and its pairs.
-  auto decision = at::full({3}, -1, at::kLong);
+  TunerDecision decision;  // rank 0's
   if (group_.rank() == 0 && group_.size() > 1) {
     LinkMeasurement link;
     link.src = link.dst = 0;  // coding runs on every rank alike: charge it to one
@@ -128,29 +127,28 @@ void DdpCodecTuner::calibrate(const at::Tensor& gradients, double compute_s, dou
     choice_[0].src = slowest.src;
     choice_[0].dst = slowest.dst;
     choice_[0].rate_from = slowest.from_step ? "step" : "probe";
-    decision[0] = static_cast<int64_t>(choice_[0].chosen);
+    decision.chosen = static_cast<int64_t>(choice_[0].chosen);
     if (const auto plan = plan_runoff(input, choice_, runoff_window_)) {
-      decision[1] = static_cast<int64_t>(plan->b[0]);
-      decision[2] = runoff_pairs_for(choice_[0].predicted_step_s.at(choice_[0].chosen));
+      decision.runoff_other = static_cast<int64_t>(plan->b[0]);
+      decision.runoff_pairs = runoff_pairs_for(choice_[0].predicted_step_s.at(choice_[0].chosen));
     }
     std::cerr << "auto (DDP gradients, slowest link"
               << (slowest.from_step ? ", rate from the last step's exchange" : "")
               << "): " << describe(choice_[0], link.costs) << std::endl;
   }
-  group_.native_broadcast(decision, 0);
-  const auto count = static_cast<int64_t>(candidates_.size());
-  const int64_t chosen = decision[0].item<int64_t>(), other = decision[1].item<int64_t>(),
-                pairs = decision[2].item<int64_t>();
   if (group_.size() == 1) {  // nothing crosses a wire
     chosen_ = 0;
     return;
   }
-  if (chosen < 0 || chosen >= count || other < -1 || other >= count ||
-      (other >= 0 && (pairs < kRunoffMinPairs || pairs > kRunoffMaxPairs)))
-    throw std::runtime_error(group_.describe() + ": rank 0 chose an unknown codec");
-  chosen_ = static_cast<size_t>(chosen);
+  at::Tensor message = decision.to_message();
+  group_.native_broadcast(message, 0);
+  const TunerDecision d =
+      TunerDecision::from_message(message, static_cast<int64_t>(candidates_.size()),
+                                  kRunoffMinPairs, kRunoffMaxPairs, "rank 0");
+  chosen_ = static_cast<size_t>(d.chosen);
   runoff_.reset();
-  if (other >= 0) runoff_.emplace(RunoffPlan{{chosen_}, {static_cast<size_t>(other)}}, pairs);
+  if (d.runoff_other >= 0)
+    runoff_.emplace(RunoffPlan{{chosen_}, {static_cast<size_t>(d.runoff_other)}}, d.runoff_pairs);
 }
 
 const compress::CodecSpec& DdpCodecTuner::codec_for_next_step() const {

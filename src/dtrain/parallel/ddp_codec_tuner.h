@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "dtrain/comm/group.h"
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 #include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/auto_runoff.h"
 

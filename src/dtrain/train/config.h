@@ -50,7 +50,7 @@ struct PipelineOptions {
   std::vector<int64_t> balance;  // blocks per stage (per server for ushape); empty: weights
   bool balance_auto = false;     // weights = measured forward+backward time per block
   int64_t client_first = 1, client_last = 1;
-  parallel::pipeline::ScheduleKind schedule = parallel::pipeline::ScheduleKind::kGPipe;
+  std::string schedule = "gpipe";  // parallel/pipeline/schedule.h's table
   int chunks = 4;
   compress::CodecSpec activation_codec;               // default: none
   std::optional<compress::CodecSpec> gradient_codec;  // empty: same as activations

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 
 namespace dtrain::train {
 

@@ -19,7 +19,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimConfig& o,
     case OptimizerKind::kAdam:
       return std::make_unique<torch::optim::Adam>(
           params, torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
-    case OptimizerKind::kAdamW:  // decoupled weight decay (Loshchilov and Hutter), as the seeds'
+    case OptimizerKind::kAdamW:  // decoupled weight decay (Loshchilov and Hutter), as RoBERTa's
       return std::make_unique<torch::optim::AdamW>(
           params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
   }

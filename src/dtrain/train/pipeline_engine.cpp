@@ -12,6 +12,7 @@
 #include "dtrain/parallel/pipeline/pipeline.h"
 #include "dtrain/train/checkpointer.h"
 #include "dtrain/train/engine.h"
+#include "dtrain/train/model_shape.h"
 #include "dtrain/train/optimizer.h"
 
 namespace dtrain::train {
@@ -220,27 +221,16 @@ std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequ
   return nullptr;
 }
 
-// One message: [classes (-1: failed), vocabulary, padding id, dimensions, shape (<= 3)].
 void share_model_shape(comm::Group& group, models::ModelConfig& mc, bool failed) {
-  auto t = at::zeros({7}, at::kLong);
-  if (group.rank() == 0) {
-    t[0] = failed ? -1 : mc.num_classes;
-    t[1] = mc.transformer.vocab;
-    t[2] = mc.transformer.pad_id;
-    t[3] = static_cast<int64_t>(mc.input_shape.size());
-    for (size_t i = 0; i < mc.input_shape.size() && i < 3; ++i)
-      t[4 + static_cast<int64_t>(i)] = mc.input_shape[i];
-  }
-  group.native_broadcast(t, 0);
+  ModelShape shape = ModelShape::of(mc);
+  shape.loaded = !failed;
+  at::Tensor message = shape.to_message();
+  group.native_broadcast(message, 0);
   if (group.rank() == 0) return;
-  if (t[0].item<int64_t>() < 0)
+  const ModelShape from_rank0 = ModelShape::from_message(message, "rank 0");
+  if (!from_rank0.loaded)
     throw std::runtime_error(group.describe() + ": rank 0 could not load the data (see its error)");
-  mc.num_classes = t[0].item<int64_t>();
-  mc.transformer.vocab = t[1].item<int64_t>();
-  mc.transformer.pad_id = t[2].item<int64_t>();
-  mc.input_shape.clear();
-  for (int64_t i = 0; i < std::min<int64_t>(3, t[3].item<int64_t>()); ++i)
-    mc.input_shape.push_back(t[4 + i].item<int64_t>());
+  from_rank0.apply_to(mc);
 }
 
 }  // namespace dtrain::train

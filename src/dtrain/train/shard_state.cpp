@@ -137,6 +137,39 @@ Position position_of(Reader& in) {
           count(v[4], "seen")};
 }
 
+// The optimizer's per-parameter states the shard holds, checked against the parameters;
+// nothing is changed yet.
+std::vector<std::pair<void*, std::unique_ptr<torch::optim::OptimizerParamState>>>
+take_optimizer_states(Reader& in, torch::optim::Optimizer& optimizer, OptimKind kind) {
+  const auto params = all_params(optimizer);
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::OptimizerParamState>>> states;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string prefix = "optimizer/" + std::to_string(i) + "/";
+    const at::Tensor& p = params[i];
+    if (kind == OptimKind::kSgd) {
+      if (!in.has(prefix + "momentum_buffer")) continue;
+      auto s = std::make_unique<torch::optim::SGDParamState>();
+      s->momentum_buffer(in.take_like(prefix + "momentum_buffer", p));
+      states.emplace_back(p.unsafeGetTensorImpl(), std::move(s));
+      continue;
+    }
+    if (!in.has(prefix + "step")) continue;
+    const auto fill = [&](auto s) {
+      s->step(in.take_count(prefix + "step"));
+      s->exp_avg(in.take_like(prefix + "exp_avg", p));
+      s->exp_avg_sq(in.take_like(prefix + "exp_avg_sq", p));
+      if (in.has(prefix + "max_exp_avg_sq"))
+        s->max_exp_avg_sq(in.take_like(prefix + "max_exp_avg_sq", p));
+      states.emplace_back(p.unsafeGetTensorImpl(), std::move(s));
+    };
+    if (kind == OptimKind::kAdam)
+      fill(std::make_unique<torch::optim::AdamParamState>());
+    else
+      fill(std::make_unique<torch::optim::AdamWParamState>());
+  }
+  return states;
+}
+
 }  // namespace
 
 ShardContents shard_contents(const Position& at, const RankState& state) {
@@ -208,32 +241,7 @@ Position restore_shard_contents(const ShardContents& contents, const RankState& 
     if (!std::isfinite(lr) || lr < 0) in.fail("has an impossible learning rate");
     lrs.push_back(lr);
   }
-  const auto params = all_params(state.optimizer);
-  std::vector<std::pair<void*, std::unique_ptr<torch::optim::OptimizerParamState>>> states;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string prefix = "optimizer/" + std::to_string(i) + "/";
-    const at::Tensor& p = params[i];
-    if (kind == OptimKind::kSgd) {
-      if (!in.has(prefix + "momentum_buffer")) continue;
-      auto s = std::make_unique<torch::optim::SGDParamState>();
-      s->momentum_buffer(in.take_like(prefix + "momentum_buffer", p));
-      states.emplace_back(p.unsafeGetTensorImpl(), std::move(s));
-      continue;
-    }
-    if (!in.has(prefix + "step")) continue;
-    const auto fill = [&](auto s) {
-      s->step(in.take_count(prefix + "step"));
-      s->exp_avg(in.take_like(prefix + "exp_avg", p));
-      s->exp_avg_sq(in.take_like(prefix + "exp_avg_sq", p));
-      if (in.has(prefix + "max_exp_avg_sq"))
-        s->max_exp_avg_sq(in.take_like(prefix + "max_exp_avg_sq", p));
-      states.emplace_back(p.unsafeGetTensorImpl(), std::move(s));
-    };
-    if (kind == OptimKind::kAdam)
-      fill(std::make_unique<torch::optim::AdamParamState>());
-    else
-      fill(std::make_unique<torch::optim::AdamWParamState>());
-  }
+  auto states = take_optimizer_states(in, state.optimizer, kind);
   at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle: shared state
   const at::Tensor& rng = in.take("rng", at::kByte, generator.get_state().sizes());
   const Position position = position_of(in);

@@ -98,7 +98,7 @@ data::Augment default_augment(const TrainConfig& c, const Loaded& in) {
   return augment;
 }
 
-// The seeds' "max memory allocated" beside peak RSS, when this rank computes on a GPU.
+// PyTorch's "max memory allocated" beside peak RSS, when this rank computes on a GPU.
 void record_cuda_memory(const c10::Device& device, EpochStats& s) {
   if (!device.is_cuda()) return;
   const metrics::CudaMemory m = metrics::cuda_memory(device);

@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const Command again = from_message(to_message(command), "written back");
   if (again.kind != command.kind || again.batch != command.batch || again.epoch != command.epoch ||
-      again.step != command.step || std::memcmp(&again.lr, &command.lr, sizeof(double)) != 0)
+      again.step != command.step || again.wire_check != command.wire_check ||
+      std::memcmp(&again.lr, &command.lr, sizeof(double)) != 0)
     std::abort();
   return 0;
 }

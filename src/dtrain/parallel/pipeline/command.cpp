@@ -2,42 +2,37 @@
 
 #include <ATen/ATen.h>
 
-#include <cmath>
-#include <stdexcept>
-
-#include "dtrain/base/parse.h"
+#include "dtrain/comm/small_message.h"
 
 namespace dtrain::parallel::pipeline {
+namespace {
+constexpr int64_t kMaxCount = 9'000'000'000'000'000;  // where doubles still hold integers
+}  // namespace
 
 at::Tensor to_message(const Command& c) {
-  return at::tensor({static_cast<double>(c.kind), static_cast<double>(c.batch), c.lr,
-                     static_cast<double>(c.epoch), static_cast<double>(c.step)},
-                    at::kDouble);
+  comm::MessageWriter w;
+  w.count(static_cast<int64_t>(c.kind));
+  if (c.kind == CommandKind::kWireCheck)
+    w.flag(c.wire_check);
+  else
+    w.count(c.batch);
+  return w.real(c.lr).count(c.epoch).count(c.step).finish();
 }
 
 Command from_message(const at::Tensor& message, const std::string& from) {
-  auto corrupt = [&](const std::string& why) {
-    return std::runtime_error("corrupt pipeline command from " + from + ": " + why);
-  };
-  if (message.scalar_type() != at::kDouble || message.numel() != kCommandValues)
-    throw corrupt("expected " + std::to_string(kCommandValues) + " doubles");
-  const at::Tensor m = message.contiguous();
-  const double* v = m.data_ptr<double>();
-  if (!(v[0] >= kFirstCommandKind && v[0] <= kLastCommandKind) || v[0] != std::floor(v[0]))
-    throw corrupt("unknown kind " + std::to_string(v[0]));
-  const auto count = [](double x) { return count_in_double(x).has_value(); };
-  if (!count(v[1])) throw corrupt("bad batch size " + std::to_string(v[1]));
-  if (!count(v[3]) || !count(v[4]))
-    throw corrupt("bad position " + std::to_string(v[3]) + "/" + std::to_string(v[4]));
-  if (!std::isfinite(v[2])) throw corrupt("non-finite learning rate");
+  comm::MessageReader r(message, kCommandValues, "pipeline command from " + from);
   Command c;
-  c.kind = static_cast<CommandKind>(static_cast<int>(v[0]));
-  if (c.kind == CommandKind::kWireCheck && v[1] != 0 && v[1] != 1)
-    throw corrupt("a wire check switch must be 0 or 1, got " + std::to_string(v[1]));
-  c.batch = static_cast<int64_t>(v[1]);
-  c.lr = v[2];
-  c.epoch = static_cast<int64_t>(v[3]);
-  c.step = static_cast<int64_t>(v[4]);
+  const int64_t kind = r.count(0, kMaxCount, "kind");
+  if (kind < kFirstCommandKind || kind > kLastCommandKind)
+    r.fail("kind", std::to_string(kind) + ": an unknown kind");
+  c.kind = static_cast<CommandKind>(kind);
+  if (c.kind == CommandKind::kWireCheck)
+    c.wire_check = r.flag("wire check switch");
+  else
+    c.batch = r.count(0, kMaxCount, "batch size");
+  c.lr = r.real();
+  c.epoch = r.count(0, kMaxCount, "epoch");
+  c.step = r.count(0, kMaxCount, "step");
   return c;
 }
 

@@ -1,9 +1,9 @@
 // The driver/follower command protocol: rank 0 tells every other rank what to do next
 // (train or evaluate a mini-batch of N samples at a learning rate, report, calibrate
-// the link codecs, checkpoint, switch the wire check, stop) with one small message of five doubles
-// [kind, batch, lr, epoch, step]. Defined once here: the driver writes
-// it with to_message, a follower reads it with from_message, which rejects anything that
-// is not a valid command.
+// the link codecs, checkpoint, switch the wire check, stop) with one small message
+// (comm/small_message.h) of five values [kind, batch or wire check, lr, epoch, step].
+// Defined once here: the driver writes it with to_message, a follower reads it with
+// from_message, which rejects anything that is not a valid command.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -34,10 +34,11 @@ constexpr int kFirstCommandKind = 1, kLastCommandKind = 8;
 
 struct Command {
   CommandKind kind = CommandKind::kStop;
-  int64_t batch = 0;  // samples in the mini-batch (train, eval); wire check: 0 off, 1 on
+  int64_t batch = 0;  // samples in the mini-batch (train, eval)
   double lr = 0;      // train: the learning rate of this step
   int64_t epoch = 0;  // checkpoint: the position saved
   int64_t step = 0;
+  bool wire_check = false;  // kWireCheck: on or off (the message's second value, 0 or 1)
 };
 
 constexpr int64_t kCommandValues = 5;

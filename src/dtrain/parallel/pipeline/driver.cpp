@@ -36,7 +36,7 @@ void Pipeline::execute(const Command& c) {
       tuner_->receive_codecs();
       break;
     case CommandKind::kWireCheck:
-      group_.set_wire_check(c.batch == 1);
+      group_.set_wire_check(c.wire_check);
       break;
     case CommandKind::kStop:
     case CommandKind::kCheckpoint:  // the caller's: it owns the optimizer (follow())
@@ -79,7 +79,10 @@ void Pipeline::announce_checkpoint(int64_t epoch, int64_t step) {
 
 void Pipeline::set_wire_check(bool on) {
   if (group_.wire_check() == on) return;
-  wire_->send_command({CommandKind::kWireCheck, on ? 1 : 0, 0});
+  Command command;
+  command.kind = CommandKind::kWireCheck;
+  command.wire_check = on;
+  wire_->send_command(command);
   wire_->wait_sends();
   group_.set_wire_check(on);
 }

@@ -24,7 +24,7 @@
 #include <optional>
 #include <vector>
 
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 #include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/auto_runoff.h"
 #include "dtrain/parallel/pipeline/report.h"

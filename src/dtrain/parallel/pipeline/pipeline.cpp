@@ -37,9 +37,9 @@ std::vector<at::Tensor> split_rows(const at::Tensor& t, const std::vector<int64_
 }
 
 std::string settings_text(const PipelineConfig& c, int64_t blocks, int64_t parameters) {
-  std::string text = std::to_string(blocks) + "/" + std::to_string(parameters) + "/" +
-                     to_string(c.schedule) + "/" + std::to_string(c.micro_batches) + "/" +
-                     to_string(c.codecs.activations) + "/" + to_string(c.codecs.gradients) + "/" +
+  std::string text = std::to_string(blocks) + "/" + std::to_string(parameters) + "/" + c.schedule +
+                     "/" + std::to_string(c.micro_batches) + "/" + to_string(c.codecs.activations) +
+                     "/" + to_string(c.codecs.gradients) + "/" +
                      std::to_string(c.codecs.all_edges) + "/mask:" + std::to_string(c.mask_length);
   if (c.auto_compress) {
     text += "/auto:" + std::to_string(c.auto_compress->min_bits);
@@ -354,21 +354,10 @@ void Pipeline::backward(Step& step, const Op& op) {
 // The linear chain's last stage reports loss and accuracy to the driver.
 void Pipeline::gather_result(Step& step) {
   if (step.loss_rank == 0) return;
-  StepResult& r = step.result;
-  if (group_.rank() == step.loss_rank) {
-    std::vector<double> values{r.loss_sum, static_cast<double>(r.correct),
-                               static_cast<double>(r.samples)};
-    for (const int64_t c : r.confusion)
-      values.push_back(static_cast<double>(c));
-    wire_->send_result(values);
-  } else if (group_.rank() == 0) {
-    const auto v = wire_->receive_result(step.loss_rank);
-    r.loss_sum = v[0];
-    r.correct = static_cast<int64_t>(v[1]);
-    r.samples = static_cast<int64_t>(v[2]);
-    for (size_t i = 0; i < r.confusion.size(); ++i)
-      r.confusion[i] = static_cast<int64_t>(v[3 + i]);
-  }
+  if (group_.rank() == step.loss_rank)
+    wire_->send_result(step.result);
+  else if (group_.rank() == 0)
+    step.result = wire_->receive_result(step.loss_rank);
 }
 
 }  // namespace dtrain::parallel::pipeline

@@ -47,6 +47,7 @@
 #include "dtrain/parallel/pipeline/partition.h"
 #include "dtrain/parallel/pipeline/report.h"
 #include "dtrain/parallel/pipeline/schedule.h"
+#include "dtrain/parallel/pipeline/step_result.h"
 #include "dtrain/parallel/pipeline/transport.h"
 
 namespace dtrain::comm {
@@ -57,7 +58,7 @@ namespace dtrain::parallel::pipeline {
 
 struct PipelineConfig {
   Partition partition;
-  ScheduleKind schedule = ScheduleKind::kGPipe;
+  std::string schedule = "gpipe";  // a row of the schedule table (schedule.h)
   int micro_batches = 4;
   EdgeCodecs codecs;  // default: none on every edge
   // --compress auto: codecs of compressed edges chosen per link and epoch (link_tuner.h).
@@ -72,13 +73,6 @@ struct PipelineConfig {
   // Text batches: the length T of their attention masks ([B, T]), which the driver sends
   // to every rank that runs a forward (models/batch_context.h); 0: batches have none.
   int64_t mask_length = 0;
-};
-
-struct StepResult {
-  double loss_sum = 0;  // sum of per-sample losses
-  int64_t correct = 0;
-  int64_t samples = 0;
-  std::array<int64_t, 4> confusion{};  // two-class tasks: models::count_confusion
 };
 
 class Pipeline {

@@ -74,7 +74,7 @@ metrics::Row stage_row(const RankReport& r) {
   s[key::kStepS] = t.step_s;
   s[key::kBubble] = bubble_of(t);
   s[key::kPeakRssBytes] = r.peak_rss_bytes;
-  if (r.cuda_max_reserved_bytes > 0) {  // a rank on a GPU: the seeds' "max memory allocated"
+  if (r.cuda_max_reserved_bytes > 0) {  // a rank on a GPU: PyTorch's "max memory allocated"
     s[key::kCudaMaxAllocatedBytes] = r.cuda_max_allocated_bytes;
     s[key::kCudaMaxReservedBytes] = r.cuda_max_reserved_bytes;
   }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dtrain/metrics/report.h"
+#include "dtrain/metrics/rows.h"
 
 namespace dtrain::parallel::pipeline {
 
@@ -36,7 +36,7 @@ struct LinkRecord {
   int64_t bytes = 0;       // wire bytes (packets)
   int64_t fp32_bytes = 0;  // 4 * values carried
   int64_t messages = 0;
-  double recv_time_s = 0;  // blocked in the receive (seed 000's recv_time)
+  double recv_time_s = 0;  // blocked in the receive (split-learning studies' recv_time)
 };
 
 struct RankReport {

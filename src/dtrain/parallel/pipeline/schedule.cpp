@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "dtrain/base/names.h"
+#include "dtrain/parallel/pipeline/schedule_policy.h"
 
 namespace dtrain::parallel::pipeline {
 namespace {
@@ -60,11 +60,10 @@ void check_placement(const std::vector<int>& stage_rank, int ranks, int micro_ba
   }
 }
 
-// Rounds of unit-time ops: each rank runs at most one op whose inputs completed in an
-// earlier round, chosen by the schedule's policy. The order each rank ends up with is a
-// topological order of the dependency graph, hence deadlock-free.
-Schedule simulate(ScheduleKind kind, bool with_backward, const std::vector<int>& stage_rank,
-                  int ranks, int micro_batches) {
+}  // namespace
+
+Schedule simulate(const SchedulePolicy& policy, bool with_backward,
+                  const std::vector<int>& stage_rank, int ranks, int micro_batches) {
   check_placement(stage_rank, ranks, micro_batches);
   Schedule s;
   s.ranks = ranks;
@@ -89,7 +88,7 @@ Schedule simulate(ScheduleKind kind, bool with_backward, const std::vector<int>&
       std::vector<Op> candidates;
       auto try_backward = [&] {
         if (!with_backward) return;
-        if (kind == ScheduleKind::kGPipe && forwards_left[static_cast<size_t>(r)] > 0) return;
+        if (policy.flush_forwards && forwards_left[static_cast<size_t>(r)] > 0) return;
         for (const int v : mine) {
           const Op op{OpKind::kBackward, v, p.next_backward[static_cast<size_t>(v)]};
           if (op.micro_batch < micro_batches && p.ready(op)) candidates.push_back(op);
@@ -99,13 +98,13 @@ Schedule simulate(ScheduleKind kind, bool with_backward, const std::vector<int>&
         for (const int v : mine) {
           const Op op{OpKind::kForward, v, p.next_forward[static_cast<size_t>(v)]};
           if (op.micro_batch >= micro_batches || !p.ready(op)) continue;
-          if (with_backward && kind == ScheduleKind::k1F1B &&
-              p.in_flight(v) >= std::min(stages - v, ranks))
+          if (with_backward && policy.in_flight_limit != nullptr &&
+              p.in_flight(v) >= policy.in_flight_limit(v, stages, ranks))
             continue;
           candidates.push_back(op);
         }
       };
-      if (kind == ScheduleKind::k1F1B) {
+      if (policy.backward_first) {
         try_backward();
         try_forward();
       } else {
@@ -126,6 +125,8 @@ Schedule simulate(ScheduleKind kind, bool with_backward, const std::vector<int>&
   return s;
 }
 
+namespace {
+
 std::string describe(const Op& op) {
   return std::string(op.kind == OpKind::kForward ? "F" : "B") + "(stage " +
          std::to_string(op.stage) + ", micro-batch " + std::to_string(op.micro_batch) + ")";
@@ -133,24 +134,44 @@ std::string describe(const Op& op) {
 
 }  // namespace
 
-const EnumNames<ScheduleKind> kScheduleNames("schedule", {{ScheduleKind::kGPipe, "gpipe"},
-                                                          {ScheduleKind::k1F1B, "1f1b"}});
+#define DTRAIN_SCHEDULE_TABLE(ROW)             \
+  ROW(kGPipeSchedule) /* schedule_gpipe.cpp */ \
+  ROW(k1F1BSchedule)  /* schedule_1f1b.cpp */
 
-ScheduleKind parse_schedule(const std::string& name) {
-  return kScheduleNames.parse(name);
+#define DTRAIN_DECLARE_ROW(row) extern const ScheduleFamily row;
+DTRAIN_SCHEDULE_TABLE(DTRAIN_DECLARE_ROW)
+#undef DTRAIN_DECLARE_ROW
+
+const std::vector<const ScheduleFamily*>& schedule_families() {
+#define DTRAIN_ROW_ADDRESS(row) &row,
+  static const std::vector<const ScheduleFamily*> table{DTRAIN_SCHEDULE_TABLE(DTRAIN_ROW_ADDRESS)};
+#undef DTRAIN_ROW_ADDRESS
+  return table;
 }
 
-std::string to_string(ScheduleKind kind) {
-  return kScheduleNames.to_string(kind);
+std::string schedule_names() {
+  std::string names;
+  for (const ScheduleFamily* f : schedule_families())
+    names += (names.empty() ? "" : ", ") + std::string(f->name);
+  return names;
 }
 
-Schedule make_schedule(ScheduleKind kind, const std::vector<int>& stage_rank, int ranks,
+std::string parse_schedule(const std::string& name) {
+  for (const ScheduleFamily* f : schedule_families())
+    if (name == f->name) return name;
+  throw std::invalid_argument("unknown schedule '" + name + "' (" + schedule_names() + ")");
+}
+
+Schedule make_schedule(const std::string& name, const std::vector<int>& stage_rank, int ranks,
                        int micro_batches) {
-  return simulate(kind, true, stage_rank, ranks, micro_batches);
+  for (const ScheduleFamily* f : schedule_families())
+    if (name == f->name) return f->generate(stage_rank, ranks, micro_batches);
+  parse_schedule(name);  // throws, listing the names
+  return {};
 }
 
 Schedule make_forward_schedule(const std::vector<int>& stage_rank, int ranks, int micro_batches) {
-  return simulate(ScheduleKind::kGPipe, false, stage_rank, ranks, micro_batches);
+  return simulate(SchedulePolicy{}, false, stage_rank, ranks, micro_batches);
 }
 
 void verify(const Schedule& s) {

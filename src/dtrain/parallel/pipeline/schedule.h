@@ -7,20 +7,20 @@
 // (the U-shape's client runs the first and the last). Activations go v -> v+1, gradients
 // v+1 -> v.
 //
-// - GPipe: a rank starts no backward before it has run all its forwards.
-// - 1F1B: a backward goes first whenever one is ready; stage v holds at most
+// Schedules are a table (schedule_table.cpp): each row a name, a help line and a generator
+// of the per-rank lists, in a file of its own (schedule_gpipe.cpp, schedule_1f1b.cpp):
+// - gpipe: a rank starts no backward before it has run all its forwards.
+// - 1f1b: a backward goes first whenever one is ready; stage v holds at most
 //   min(stages - v, ranks) micro-batches forwarded but not yet backwarded (linear chain:
 //   stage 0 holds S, the last stage 1), which bounds activation memory.
+// Adding a schedule: its file (a generator, usually a policy for the round-by-round
+// simulation of schedule_policy.h) and one line of the table.
 #pragma once
 
 #include <string>
 #include <vector>
 
 namespace dtrain::parallel::pipeline {
-
-enum class ScheduleKind { kGPipe, k1F1B };
-ScheduleKind parse_schedule(const std::string& name);  // "gpipe" | "1f1b"
-std::string to_string(ScheduleKind kind);
 
 enum class OpKind { kForward, kBackward };
 
@@ -41,9 +41,22 @@ struct Schedule {
   int stages() const { return static_cast<int>(stage_rank.size()); }
 };
 
-// Training schedule (forwards and backwards). Throws std::invalid_argument on an empty
-// placement, a rank out of range, a rank without a stage or micro_batches < 1.
-Schedule make_schedule(ScheduleKind kind, const std::vector<int>& stage_rank, int ranks,
+// One row of the schedule table.
+struct ScheduleFamily {
+  const char* name;  // what --schedule takes
+  const char* help;  // one line
+  // The training schedule (forwards and backwards) of `micro_batches` on the placement.
+  Schedule (*generate)(const std::vector<int>& stage_rank, int ranks, int micro_batches);
+};
+const std::vector<const ScheduleFamily*>& schedule_families();
+// The name itself when a row has it; throws std::invalid_argument listing the names.
+std::string parse_schedule(const std::string& name);
+std::string schedule_names();  // "gpipe, 1f1b"
+
+// Training schedule (forwards and backwards) of the named row. Throws
+// std::invalid_argument on an unknown name, an empty placement, a rank out of range, a
+// rank without a stage or micro_batches < 1.
+Schedule make_schedule(const std::string& name, const std::vector<int>& stage_rank, int ranks,
                        int micro_batches);
 // Evaluation: forwards only, micro-batches in order.
 Schedule make_forward_schedule(const std::vector<int>& stage_rank, int ranks, int micro_batches);

@@ -282,17 +282,14 @@ at::Tensor StageTransport::receive_driver_data(DriverData what, at::IntArrayRef 
   return y;
 }
 
-void StageTransport::send_result(const std::vector<double>& values) {
-  if (static_cast<int64_t>(values.size()) != kResultValues)
-    throw std::logic_error("a pipeline result has " + std::to_string(kResultValues) + " values");
-  auto t = at::tensor(values, at::kDouble);
-  group_.send(t, 0, tag(kResultTag));
+void StageTransport::send_result(const StepResult& result) {
+  group_.send(result.to_message(), 0, tag(kResultTag));
 }
 
-std::vector<double> StageTransport::receive_result(int from_rank) {
-  auto t = at::empty({kResultValues}, at::kDouble);
+StepResult StageTransport::receive_result(int from_rank) {
+  auto t = at::empty({StepResult::kValues}, at::kDouble);
   group_.recv(t, from_rank, tag(kResultTag));
-  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + kResultValues);
+  return StepResult::from_message(t, "rank " + std::to_string(from_rank));
 }
 
 void StageTransport::send_command(const Command& command) {

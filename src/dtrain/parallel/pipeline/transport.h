@@ -29,6 +29,7 @@
 #include "dtrain/compress/codec.h"
 #include "dtrain/parallel/pipeline/command.h"
 #include "dtrain/parallel/pipeline/report.h"
+#include "dtrain/parallel/pipeline/step_result.h"
 
 namespace dtrain::comm {
 class Group;
@@ -81,11 +82,9 @@ class StageTransport {
   void expect_driver_data(DriverData what, at::IntArrayRef shape, at::ScalarType dtype,
                           int micro_batch);
 
-  // The loss rank's result to the driver: [loss sum, correct, samples, the four counts of
-  // a two-class confusion matrix].
-  static constexpr int64_t kResultValues = 7;
-  void send_result(const std::vector<double>& values);
-  std::vector<double> receive_result(int from_rank);
+  // The loss rank's result to the driver (step_result.h).
+  void send_result(const StepResult& result);
+  StepResult receive_result(int from_rank);
 
   // Driver: one command to every follower; follower: the next command from the driver.
   void send_command(const Command& command);

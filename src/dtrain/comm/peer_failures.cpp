@@ -1,0 +1,70 @@
+// A failing rank's error and its peers' view of it: the error it publishes in the
+// rendezvous store before it exits, and the message naming the rank where a cascade began.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dtrain/comm/backend.h"
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
+
+namespace dtrain::comm {
+
+using Clock = std::chrono::steady_clock;
+
+void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_s,
+                 const std::string& what) const {
+  std::ostringstream msg;
+  msg << describe() << ": " << (dir == Direction::kSend ? "send to" : "recv from") << " rank "
+      << peer << " (tag " << tag << ", " << bytes << " bytes) failed after " << waited_s
+      << " s: " << what.substr(0, what.find('\n'));
+  std::ostringstream silent;
+  silent << " -- rank " << peer << " exited, crashed or stopped responding (timeout "
+         << timeout_.count() << " ms); see its output";
+  // Published first (so two ranks failing at once still see each other's), with the
+  // peer named as silent: a rank reading it in a cascade learns where the silence began.
+  publish_failure(msg.str() + silent.str());
+  const PeerFailure cause = failure_of(peer);
+  if (!cause.error.empty()) {
+    msg << " -- rank " << peer << " had already failed: " << cause.error;
+  } else {
+    msg << silent.str();
+    if (cause.store_gone && peer != 0)
+      msg << "; the rendezvous store, held by rank 0, does not answer either: rank 0 has "
+             "exited or stopped, probably first (see its output)";
+  }
+  throw CommError(msg.str());
+}
+
+namespace {
+std::string failure_key(int rank) {
+  return "dtrain/failed/" + std::to_string(rank);
+}
+}  // namespace
+
+void Group::publish_failure(const std::string& message) const {
+  try {  // best effort: the store's host may be the rank that died
+    backend_->store->set(failure_key(rank_), std::vector<uint8_t>(message.begin(), message.end()));
+  } catch (const std::exception&) {
+  }
+}
+
+Group::PeerFailure Group::failure_of(int peer) const {
+  PeerFailure failure;
+  // A peer that timed out at the same moment publishes its reason a moment later: give it
+  // that moment, so the message leads to the rank where the silence began.
+  constexpr auto kGrace = std::chrono::milliseconds(1000);
+  const auto start = Clock::now();
+  try {
+    backend_->store->wait({failure_key(peer)}, kGrace);
+    const auto value = backend_->store->get(failure_key(peer));
+    failure.error.assign(value.begin(), value.end());
+  } catch (const std::exception&) {
+    // No answer at all, well before the grace ran out: the connection to the store broke
+    // (a timeout and a broken socket are the same exception type in c10d).
+    failure.store_gone = Clock::now() - start < kGrace / 2;
+  }
+  return failure;
+}
+
+}  // namespace dtrain::comm

@@ -1,0 +1,65 @@
+// Internal to comm::Group (group.cpp, wire_check.cpp, byte_messages.cpp): the state of a
+// pending point-to-point request, and the wire check's framing of a checked message
+// (docs/wire-format.md, "Message integrity").
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "dtrain/comm/group.h"
+
+namespace dtrain::comm {
+
+struct Request::State {
+  Group* group = nullptr;
+  int peer = -1;
+  int tag = 0;
+  Direction dir = Direction::kSend;
+  int64_t bytes = 0;
+  std::chrono::steady_clock::time_point posted;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  std::vector<at::Tensor> keep_alive;
+  // A checked receive (see the framing in post()): the caller's bytes, and either the framed
+  // message holding them and their check (small), or the pieces and the check message.
+  at::Tensor payload, framed, check;
+  at::Tensor frame;  // the pooled buffer `framed` views, given back when done
+  std::vector<at::Tensor> pieces;
+  // A receive staged through host memory for a tensor off the CPU: copied there in wait().
+  at::Tensor staged, stage_to;
+  bool done = false;
+};
+
+// Payloads up to kInlineCheckBytes travel with their check appended (one message: a copy,
+// fused with the checksum, costs less than the extra messages of pieces); larger ones go in
+// pieces and then an 8-byte check message, so each end checksums one piece while the next
+// crosses: a quarter of the payload (rounded up to 64 KiB), within 1 .. 4 MiB. Measured
+// inside one pipeline run (--measure-wire-check), a 256 KiB limit, which sent the cnn's
+// 400 KB activations in pieces, cost about 2.5 points of step time more than carrying them
+// inline (docs/results.md).
+constexpr int64_t kInlineCheckBytes = int64_t{1} << 20;
+constexpr int64_t kFrameGrain = int64_t{64} << 10;
+inline int64_t piece_bytes(int64_t payload) {
+  const int64_t quarter = (payload / 4 + kFrameGrain - 1) / kFrameGrain * kFrameGrain;
+  return std::clamp(quarter, kInlineCheckBytes, int64_t{4} << 20);
+}
+constexpr int64_t kCheckBytes = Group::kCheckRoom;  // [CRC32C, payload bytes mod 2^32], LE uint32
+
+inline void write_check(uint8_t* at, uint32_t crc, int64_t bytes) {
+  const uint32_t words[2] = {crc, static_cast<uint32_t>(bytes)};
+  std::memcpy(at, words, sizeof(words));
+}
+
+inline std::pair<uint32_t, uint32_t> read_check(const uint8_t* at) {
+  uint32_t words[2];
+  std::memcpy(words, at, sizeof(words));
+  return {words[0], words[1]};
+}
+
+}  // namespace dtrain::comm

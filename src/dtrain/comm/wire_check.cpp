@@ -1,0 +1,77 @@
+// The wire check (group.h, Integrity): checksums and their cost, the pooled frames of the
+// inline framing, and the verdict on a received message.
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <mutex>
+
+#include "dtrain/base/crc32c.h"
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/request_state.h"
+#include "dtrain/comm/tags.h"
+
+namespace dtrain::comm {
+
+using Clock = std::chrono::steady_clock;
+
+void Group::verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, int64_t bytes,
+                   int peer, int tag) const {
+  if (computed == crc && announced_bytes == static_cast<uint32_t>(bytes)) return;
+  char hex[96];
+  std::snprintf(hex, sizeof(hex), "CRC32C 0x%08x of %lld bytes, the sender's is 0x%08x of %u",
+                computed, static_cast<long long>(bytes), crc, announced_bytes);
+  const std::string msg = describe() + ": " + describe_tag(tag) + " from rank " +
+                          std::to_string(peer) + " (" + std::to_string(bytes) +
+                          " bytes) arrived corrupted on the link rank " + std::to_string(peer) +
+                          " -> rank " + std::to_string(rank_) + ": " + hex +
+                          "; not used (a faulty NIC, cable or middlebox?)";
+  publish_failure(msg);
+  throw CorruptMessage(msg);
+}
+
+at::Tensor Group::buffer_with_room(int64_t bytes) {
+  return at::empty({bytes + kCheckRoom}, at::kByte).narrow(0, 0, bytes);
+}
+
+at::Tensor Group::take_frame(int64_t bytes) {
+  {
+    const std::lock_guard<std::mutex> lock(frames_mutex_);
+    // The smallest spare frame that fits: a small message does not take a large one.
+    auto best = frames_.end();
+    for (auto it = frames_.begin(); it != frames_.end(); ++it) {
+      if (it->numel() >= bytes && (best == frames_.end() || it->numel() < best->numel())) best = it;
+    }
+    if (best != frames_.end()) {
+      at::Tensor frame = std::move(*best);
+      frames_.erase(best);
+      return frame;
+    }
+  }
+  return at::empty({(bytes + kFrameGrain - 1) / kFrameGrain * kFrameGrain}, at::kByte);
+}
+
+void Group::give_back_frame(at::Tensor frame) {
+  constexpr size_t kMaxSpareFrames = 32;  // more than a pipeline keeps in flight
+  const std::lock_guard<std::mutex> lock(frames_mutex_);
+  if (frames_.size() < kMaxSpareFrames) frames_.push_back(std::move(frame));
+}
+
+uint32_t Group::checksum(const void* data, size_t n, uint32_t crc) {
+  const auto start = Clock::now();
+  crc = crc32c(data, n, crc);
+  count_check_time(start);
+  return crc;
+}
+
+uint32_t Group::checksum_copy(void* out, const void* data, size_t n) {
+  const auto start = Clock::now();
+  const uint32_t crc = crc32c_copy(out, data, n);
+  count_check_time(start);
+  return crc;
+}
+
+void Group::count_check_time(Clock::time_point start) {
+  check_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+}  // namespace dtrain::comm

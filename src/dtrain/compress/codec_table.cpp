@@ -1,0 +1,45 @@
+// The codec table: one row per family, in wire-id order (a packet's codec id is its row's
+// index, so a new family is appended, never inserted). Adding a family: one file holding
+// its Codec, its kernels and its CodecFamily row, and one line here.
+#include "dtrain/base/parse.h"
+#include "dtrain/compress/codec_family.h"
+
+namespace dtrain::compress {
+
+#define DTRAIN_CODEC_TABLE(ROW)                     \
+  ROW(kNoneCodecFamily)      /* 0: cast.cpp */      \
+  ROW(kFp16CodecFamily)      /* 1: cast.cpp */      \
+  ROW(kBf16CodecFamily)      /* 2: cast.cpp */      \
+  ROW(kUniformCodecFamily)   /* 3: uniform.cpp */   \
+  ROW(kSortQuantCodecFamily) /* 4: sortquant.cpp */ \
+  ROW(kKMeansCodecFamily)    /* 5: kmeans.cpp */
+
+#define DTRAIN_DECLARE_ROW(row) extern const CodecFamily row;
+DTRAIN_CODEC_TABLE(DTRAIN_DECLARE_ROW)
+#undef DTRAIN_DECLARE_ROW
+
+const std::vector<const CodecFamily*>& codec_families() {
+#define DTRAIN_ROW_ADDRESS(row) &row,
+  static const std::vector<const CodecFamily*> table{DTRAIN_CODEC_TABLE(DTRAIN_ROW_ADDRESS)};
+#undef DTRAIN_ROW_ADDRESS
+  return table;
+}
+
+const CodecFamily* find_codec_family(CodecId id) {
+  const auto& table = codec_families();
+  const auto index = static_cast<size_t>(id);
+  return index < table.size() ? table[index] : nullptr;
+}
+
+int integer_parameter(const std::string& text) {
+  const auto v = parse_integer(text, -1'000'000, 1'000'000);
+  if (!v) throw std::invalid_argument("'" + text + "' is not an integer");
+  return static_cast<int>(*v);
+}
+
+void require_parameter_count(const std::vector<std::string>& parameters, size_t lo, size_t hi) {
+  if (parameters.size() < lo || parameters.size() > hi)
+    throw std::invalid_argument("wrong number of ':' parameters");
+}
+
+}  // namespace dtrain::compress
