@@ -46,8 +46,9 @@ run: build-cli python
 	mkdir -p $(RUN_DIR)
 	$(BUILD_DIR)/dtrain train --parallel pipeline -n 2 --placement ushape --client-blocks 1,1 \
 	  --model cnn --dataset fashion-mnist --epochs 1 --schedule gpipe --chunks 4 --compress sortquant:8 \
-	  --metrics $(RUN_DIR)/metrics.jsonl --report $(RUN_DIR)/report.html --trace $(RUN_DIR)/trace.json
-	@echo "results: $(RUN_DIR)/metrics.jsonl, $(RUN_DIR)/report.html (open in a browser), $(RUN_DIR)/trace.json (https://ui.perfetto.dev or chrome://tracing)"
+	  --metrics $(RUN_DIR)/metrics.jsonl --step-log $(RUN_DIR)/steps.jsonl \
+	  --report $(RUN_DIR)/report.html --trace $(RUN_DIR)/trace.json
+	@echo "results: $(RUN_DIR)/metrics.jsonl and steps.jsonl (JSON lines), $(RUN_DIR)/report.html (open in a browser), $(RUN_DIR)/trace.json (https://ui.perfetto.dev or chrome://tracing)"
 
 test: build python
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600

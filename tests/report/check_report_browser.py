@@ -112,13 +112,29 @@ def main():
         assert any("broken on purpose" in p for p in found), found
         assert any("0 data points" in p for p in found), found
 
+        # A run's own report: curves over steps and time, and a pipeline step per rank
+        # drawn from the run's trace.
+        run_page = os.path.join(tmp, "run.html")
+        subprocess.run([binary, "train", "-n", "2", "--parallel", "pipeline", "--placement",
+                        "ushape", "--model", "mlp", "--dataset", "synthetic", "--input-shape",
+                        "1,8,8", "--num-classes", "4", "--synthetic-size", "512", "--epochs", "2",
+                        "--batch-size", "32", "--chunks", "4", "--no-progress", "--report",
+                        run_page, "--trace", os.path.join(tmp, "run.json")],
+                       check=True, timeout=180, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        with open(run_page) as f:
+            html = f.read()
+        for section in ("Training curves", "A pipeline step, per rank", "Training"):
+            assert f"<h2>{section}</h2>" in html, f"the run's report lacks '{section}'"
         pages = {"all-per-file": (data, ["--per-file"]),
                  "overlay": ([os.path.join(source, "docs/data/ddp-compress.jsonl"),
                               os.path.join(source, "docs/data/pipeline-ablation.jsonl")], [])}
+        pages["run"] = ([], [])
         failed = False
         for name, (files, flags) in pages.items():
             page = os.path.join(tmp, name + ".html")
-            report(binary, page, files, *flags)
+            if name != "run":
+                report(binary, page, files, *flags)
             shot = os.path.join(keep or tmp, name + ".png")
             found, charts = problems_of(browser, page, shot)
             print(f"{name}: {charts} charts from {len(files)} files, screenshot {shot}: "

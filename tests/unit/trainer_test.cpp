@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "dtrain/models/registry.h"
 #include "dtrain/train/checkpoint.h"
@@ -181,6 +182,53 @@ TEST(DeterminismTest, SameSeedSameRunOtherSeedOtherRun) {
   EXPECT_EQ(a.back().train_loss, b.back().train_loss);
   c.seed = 4;
   EXPECT_NE(train(c).back().train_loss, a.back().train_loss);
+}
+
+// The step log: a row every --log-every batches and at each epoch's end, each the mean over
+// the batches since the previous row; together the rows cover every training sample once,
+// so their sample-weighted losses give the epoch's (rank 0 alone holds all here).
+TEST(StepLogTest, RowsEveryNBatchesCoverTheEpochAndAddUpToItsLoss) {
+  TrainConfig c = small_run("");
+  c.epochs = 2;
+  c.log_every = 3;
+  const std::string path = temp_dir() + "/steps.jsonl";
+  c.step_log_path = path;
+  const auto history = train(c);
+  const int64_t batches = (300 + 31) / 32;  // 10, the last one of 12 samples
+  ASSERT_EQ(history.size(), 2u);
+  int64_t previous_step = 0;
+  double previous_elapsed = 0;
+  for (size_t e = 0; e < history.size(); ++e) {
+    const auto& steps = history[e].steps;
+    ASSERT_EQ(steps.size(), 4u) << "batches 3, 6, 9 and the epoch's end";
+    double loss_sum = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const auto& row = steps[i];
+      const int64_t step = row["step"].get<int64_t>();
+      EXPECT_EQ(step, static_cast<int64_t>(e) * batches +
+                          (i + 1 < steps.size() ? 3 * static_cast<int64_t>(i + 1) : batches));
+      EXPECT_GT(step, previous_step);
+      EXPECT_GE(row["elapsed_s"].get<double>(), previous_elapsed);
+      EXPECT_GT(row["samples_per_s"].get<double>(), 0);
+      const int64_t from = step - (previous_step > static_cast<int64_t>(e) * batches
+                                       ? previous_step
+                                       : static_cast<int64_t>(e) * batches);
+      const int64_t last_batch = static_cast<int64_t>(e + 1) * batches;
+      const int64_t samples = 32 * from - (step == last_batch ? 32 - 12 : 0);
+      loss_sum += row["train_loss"].get<double>() * static_cast<double>(samples);
+      previous_step = step;
+      previous_elapsed = row["elapsed_s"].get<double>();
+    }
+    EXPECT_NEAR(loss_sum / 300, history[e].train_loss, 1e-9 * history[e].train_loss);
+  }
+  // The same rows in the file, with the command line that produced them.
+  std::ifstream in(path);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line))
+    ++lines;
+  EXPECT_EQ(lines, 8);
+  std::remove(path.c_str());
 }
 
 TEST(TrainConfigTest, BadValuesAreRejected) {

@@ -1,6 +1,6 @@
-// `dtrain bench syncbn`: the SyncBatchNorm grid (batch 32/64 x hidden 128..1024): median forward+backward time and
-// peak bytes allocated for batch x hidden on N ranks, our SyncBatchNorm next to a local
-// (unsynchronized) torch BatchNorm1d in the same run.
+// `dtrain bench syncbn`: the SyncBatchNorm grid (batch 32/64 x hidden 128..1024): median
+// forward+backward time and peak bytes allocated for batch x hidden on N ranks, our SyncBatchNorm
+// next to a local (unsynchronized) torch BatchNorm1d in the same run.
 #include <torch/torch.h>
 
 #include <algorithm>

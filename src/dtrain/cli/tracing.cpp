@@ -23,17 +23,16 @@ TraceSession::TraceSession(std::string path, comm::Group* group)
 void TraceSession::finish() {
   if (path_.empty()) return;
   metrics::trace::stop();
-  const nlohmann::json other{{"command", command_line()}};
-  int64_t spans = 0;
+  nlohmann::json other{{"command", command_line()}};
   if (group_ != nullptr && group_->size() > 1) {
-    spans = comm::write_merged_trace(*group_, path_, sync_, other);
+    events_ = comm::gather_trace_events(*group_, sync_, other);
+    if (group_->rank() != 0) return;
   } else {
-    spans = metrics::trace::write_file(
-        path_, metrics::trace::to_events(metrics::trace::collect(), 0, sync_.origin_ns, 0), other);
+    events_ = metrics::trace::to_events(metrics::trace::collect(), 0, sync_.origin_ns, 0);
   }
-  if (group_ == nullptr || group_->rank() == 0)
-    std::cerr << "trace: " << path_ << " (" << spans
-              << " events; open in https://ui.perfetto.dev or chrome://tracing)" << std::endl;
+  const int64_t spans = metrics::trace::write_file(path_, events_, other);
+  std::cerr << "trace: " << path_ << " (" << spans
+            << " events; open in https://ui.perfetto.dev or chrome://tracing)" << std::endl;
 }
 
 }  // namespace dtrain::cli

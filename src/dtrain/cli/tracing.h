@@ -19,11 +19,14 @@ class TraceSession {
   TraceSession(std::string path, comm::Group* group);
   // Every rank calls it at the same point; rank 0 writes the file and says where on stderr.
   void finish();
+  // After finish(), on rank 0: every rank's events as written (empty without a trace).
+  const nlohmann::json& events() const { return events_; }
 
  private:
   std::string path_;
   comm::Group* group_;
   comm::ClockSync sync_;
+  nlohmann::json events_ = nlohmann::json::array();
 };
 
 }  // namespace dtrain::cli

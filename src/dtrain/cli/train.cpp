@@ -12,10 +12,25 @@
 #include "dtrain/metrics/keys.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/parallel/pipeline/report.h"
+#include "dtrain/report/pipeline_timeline.h"
 #include "dtrain/train/trainer.h"
 
 namespace dtrain::cli {
 namespace {
+
+// What a run's own report draws: its epochs, the step log's curves and, where the run was
+// traced with more than one rank, one pipeline step per rank.
+std::vector<metrics::Row> run_report_rows(std::vector<metrics::Row> rows,
+                                          const std::vector<train::EpochStats>& history,
+                                          const nlohmann::json& trace_events) {
+  for (const auto& h : history)
+    rows.insert(rows.end(), h.steps.begin(), h.steps.end());
+  if (auto timeline = report::pipeline_step_timeline(trace_events)) {
+    (*timeline)[metrics::key::kCommand] = command_line();
+    rows.push_back(std::move(*timeline));
+  }
+  return rows;
+}
 
 // "none,fp16,sortquant:9:3,sortquant:6:2": codec specs as a flag spells them.
 std::string names_of(const std::vector<compress::CodecSpec>& specs) {
@@ -133,6 +148,12 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_option("--limit-test", c.limit_test, "use only the first N test samples");
   sub->add_option("--metrics", c.metrics_path,
                   "write JSON lines: one object per epoch and a summary");
+  sub->add_option("--step-log", c.step_log_path,
+                  "write JSON lines of the step log: loss, accuracy and samples/s of rank 0's "
+                  "batches every --log-every batches, with the time since the start");
+  sub->add_option("--log-every", c.log_every,
+                  "batches between step-log rows (default: about 50 rows an epoch)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--checkpoint-dir", c.checkpoint_dir,
                   "write a checkpoint after every epoch: a shard per rank and a manifest, "
                   "committed atomically (every mode)");
@@ -314,7 +335,8 @@ void register_train(CLI::App& parent, int& exit_code) {
     for (const auto& h : history)
       rows.push_back(h.to_row());
     stamp_command(rows);
-    if (!o->output.report_path.empty()) write_rows_report(o->output.report_path, rows);
+    if (!o->output.report_path.empty())
+      write_rows_report(o->output.report_path, run_report_rows(rows, history, trace.events()));
     if (o->quiet) return;
     metrics::write_rows(std::cout, format, train::epoch_columns(pipelined, rows.back()), rows);
     if (format != metrics::Format::kTable) return;

@@ -52,8 +52,8 @@ ClockSync synchronize_clocks(Group& group, int rounds) {
   return sync;
 }
 
-int64_t write_merged_trace(Group& group, const std::string& path, const ClockSync& sync,
-                           nlohmann::json other_data) {
+nlohmann::json gather_trace_events(Group& group, const ClockSync& sync,
+                                   nlohmann::json& other_data) {
   const int tag = trace_tag();
   const nlohmann::json mine = metrics::trace::to_events(metrics::trace::collect(), group.rank(),
                                                         sync.origin_ns, sync.offset_ns);
@@ -63,7 +63,7 @@ int64_t write_merged_trace(Group& group, const std::string& path, const ClockSyn
             .dump();
     const std::vector<uint8_t> bytes(text.begin(), text.end());
     group.isend_bytes(bytes, 0, tag).wait();
-    return 0;
+    return nlohmann::json::array();
   }
   nlohmann::json all = mine;
   nlohmann::json offsets = nlohmann::json::array({{{"rank", 0}, {"offset_us", 0}, {"rtt_us", 0}}});
@@ -79,7 +79,7 @@ int64_t write_merged_trace(Group& group, const std::string& path, const ClockSyn
                        {"rtt_us", part.value("rtt_ns", int64_t{0}) / 1e3}});
   }
   other_data["clock_sync"] = offsets;
-  return metrics::trace::write_file(path, all, other_data);
+  return all;
 }
 
 }  // namespace dtrain::comm

@@ -25,10 +25,9 @@ struct ClockSync {
 // midpoint of its own send and receive times (NTP's estimate; error <= rtt / 2).
 ClockSync synchronize_clocks(Group& group, int rounds = 8);
 
-// Each rank sends its recorded events (shifted by its offset) to rank 0, which writes the
-// Chrome trace file at `path` with one process per rank. Returns the number of events written
-// (0 on the other ranks).
-int64_t write_merged_trace(Group& group, const std::string& path, const ClockSync& sync,
-                           nlohmann::json other_data);
+// Each rank sends its recorded events (shifted by its offset) to rank 0, which returns them
+// all, one process per rank, and adds every rank's offset and round trip to `other_data`
+// ("clock_sync"). The other ranks get an empty array.
+nlohmann::json gather_trace_events(Group& group, const ClockSync& sync, nlohmann::json& other_data);
 
 }  // namespace dtrain::comm

@@ -84,6 +84,22 @@ inline constexpr char kPredictedBy[] = "predicted_step_s_by_codec";
 inline constexpr char kRunoffPairs[] = "runoff_pairs";
 inline constexpr char kMeasuredBy[] = "measured_step_s_by_codec";
 
+// The step log (--step-log, and the run's report): a row every --log-every batches of rank
+// 0's own batches, beside the epochs' train_loss, train_acc and samples_per_s, which there
+// are since the previous row.
+inline constexpr char kStep[] = "step";                     // batches since the run's start
+inline constexpr char kElapsedS[] = "elapsed_s";            // seconds since the run's start
+inline constexpr char kEpochProgress[] = "epoch_progress";  // epoch + fraction of it done
+
+// A pipeline step drawn per rank in a run's report (report/pipeline_timeline.h): its spans
+// (rank, kind, begin_ms, end_ms, label) and which training step it is.
+inline constexpr char kTimeline[] = "timeline";
+inline constexpr char kTimelineStep[] = "timeline_step";
+inline constexpr char kKind[] = "kind";
+inline constexpr char kBeginMs[] = "begin_ms";
+inline constexpr char kEndMs[] = "end_ms";
+inline constexpr char kLabel[] = "label";
+
 // The summary row closing a run's JSON lines.
 inline constexpr char kSummary[] = "summary";
 inline constexpr char kModel[] = "model";

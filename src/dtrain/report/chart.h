@@ -1,6 +1,6 @@
-// Charts as inline SVG, for the HTML report: line/point charts on linear or log axes and
-// grouped or stacked bar charts. Pure functions of their data: no fonts, scripts or files
-// are referenced, so a page embedding the result is self-contained.
+// Charts as inline SVG, for the HTML report: line/point charts on linear or log axes,
+// grouped or stacked bar charts, and timelines of spans on lanes. Pure functions of their data: no
+// fonts, scripts or files are referenced, so a page embedding the result is self-contained.
 //
 // Contract
 // - Every data point is one element with class "pt" (a circle) or "bar" (a rect) carrying a
@@ -57,6 +57,23 @@ struct BarChart {
   bool stacked = false;
 };
 
+// Spans on lanes against time (a pipeline step, one lane per rank): each span one rect of
+// class "bar" with a <title>, coloured by its kind, the kinds named in the legend in order
+// of first appearance.
+struct TimelineSpan {
+  int lane = 0;
+  double begin = 0, end = 0;  // on the x axis' scale
+  std::string kind;           // colour and legend ("forward", "receive wait")
+  std::string label;          // its tooltip beside the kind ("micro-batch 3")
+};
+
+struct Timeline {
+  Axis x;                          // linear: time
+  std::string lane_title;          // what a lane is ("rank")
+  std::vector<std::string> lanes;  // top to bottom
+  std::vector<TimelineSpan> spans;
+};
+
 struct Rendered {
   std::string svg;
   int points = 0;          // data elements drawn
@@ -65,6 +82,7 @@ struct Rendered {
 
 Rendered render(const LineChart& chart);
 Rendered render(const BarChart& chart);
+Rendered render(const Timeline& chart);  // timeline_chart.cpp
 
 // Short number for labels and tooltips: 3 significant digits, "1.2e+06" beyond 1e6.
 std::string short_number(double v);

@@ -36,7 +36,9 @@ using Builder = std::function<std::vector<Section>(const std::vector<RowRef>&, b
 // The kinds in page order, each with the sections it draws.
 const std::vector<std::pair<std::vector<Kind>, Builder>>& builders() {
   static const std::vector<std::pair<std::vector<Kind>, Builder>> all = {
+      {{Kind::kStep}, sections::step_sections},
       {{Kind::kEpoch, Kind::kSummary}, sections::training_sections},
+      {{Kind::kTimeline}, sections::timeline_sections},
       {{Kind::kScaling}, sections::scaling_sections},
       {{Kind::kCollective}, sections::collective_sections},
       {{Kind::kP2p}, sections::p2p_sections},
@@ -88,8 +90,9 @@ std::string section_html(const Section& s, const std::string& id, ReportResult& 
                      "</h2><p class=\"caption\">" + chart::escape_xml(s.caption) + "</p>" +
                      s.table_html;
   for (const auto& f : s.figures) {
+    // The section's caption (data and command) stands once, under its heading.
     html += "<figure class=\"chart-figure\"><figcaption><b>" + chart::escape_xml(f.title) +
-            "</b><br>" + chart::escape_xml(s.caption) + "</figcaption>" + f.chart.svg + "</figure>";
+            "</b></figcaption>" + f.chart.svg + "</figure>";
     ++result.charts;
     result.points += f.chart.points;
   }

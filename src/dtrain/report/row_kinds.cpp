@@ -22,6 +22,8 @@ const std::set<std::string>& own_fields(Kind kind) {
       {Kind::kSummary, {key::kModel, key::kDataset, key::kParallel}},
       {Kind::kScaling, {key::kStatus}},
       {Kind::kThroughput, {}},
+      {Kind::kStep, {}},
+      {Kind::kTimeline, {}},
       {Kind::kUnknown, {}},
   };
   return fields.at(kind);
@@ -58,6 +60,9 @@ Kind classify(const Row& row) {
     return Kind::kP2p;
   if (bench == "codec" && row.contains(key::kRatio)) return Kind::kCodec;
   if (row.value(key::kSummary, false)) return Kind::kSummary;
+  if (row.contains(key::kTimeline) && row[key::kTimeline].is_array()) return Kind::kTimeline;
+  if (row.contains(key::kStep) && row.contains(key::kElapsedS) && row.contains(key::kTrainLoss))
+    return Kind::kStep;
   if (row.contains(key::kEpoch) &&
       (row.contains(key::kTrainLoss) || row.contains(key::kSamplesPerS)))
     return Kind::kEpoch;

@@ -20,6 +20,8 @@ enum class Kind {
   kSummary,     // the row closing a training run
   kScaling,     // dtrain scale: one row per world size
   kThroughput,  // a labelled samples/s figure without epochs (e.g. bench/pytorch_ddp.py)
+  kStep,        // a step-log row (train --step-log, a run's own report)
+  kTimeline,    // one pipeline step per rank, from a run's trace (pipeline_timeline.h)
   kUnknown,
 };
 
@@ -62,5 +64,9 @@ std::vector<Section> scaling_sections(const std::vector<RowRef>& refs, bool with
 std::vector<Section> throughput_sections(const std::vector<RowRef>& refs, bool with_source);
 // Epoch and summary rows together (a run is its epochs, closed by its summary).
 std::vector<Section> training_sections(const std::vector<RowRef>& refs, bool with_source);
+// Step-log rows: loss and accuracy over steps and time, samples/s over time.
+std::vector<Section> step_sections(const std::vector<RowRef>& refs, bool with_source);
+// Timeline rows: a pipeline step drawn per rank.
+std::vector<Section> timeline_sections(const std::vector<RowRef>& refs, bool with_source);
 
 }  // namespace dtrain::report::sections

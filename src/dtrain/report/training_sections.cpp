@@ -100,7 +100,7 @@ void epoch_figures(const std::vector<Run>& runs, Section& s) {
     last.push_back(&run.last());
     epochs += run.epochs.size();
   }
-  if (runs.size() > 1 || !curves) {
+  if (runs.size() > 1) {  // a comparison; one run's numbers are in its table
     s.figures.push_back(bars("samples per second, last epoch (higher is better)", "run",
                              {"samples/s"}, names, last, {{key::kSamplesPerS, "samples/s"}},
                              false));
@@ -200,6 +200,22 @@ void ddp_figures(const std::vector<Run>& runs, Section& s) {
                            false));
 }
 
+// One run's epochs as a table (a run's own report: the numbers a chart of one point would
+// hide).
+std::string epoch_table(const Run& run) {
+  std::string html =
+      "<table><tr><th>epoch</th><th>train loss</th><th>train acc</th><th>test loss</th>"
+      "<th>test acc</th><th>samples/s</th><th>time (s)</th></tr>";
+  for (const auto& e : run.epochs) {
+    html += "<tr>";
+    for (const char* k : {key::kEpoch, key::kTrainLoss, key::kTrainAcc, key::kTestLoss,
+                          key::kTestAcc, key::kSamplesPerS, key::kEpochS})
+      html += "<td>" + chart::short_number(number_at(*e.row, k)) + "</td>";
+    html += "</tr>";
+  }
+  return html + "</table>";
+}
+
 std::string summary_table(const std::vector<Run>& runs) {
   std::string html =
       "<table><tr><th>run</th><th>model</th><th>dataset</th><th>parallel</th><th>ranks</th>"
@@ -234,6 +250,7 @@ std::vector<Section> training_sections(const std::vector<RowRef>& refs, bool wit
     if (!run.epochs.empty()) with_epochs.push_back(run);
   }
   Section s{"Training", caption(refs), {}, summary_table(runs)};
+  if (runs.size() == 1 && !runs[0].epochs.empty()) s.table_html += epoch_table(runs[0]);
   if (!with_epochs.empty()) {
     epoch_figures(with_epochs, s);
     pipeline_figures(with_epochs, s);

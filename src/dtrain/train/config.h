@@ -92,7 +92,9 @@ struct TrainConfig {
   int64_t crop_padding = -1;  // -1: dataset default (4 for CIFAR-sized colour data, else 0)
   int flip = -1;              // -1: dataset default (off for digit-like data)
   std::string metrics_path;
-  std::string command;  // the command line, written into every metrics row ("command")
+  std::string step_log_path;  // --step-log: JSON lines of the step log (metrics/keys.h)
+  int64_t log_every = 0;      // batches between step-log rows; 0: about 50 an epoch
+  std::string command;        // the command line, written into every metrics row ("command")
   std::string checkpoint_dir;
   std::string weights_path;  // pretrained weights (safetensors) loaded before training
   bool resume = false;

@@ -27,6 +27,46 @@ struct Tally {
   }
 };
 
+// The step log: a row every `every` batches and at the epoch's end, each with what this
+// rank's batches gave since the previous row (a curve that follows the run closely, not a
+// running mean since the epoch's start).
+class StepLogger {
+ public:
+  StepLogger(int64_t epoch, int64_t batches, int64_t every, Clock::time_point run_start,
+             const Tally& from)
+      : epoch_(epoch),
+        batches_(batches),
+        every_(every > 0 ? every : std::max<int64_t>(1, batches / 50)),
+        run_start_(run_start),
+        last_(from),
+        last_time_(Clock::now()) {}
+
+  void after_batch(int64_t step, const Tally& now, std::vector<metrics::Row>& out) {
+    if (step % every_ != 0 && step != batches_) return;
+    const auto t = Clock::now();
+    const double seen = static_cast<double>(now.seen - last_.seen);
+    if (seen <= 0) return;
+    namespace key = metrics::key;
+    metrics::Row row;
+    row[key::kStep] = epoch_ * batches_ + step;
+    row[key::kEpochProgress] = static_cast<double>(epoch_) + static_cast<double>(step) / batches_;
+    row[key::kElapsedS] = std::chrono::duration<double>(t - run_start_).count();
+    row[key::kTrainLoss] = (now.loss_sum - last_.loss_sum) / seen;
+    row[key::kTrainAcc] = static_cast<double>(now.correct - last_.correct) / seen;
+    row[key::kSamplesPerS] =
+        seen / std::max(1e-9, std::chrono::duration<double>(t - last_time_).count());
+    out.push_back(std::move(row));
+    last_ = now;
+    last_time_ = t;
+  }
+
+ private:
+  int64_t epoch_, batches_, every_;
+  Clock::time_point run_start_;
+  Tally last_;
+  Clock::time_point last_time_;
+};
+
 // Gradient accumulation: groups of K batches; each batch's loss is weighted by its share of
 // the group's samples, so a group equals one batch K times larger.
 StepPlan step_plan(int64_t step, int64_t k, int64_t batches, int64_t batch_size, int64_t shard,
@@ -80,6 +120,7 @@ std::optional<EpochStats> train_epoch(const EpochInputs& in, Engine& engine,
                                1000003ull * static_cast<uint64_t>(engine.rank()),
                            /*prefetch=*/4, /*skip=*/from.step);
   Tally tally{from.loss_sum, from.correct, from.seen};
+  StepLogger step_log(epoch, loader.batches(), c.log_every, in.run_start, tally);
   int64_t step = from.step;
   const int64_t k = c.grad_accum_steps;
   while (auto batch = loader.next()) {
@@ -99,6 +140,7 @@ std::optional<EpochStats> train_epoch(const EpochInputs& in, Engine& engine,
     check_finite(r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.samples)), epoch, step);
     tally.add(r);
     ++step;
+    step_log.after_batch(step, tally, s.steps);
     if (plan.sync && in.after_step) {
       const StepPoint point{{epoch, step, tally.loss_sum, tally.correct, tally.seen},
                             (step + k - 1) / k,

@@ -9,6 +9,7 @@
 
 #include "dtrain/data/loader.h"
 #include "dtrain/metrics/progress.h"
+#include "dtrain/metrics/timer.h"
 #include "dtrain/train/checkpoint.h"
 #include "dtrain/train/config.h"
 #include "dtrain/train/engine.h"
@@ -32,6 +33,8 @@ struct EpochInputs {
   data::Augment augment;
   // Called after every optimizer step; returning false stops the run there.
   std::function<bool(const StepPoint&)> after_step;
+  // Where the step log's elapsed_s counts from.
+  metrics::Clock::time_point run_start = metrics::Clock::now();
 };
 
 // Trains epoch `from.epoch` (0-based) on this rank's shard from mini-batch `from.step` on

@@ -18,6 +18,9 @@ struct EpochStats {
   double lr = 0;
   int64_t peak_rss_bytes = 0;
   metrics::Row extra;  // mode-specific keys (pipeline: stages, links, bubble, ratio)
+  // The epoch's step-log rows (metrics/keys.h, kStep): rank 0's own batches. Not part of
+  // to_row(); the trainer writes them to --step-log, the CLI hands them to --report.
+  std::vector<metrics::Row> steps;
   metrics::Row to_row() const;
 };
 

@@ -158,11 +158,12 @@ metrics::Row stamped(metrics::Row row, const TrainConfig& c) {
   return row;
 }
 
-std::ofstream open_metrics(const TrainConfig& c, bool leader) {
+// A JSON-lines output of rank 0's (--metrics, --step-log), continued by a resumed run.
+std::ofstream open_rows_file(const std::string& path, const TrainConfig& c, bool leader) {
   std::ofstream out;
-  if (c.metrics_path.empty() || !leader) return out;
-  out.open(c.metrics_path, c.resume ? std::ios::app : std::ios::trunc);
-  if (!out) throw std::runtime_error("cannot write " + c.metrics_path);
+  if (path.empty() || !leader) return out;
+  out.open(path, c.resume ? std::ios::app : std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write " + path);
   return out;
 }
 
@@ -216,9 +217,10 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
     engine->announce_checkpoint(at);
     checkpointer->save(at, rank_state);
   };
-  std::ofstream metrics_out = open_metrics(c, leader);
+  std::ofstream metrics_out = open_rows_file(c.metrics_path, c, leader);
+  std::ofstream step_log = open_rows_file(c.step_log_path, c, leader);
   int64_t steps_run = 0;
-  EpochInputs inputs{c, in.train_set, in.norm, default_augment(c, in), {}};
+  EpochInputs inputs{c, in.train_set, in.norm, default_augment(c, in), {}, metrics::Clock::now()};
   inputs.after_step = [&](const StepPoint& p) {
     if (checkpointer && c.checkpoint_every > 0 && !p.last &&
         p.optimizer_steps % c.checkpoint_every == 0)
@@ -243,6 +245,9 @@ std::vector<EpochStats> train(const TrainConfig& c, comm::Group* group) {
     record_cuda_memory(engine->input_device(), s);
     progress.finish(epoch_line(s, c.epochs));
     if (metrics_out.is_open()) metrics::write_jsonl(metrics_out, {stamped(s.to_row(), c)});
+    for (auto& row : s.steps)
+      row = stamped(std::move(row), c);
+    if (step_log.is_open()) metrics::write_jsonl(step_log, s.steps);
     if (checkpointer) save(Position{epoch + 1});
     history.push_back(s);
   }

@@ -176,6 +176,8 @@ struct Pipeline::Step {
 StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
                          const at::Tensor& labels, const at::Tensor& mask) {
   const auto step_start = Clock::now();
+  // One step's window on every rank: the report draws a step of the pipeline from it.
+  const metrics::trace::Span step_span("step", training ? "train step" : "eval step");
   const double compute_before = wire_->times().forward_s + wire_->times().backward_s;
   wire_->set_counting(training);
   Step step;
