@@ -2,28 +2,20 @@
 // index, so a new family is appended, never inserted). Adding a family: one file holding
 // its Codec, its kernels and its CodecFamily row, and one line here.
 #include "dtrain/base/parse.h"
+#include "dtrain/base/table.h"
 #include "dtrain/compress/codec_family.h"
 
 namespace dtrain::compress {
 
-#define DTRAIN_CODEC_TABLE(ROW)                     \
-  ROW(kNoneCodecFamily)      /* 0: cast.cpp */      \
-  ROW(kFp16CodecFamily)      /* 1: cast.cpp */      \
-  ROW(kBf16CodecFamily)      /* 2: cast.cpp */      \
-  ROW(kUniformCodecFamily)   /* 3: uniform.cpp */   \
-  ROW(kSortQuantCodecFamily) /* 4: sortquant.cpp */ \
-  ROW(kKMeansCodecFamily)    /* 5: kmeans.cpp */
+#define DTRAIN_CODEC_TABLE(ROW, T)                     \
+  ROW(T, kNoneCodecFamily)      /* 0: cast.cpp */      \
+  ROW(T, kFp16CodecFamily)      /* 1: cast.cpp */      \
+  ROW(T, kBf16CodecFamily)      /* 2: cast.cpp */      \
+  ROW(T, kUniformCodecFamily)   /* 3: uniform.cpp */   \
+  ROW(T, kSortQuantCodecFamily) /* 4: sortquant.cpp */ \
+  ROW(T, kKMeansCodecFamily)    /* 5: kmeans.cpp */
 
-#define DTRAIN_DECLARE_ROW(row) extern const CodecFamily row;
-DTRAIN_CODEC_TABLE(DTRAIN_DECLARE_ROW)
-#undef DTRAIN_DECLARE_ROW
-
-const std::vector<const CodecFamily*>& codec_families() {
-#define DTRAIN_ROW_ADDRESS(row) &row,
-  static const std::vector<const CodecFamily*> table{DTRAIN_CODEC_TABLE(DTRAIN_ROW_ADDRESS)};
-#undef DTRAIN_ROW_ADDRESS
-  return table;
-}
+DTRAIN_TABLE(CodecFamily, codec_families, DTRAIN_CODEC_TABLE)
 
 const CodecFamily* find_codec_family(CodecId id) {
   const auto& table = codec_families();

@@ -2,27 +2,19 @@
 
 #include <torch/torch.h>
 
+#include "dtrain/base/table.h"
 #include "dtrain/models/batch_context.h"
 
 namespace dtrain::models {
 
-#define DTRAIN_MODEL_TABLE(ROW) \
-  ROW(kMlpModel)                \
-  ROW(kCnnModel)                \
-  ROW(kResnet18Model)           \
-  ROW(kMobilenetV2Model)        \
-  ROW(kRobertaModel)
+#define DTRAIN_MODEL_TABLE(ROW, T) \
+  ROW(T, kMlpModel)                \
+  ROW(T, kCnnModel)                \
+  ROW(T, kResnet18Model)           \
+  ROW(T, kMobilenetV2Model)        \
+  ROW(T, kRobertaModel)
 
-#define DTRAIN_DECLARE_ROW(row) extern const ModelFamily row;
-DTRAIN_MODEL_TABLE(DTRAIN_DECLARE_ROW)
-#undef DTRAIN_DECLARE_ROW
-
-const std::vector<const ModelFamily*>& model_families() {
-#define DTRAIN_ROW_ADDRESS(row) &row,
-  static const std::vector<const ModelFamily*> table{DTRAIN_MODEL_TABLE(DTRAIN_ROW_ADDRESS)};
-#undef DTRAIN_ROW_ADDRESS
-  return table;
-}
+DTRAIN_TABLE(ModelFamily, model_families, DTRAIN_MODEL_TABLE)
 
 const ModelFamily* find_model(const std::string& name) {
   for (const ModelFamily* family : model_families())

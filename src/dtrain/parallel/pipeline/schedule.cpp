@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "dtrain/base/table.h"
 #include "dtrain/parallel/pipeline/schedule_policy.h"
 
 namespace dtrain::parallel::pipeline {
@@ -134,20 +135,11 @@ std::string describe(const Op& op) {
 
 }  // namespace
 
-#define DTRAIN_SCHEDULE_TABLE(ROW)             \
-  ROW(kGPipeSchedule) /* schedule_gpipe.cpp */ \
-  ROW(k1F1BSchedule)  /* schedule_1f1b.cpp */
+#define DTRAIN_SCHEDULE_TABLE(ROW, T)             \
+  ROW(T, kGPipeSchedule) /* schedule_gpipe.cpp */ \
+  ROW(T, k1F1BSchedule)  /* schedule_1f1b.cpp */
 
-#define DTRAIN_DECLARE_ROW(row) extern const ScheduleFamily row;
-DTRAIN_SCHEDULE_TABLE(DTRAIN_DECLARE_ROW)
-#undef DTRAIN_DECLARE_ROW
-
-const std::vector<const ScheduleFamily*>& schedule_families() {
-#define DTRAIN_ROW_ADDRESS(row) &row,
-  static const std::vector<const ScheduleFamily*> table{DTRAIN_SCHEDULE_TABLE(DTRAIN_ROW_ADDRESS)};
-#undef DTRAIN_ROW_ADDRESS
-  return table;
-}
+DTRAIN_TABLE(ScheduleFamily, schedule_families, DTRAIN_SCHEDULE_TABLE)
 
 std::string schedule_names() {
   std::string names;
