@@ -32,7 +32,9 @@ TEST(CodecTableTest, EveryRowParsesCodesAndDecodesUnderItsOwnWireId) {
     EXPECT_EQ(packet[PacketHeader::Offset::kCodec], id);
     const at::Tensor back = decode(packet);
     const double error = (back - x).pow(2).mean().item<double>() / x.var().item<double>();
-    EXPECT_LT(error, 0.05);  // every example has at least 4 bits
+    // Better than the mean at any width (1-bit Lloyd-Max: 0.36 of the variance); from 4 bits
+    // on, within 0.05 (4-bit Lloyd-Max: 0.0095).
+    EXPECT_LT(error, spec.bits >= 4 ? 0.05 : 0.5);
   }
   // The ids the packets already name keep their rows.
   EXPECT_EQ(parse_codec("none").id, CodecId::kNone);
