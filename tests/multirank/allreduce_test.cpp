@@ -7,6 +7,7 @@
 
 #include "../support/ranks.h"
 #include "dtrain/comm/allreduce.h"
+#include "dtrain/comm/allreduce_tuner.h"
 #include "dtrain/comm/exact_oracle.h"
 #include "dtrain/comm/group.h"
 
@@ -37,8 +38,8 @@ TEST_P(AllReduceTest, EveryAlgoOpDtypeCountIsExact) {
                                            at::kBFloat16, at::kInt,    at::kLong};
   const std::vector<ReduceOp> ops{ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
                                   ReduceOp::kProduct};
-  std::vector<Algorithm> algos = concrete_algorithms();
-  algos.push_back(Algorithm::kAuto);
+  // auto runs one of these (allreduce_tuner.h); AllReduceTunerTest covers it.
+  const std::vector<Algorithm> algos = concrete_algorithms();
   testing::run_ranks(world, [&](Group& g) {
     for (Algorithm algo : algos) {
       for (ReduceOp op : ops) {
@@ -97,6 +98,48 @@ TEST_P(AllReduceTest, LargeFloatVectorWithNonIntegerValuesIsIdenticalOnAllRanks)
           << algo << ": rank " << r << " differs from rank 0";
     }
   }
+}
+
+// auto by measurement: exact results, the same choice on every rank (the slowest rank's
+// times decide), kinds calibrated apart (another size class, another channel), and the
+// re-check after kRecheckCalls calls of a kind passing without a hang.
+TEST(AllReduceTunerTest, AutoIsExactAndEveryRankChoosesAlike) {
+  const int world = 3;
+  std::vector<std::vector<Algorithm>> chosen(world);
+  testing::run_ranks(world, [&](Group& g) {
+    for (const int64_t count : {int64_t{37}, int64_t{70000}}) {
+      for (const auto op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        at::Tensor x = make_input(g.rank(), count, op).to(at::kFloat);
+        AllReduceOptions opts;
+        opts.op = op;
+        all_reduce(g, x, opts);
+        EXPECT_EQ(x.ne(expected_result(world, count, op, at::kFloat)).sum().item<int64_t>(), 0)
+            << count << " " << to_string(op);
+        const auto* choice = g.all_reduce_tuner().choice(opts.tag, at::kFloat, op, count * 4);
+        ASSERT_NE(choice, nullptr);
+        EXPECT_EQ(choice->candidates.size(), concrete_algorithms().size());
+        EXPECT_NE(choice->algorithm, Algorithm::kAuto);
+        chosen[static_cast<size_t>(g.rank())].push_back(choice->algorithm);
+      }
+    }
+    // Another channel's calls are another kind: calibrated apart, not read from the first.
+    AllReduceOptions other;
+    other.tag = collective_tag(CollectiveChannel::kSyncBatchNorm);
+    EXPECT_EQ(g.all_reduce_tuner().choice(other.tag, at::kFloat, ReduceOp::kSum, 37 * 4), nullptr);
+    at::Tensor y = make_input(g.rank(), 37, ReduceOp::kSum).to(at::kFloat);
+    all_reduce(g, y, other);
+    EXPECT_NE(g.all_reduce_tuner().choice(other.tag, at::kFloat, ReduceOp::kSum, 37 * 4), nullptr);
+    // Past the re-check: every rank takes part in it, and the results stay exact.
+    for (int call = 0; call < AllReduceTuner::kRecheckCalls + 5; ++call) {
+      at::Tensor z = make_input(g.rank(), 37, ReduceOp::kSum).to(at::kFloat);
+      all_reduce(g, z, other);
+      ASSERT_EQ(z.ne(expected_result(world, 37, ReduceOp::kSum, at::kFloat)).sum().item<int64_t>(),
+                0)
+          << "call " << call;
+    }
+  });
+  for (int r = 1; r < world; ++r)
+    EXPECT_EQ(chosen[static_cast<size_t>(r)], chosen[0]) << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, AllReduceTest, ::testing::Range(1, 9),

@@ -14,8 +14,10 @@
 
 namespace dtrain::testing {
 
+// `streams` > 1: that many connections per peer, every link striped over them.
 inline void run_ranks(int world_size, const std::function<void(comm::Group&)>& body,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                      int streams = 1) {
   at::set_num_threads(1);
   comm::InProcessRendezvous rendezvous;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world_size));
@@ -23,7 +25,7 @@ inline void run_ranks(int world_size, const std::function<void(comm::Group&)>& b
   for (int r = 0; r < world_size; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto group = rendezvous.join(r, world_size, timeout);
+        auto group = rendezvous.join(r, world_size, timeout, streams);
         body(*group);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();

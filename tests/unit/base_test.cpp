@@ -99,6 +99,20 @@ TEST(Crc32cTest, FastPathAndPiecesAgreeWithTheTables) {
   EXPECT_NE(crc32c(data.data(), data.size()), before);
 }
 
+// Joined from independent pieces, the checksum of the whole, for any cut (empty parts too).
+TEST(Crc32cTest, CombineJoinsPiecesChecksummedApart) {
+  std::mt19937 gen(9);
+  std::vector<uint8_t> data(100003);
+  for (auto& b : data)
+    b = static_cast<uint8_t>(gen());
+  for (const size_t cut : {size_t{0}, size_t{1}, size_t{8}, size_t{4096}, size_t{50000},
+                           data.size() - 1, data.size()}) {
+    const uint32_t a = crc32c(data.data(), cut);
+    const uint32_t b = crc32c(data.data() + cut, data.size() - cut);
+    EXPECT_EQ(crc32c_combine(a, b, data.size() - cut), crc32c(data.data(), data.size())) << cut;
+  }
+}
+
 // FIPS 180-4 examples.
 TEST(Sha256Test, KnownValues) {
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

@@ -45,7 +45,6 @@ uint32_t portable_register(uint32_t r, const unsigned char* p, size_t n) {
   return r;
 }
 
-#if defined(__x86_64__)
 // a * b modulo the polynomial, both in reflected order (bit 31 is x^0).
 uint32_t multiply(uint32_t a, uint32_t b) {
   uint32_t product = 0;
@@ -56,6 +55,18 @@ uint32_t multiply(uint32_t a, uint32_t b) {
   return product;
 }
 
+// x^(8n) modulo the polynomial by squaring: O(log n) products.
+uint32_t zeros_power(size_t n) {
+  uint32_t result = 1u << 31;  // x^0
+  uint32_t power = 1u << 23;   // x^8: one zero byte
+  for (; n > 0; n >>= 1) {
+    if (n & 1) result = multiply(result, power);
+    power = multiply(power, power);
+  }
+  return result;
+}
+
+#if defined(__x86_64__)
 // x^(8n) modulo the polynomial: what appending n zero bytes multiplies a register by.
 uint32_t zeros_operator(size_t n) {
   uint32_t r = 1u << 31;  // x^0
@@ -142,6 +153,11 @@ uint32_t crc32c_copy(void* out, const void* data, size_t size, uint32_t crc) {
 #endif
   if (size > 0) std::memcpy(out, data, size);
   return crc32c_portable(out, size, crc);
+}
+
+// crc(A B) = crc(A) * x^(8|B|) + crc(B): the pre- and post-inversions cancel.
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t size_b) {
+  return multiply(crc_a, zeros_power(size_b)) ^ crc_b;
 }
 
 bool crc32c_hardware() {

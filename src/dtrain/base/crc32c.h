@@ -20,6 +20,11 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 // checksum alone.
 uint32_t crc32c_copy(void* out, const void* data, size_t size, uint32_t crc = 0);
 
+// The CRC-32C of A followed by B, from crc32c(A), crc32c(B) and B's size (zlib's
+// crc32_combine): for checksums computed in independent pieces, as kernels that touch the
+// bytes anyway do (comm/fused_reduce.h). O(log size).
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t size_b);
+
 // The portable table version, whatever the CPU (for tests and benchmarks).
 uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc = 0);
 

@@ -8,13 +8,16 @@
 #include <memory>
 
 #include "dtrain/base/device.h"
+#include "dtrain/cli/collective_buffers.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/cli/tracing.h"
 #include "dtrain/comm/allreduce.h"
+#include "dtrain/comm/allreduce_tuner.h"
 #include "dtrain/comm/collectives.h"
 #include "dtrain/comm/exact_oracle.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/link_probe.h"
 #include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
@@ -42,10 +45,10 @@ struct Options {
   bool check = true;
   int64_t segment_bytes = 1024 * 1024;
   std::string trace_path;
+  std::string wire_check = "job";  // job (the job's setting), on, off, or both
   c10::Device device{c10::kCPU};
 };
 
-using Op = metrics::CollectiveKind;
 
 Op parse_op(const std::string& s) {
   if (s == "all_reduce") return Op::kAllReduce;
@@ -88,130 +91,6 @@ std::string default_algos(Op op, const c10::Device& device) {
   }
 }
 
-at::Tensor pattern(int rank, int64_t begin, int64_t count, comm::ReduceOp op) {
-  return comm::exact_input(rank, begin, count, op);
-}
-
-// The exact expected result for elements [begin, begin+count), in float64.
-at::Tensor expected(Op op, comm::ReduceOp rop, int p, int64_t total, int64_t begin, int64_t count,
-                    at::ScalarType dtype) {
-  if (op == Op::kBroadcast) return pattern(0, begin, count, rop).to(at::kDouble);
-  if (op == Op::kAllGather) {
-    at::Tensor out = at::empty({count}, at::kDouble);
-    int64_t block_begin = 0;
-    for (int j = 0; j < p; ++j) {
-      const int64_t n = comm::block_count(total, p, j);
-      const int64_t lo = std::max(begin, block_begin),
-                    hi = std::min(begin + count, block_begin + n);
-      if (lo < hi) out.narrow(0, lo - begin, hi - lo).copy_(pattern(j, lo, hi - lo, rop));
-      block_begin += n;
-    }
-    return out;
-  }
-  return comm::exact_reduction(p, begin, count, rop, dtype);
-}
-
-struct Buffers {
-  at::Tensor input;         // pristine copy
-  at::Tensor work;          // what the collective runs on
-  at::Tensor output;        // reduce_scatter's block
-  int64_t check_begin = 0;  // global index of work/output's first element
-};
-
-// pattern(rank, begin, count) written straight into a tensor of `dtype`, a chunk at a
-// time: a 1 GiB buffer must not need gigabytes of int64 temporaries.
-at::Tensor filled(int rank, int64_t begin, int64_t count, comm::ReduceOp rop,
-                  at::ScalarType dtype) {
-  at::Tensor out = at::empty({count}, dtype);
-  constexpr int64_t kChunk = 1 << 22;
-  for (int64_t at = 0; at < count; at += kChunk) {
-    const int64_t n = std::min(kChunk, count - at);
-    out.narrow(0, at, n).copy_(pattern(rank, begin + at, n, rop));
-  }
-  return out;
-}
-
-Buffers make_buffers(Op op, comm::ReduceOp rop, const comm::Group& g, int64_t count,
-                     at::ScalarType dtype, const c10::Device& device) {
-  Buffers b;
-  const int p = g.size(), r = g.rank();
-  int64_t my_begin = 0;
-  for (int j = 0; j < r; ++j)
-    my_begin += comm::block_count(count, p, j);
-  const int64_t mine = comm::block_count(count, p, r);
-  switch (op) {
-    case Op::kAllReduce:
-    case Op::kReduceScatter:
-      b.input = filled(r, 0, count, rop, dtype);
-      break;
-    case Op::kBroadcast:
-      b.input = r == 0 ? filled(0, 0, count, rop, dtype) : at::zeros({count}, dtype);
-      break;
-    case Op::kAllGather:
-      b.input = filled(r, my_begin, mine, rop, dtype);
-      break;
-  }
-  b.input = b.input.to(device);
-  b.work = op == Op::kAllGather ? at::empty({count}, b.input.options()) : b.input.clone();
-  if (op == Op::kReduceScatter) {
-    b.output = at::empty({mine}, b.input.options());
-    b.check_begin = my_begin;
-  }
-  return b;
-}
-
-void run_once(Op op, const std::string& algo, comm::Group& g, Buffers& b, comm::ReduceOp rop,
-              int64_t segment_bytes) {
-  switch (op) {
-    case Op::kAllReduce: {
-      comm::AllReduceOptions o;
-      o.op = rop;
-      o.algorithm = comm::parse_algorithm(algo);
-      o.segment_bytes = segment_bytes;
-      comm::all_reduce(g, b.work, o);
-      return;
-    }
-    case Op::kBroadcast:
-      if (algo == "native") {
-        g.native_broadcast(b.work, 0);
-      } else {
-        comm::broadcast(g, b.work, 0,
-                        algo == "tree"      ? comm::BroadcastAlgorithm::kBinomialTree
-                        : algo == "scatter" ? comm::BroadcastAlgorithm::kScatterAllGather
-                                            : comm::BroadcastAlgorithm::kAuto);
-      }
-      return;
-    case Op::kReduceScatter:
-      comm::reduce_scatter(g, b.work, b.output, rop);
-      return;
-    case Op::kAllGather:
-      comm::all_gather(g, b.input, b.work);
-      return;
-  }
-}
-
-void restore(Op op, Buffers& b) {
-  if (op != Op::kAllGather) b.work.copy_(b.input);
-}
-
-// Compares the result with the exact expectation in chunks (bounded memory for 1 GiB runs).
-std::pair<int64_t, double> check(Op op, comm::ReduceOp rop, int p, int64_t total, const Buffers& b,
-                                 at::ScalarType dtype) {
-  const at::Tensor& result = op == Op::kReduceScatter ? b.output : b.work;
-  constexpr int64_t kChunk = 1 << 22;
-  int64_t wrong = 0;
-  double max_diff = 0;
-  for (int64_t at = 0; at < result.numel(); at += kChunk) {
-    const int64_t n = std::min(kChunk, result.numel() - at);
-    const at::Tensor want = expected(op, rop, p, total, b.check_begin + at, n, dtype);
-    const at::Tensor got = result.narrow(0, at, n).to(at::kCPU, at::kDouble);
-    const at::Tensor diff = (got - want).abs();
-    wrong += diff.ne(0).sum().item<int64_t>();
-    max_diff = std::max(max_diff, diff.max().item<double>());
-  }
-  return {wrong, max_diff};
-}
-
 std::vector<metrics::Column> columns() {
   return {{key::kBytes, "size(B)"},
           {key::kCount, "count"},
@@ -226,21 +105,57 @@ std::vector<metrics::Column> columns() {
           {key::kBusbwGbps, "busbw(GB/s)", 3},
           {key::kWrong, "#wrong"},
           {key::kMaxAbsDiff, "maxdiff", 3},
+          {key::kWireCheck, "check"},
+          {key::kChosen, "chosen"},
+          {key::kStreams, "streams"},
+          {key::kRttMs, "rtt(ms)", 2},
           {key::kPeakRssBytes, "peakRSS(B)"}};
+}
+
+// What takes turns: every algorithm, each with the wire check as --wire-check says (both:
+// off and on, side by side in every round).
+struct Variant {
+  std::string algo;
+  bool check;
+};
+std::vector<Variant> variants(const std::vector<std::string>& algos, const std::string& mode,
+                              bool job_check) {
+  std::vector<bool> checks{job_check};
+  if (mode == "on" || mode == "off") checks = {mode == "on"};
+  if (mode == "both") checks = {false, true};
+  std::vector<Variant> out;
+  for (const auto& algo : algos)
+    for (const bool check : checks)
+      out.push_back({algo, check});
+  return out;
 }
 
 std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   const Op op = parse_op(o.op);
   const auto dtype = parse_dtype(o.dtype);
   const auto rop = comm::parse_reduce_op(o.reduce);
-  const auto algos = split_list(o.algos.empty() ? default_algos(op, o.device) : o.algos);
+  const bool job_check = g.wire_check();
+  const auto runs = variants(split_list(o.algos.empty() ? default_algos(op, o.device) : o.algos),
+                             o.wire_check, job_check);
   const auto sizes = parse_sizes(o.sizes, o.factor);
   const int p = g.size();
   const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
   std::vector<std::string> span_names;  // alive until the trace is written
-  for (const auto& algo : algos)
-    span_names.push_back(o.op + " " + algo);
+  for (const auto& v : runs)
+    span_names.push_back(o.op + " " + v.algo + (v.check == job_check ? "" : " (check flipped)"));
   TraceSession trace(o.trace_path, &g);
+  bool measured = true;
+  for (int peer = 0; peer < p; ++peer)
+    measured = measured && (peer == g.rank() || g.round_trip(peer) >= 0);
+  if (!measured) comm::measure_round_trips(g);
+  // The longest round trip and the most streams of any link: the same on every rank.
+  at::Tensor link = at::zeros({2}, at::kDouble);
+  for (int peer = 0; peer < p; ++peer) {
+    if (peer == g.rank()) continue;
+    link[0] = std::max(link[0].item<double>(), g.round_trip(peer));
+    link[1] = std::max(link[1].item<double>(), static_cast<double>(g.streams(peer)));
+  }
+  g.native_all_reduce(link, comm::ReduceOp::kMax);
 
   std::vector<metrics::Row> rows;
   for (const int64_t bytes : sizes) {
@@ -248,21 +163,28 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
     // Algorithms take turns round by round, so drift on a noisy machine hits all alike.
     // One set of buffers serves every algorithm (restored before each run): 1 GiB sizes fit.
     Buffers b = make_buffers(op, rop, g, count, dtype, o.device);
-    std::vector<double> total_s(algos.size(), 0.0);
-    std::vector<std::pair<int64_t, double>> checks(algos.size(), {-1, -1.0});
-    for (size_t a = 0; a < algos.size(); ++a) {
+    std::vector<double> total_s(runs.size(), 0.0);
+    std::vector<std::pair<int64_t, double>> checks(runs.size(), {-1, -1.0});
+    // Every rank switches the wire check between the same two collectives (nothing is in
+    // flight between them), as both ends of every link must.
+    for (size_t a = 0; a < runs.size(); ++a) {
+      g.set_wire_check(runs[a].check);
       for (int i = 0; i < o.warmup; ++i) {
         restore(op, b);
-        run_once(op, algos[a], g, b, rop, o.segment_bytes);
+        run_once(op, runs[a].algo, g, b, rop, o.segment_bytes);
       }
     }
     for (int round = 0; round < o.rounds; ++round) {
-      for (size_t a = 0; a < algos.size(); ++a) {
+      // Each round starts one variant later: none always follows the same other one (on a
+      // busy machine what ran just before can slow the next).
+      for (size_t turn = 0; turn < runs.size(); ++turn) {
+        const size_t a = (turn + static_cast<size_t>(round)) % runs.size();
+        g.set_wire_check(runs[a].check);
         for (int i = 0; i < o.iters; ++i) {
           restore(op, b);
           synchronize(o.device);  // the restore's copy is not timed
           const auto t0 = metrics::Clock::now();
-          run_once(op, algos[a], g, b, rop, o.segment_bytes);
+          run_once(op, runs[a].algo, g, b, rop, o.segment_bytes);
           synchronize(o.device);  // a GPU collective is timed to its end, not its launch
           total_s[a] += metrics::trace::span_since("collective", span_names[a].c_str(), t0,
                                                    count * elem, "bytes");
@@ -270,8 +192,9 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
         if (o.check && round + 1 == o.rounds) checks[a] = check(op, rop, p, count, b, dtype);
       }
     }
-    for (size_t a = 0; a < algos.size(); ++a) {
-      const std::string& algo = algos[a];
+    g.set_wire_check(job_check);
+    for (size_t a = 0; a < runs.size(); ++a) {
+      const std::string& algo = runs[a].algo;
       const auto [wrong, max_diff] = checks[a];
       // Time: mean over iterations, then max over ranks; memory: max over ranks.
       at::Tensor maxes = at::tensor({total_s[a] / (o.iters * o.rounds) * 1e6, max_diff,
@@ -299,6 +222,23 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       row[key::kWrong] = o.check ? wrong_total.item<int64_t>() : -1;
       row[key::kMaxAbsDiff] = o.check ? maxes[1].item<double>() : -1.0;
       row[key::kPeakRssBytes] = static_cast<int64_t>(maxes[2].item<double>());
+      row[key::kWireCheck] = o.device.is_cuda() ? "n/a" : runs[a].check ? "on" : "off";
+      row[key::kStreams] = static_cast<int>(link[1].item<double>());
+      row[key::kRttMs] = link[0].item<double>() * 1e3;
+      if (algo == "auto" && op == Op::kAllReduce && !o.device.is_cuda()) {
+        const auto* chosen = g.all_reduce_tuner().choice(
+            comm::collective_tag(comm::CollectiveChannel::kAllReduce), dtype, rop, moved);
+        if (chosen != nullptr) {
+          row[key::kChosen] = comm::to_string(chosen->algorithm);
+          if (g.rank() == 0) {
+            std::cerr << "bench collective: auto chose " << comm::to_string(chosen->algorithm)
+                      << " for " << metrics::human_bytes(static_cast<double>(moved)) << " (";
+            for (const auto& [candidate, seconds] : chosen->candidates)
+              std::cerr << comm::to_string(candidate) << " " << seconds * 1e6 << " us; ";
+            std::cerr << chosen->calibrations << " calibration(s))" << std::endl;
+          }
+        }
+      }
       if (g.rank() == 0) {
         std::cerr << "bench collective: " << o.op << " " << algo << " world " << p << " "
                   << metrics::human_bytes(static_cast<double>(moved)) << ": " << time_us
@@ -381,6 +321,11 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
                    "through host memory",
                    "cpu");
   sub->add_flag("--no-check{false}", o->check, "skip the exact result check");
+  sub->add_option("--wire-check", o->wire_check,
+                  "job (the job's setting), on, off, or both: each algorithm with the message "
+                  "checksums off and on, taking turns in every round")
+      ->check(CLI::IsMember({"job", "on", "off", "both"}))
+      ->capture_default_str();
   add_output_flags(sub, o->output);
   sub->add_option("--trace", o->trace_path,
                   "write a Chrome trace (JSON) of every rank's timed iterations, clocks aligned "

@@ -10,6 +10,7 @@
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/link_probe.h"
 #include "dtrain/comm/tags.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
@@ -130,6 +131,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   if (g.size() < 2) throw std::invalid_argument("bench p2p needs at least 2 ranks (-n 2)");
   std::vector<metrics::Row> rows;
   const bool job_check = g.wire_check();
+  if (g.round_trip(g.rank() == 0 ? 1 : 0) < 0) comm::measure_round_trips(g);
   for (const int64_t bytes : sizes) {
     // Bounded work per size: big messages get fewer iterations and a smaller window.
     const int window = static_cast<int>(std::max<int64_t>(
@@ -178,6 +180,8 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       row[key::kLatencyUs] = m.latency_us;
       row[key::kBandwidthGbps] = m.bandwidth_gbps;
       row[key::kWrong] = m.wrong;
+      row[key::kStreams] = bytes >= comm::Group::kStripeMinBytes ? g.streams(1) : 1;
+      row[key::kRttMs] = g.round_trip(1) * 1e3;
       row[key::kWindow] = window;
       row[key::kIters] = iters;
       row[key::kPeakRssBytes] = metrics::peak_rss_bytes();
@@ -198,6 +202,8 @@ std::vector<metrics::Column> columns() {
   return {{key::kBytes, "size(B)"},
           {key::kDevice, "device"},
           {key::kPath, "path"},
+          {key::kStreams, "streams"},
+          {key::kRttMs, "rtt(ms)", 2},
           {key::kWireCheck, "check"},
           {key::kLatencyUs, "latency(us)", 2},
           {key::kBandwidthGbps, "bandwidth(GB/s)", 3},

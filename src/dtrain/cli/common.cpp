@@ -94,6 +94,20 @@ void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
                    "who reduces CUDA tensors: nccl (on the GPU, one GPU per local rank), gloo "
                    "(through host memory) or auto (nccl where every local rank has a GPU of its "
                    "own); CPU tensors and dtrain's own algorithms always use Gloo");
+  add_typed_option(
+      app, "--streams", flags.streams,
+      [](const std::string& text) -> std::optional<int> {
+        if (text == "auto") return 0;
+        const auto n = parse_integer(text, 1, comm::kMaxStreams);
+        if (!n)
+          throw std::invalid_argument("'" + text + "' is not auto or 1.." +
+                                      std::to_string(comm::kMaxStreams));
+        return static_cast<int>(*n);
+      },
+      "TCP connections per peer for large messages: auto (several where a link's round trip "
+      "is 5 ms or more: one connection cannot fill a long fat link) or N (overrides "
+      "DTRAIN_STREAMS)",
+      "auto");
   app->add_option("--results-file", flags.results_file)->group("");  // internal
 }
 
@@ -191,6 +205,7 @@ std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads,
   o.gloo_interface = flags.gloo_interface;
   o.timeout_s = flags.timeout_s;
   o.token = flags.token;
+  o.streams = flags.streams;
   if (!comm::launched_by_environment() && !flags.master_port) {
     o.master_port = comm::pick_free_port();  // a lone rank must not collide on 29500
   }

@@ -42,7 +42,8 @@ struct RankFlags {
   bool bind_cores = true;             // --bind cores|none (comm/core_binding.h)
   // --backend: who runs the collectives of CUDA tensors (comm/collective_backend.h)
   comm::CollectiveBackend backend = comm::CollectiveBackend::kAuto;
-  std::string results_file;  // internal: where rank 0 appends its rows for the launcher
+  std::optional<int> streams;  // --streams: connections per peer (0: auto; comm/world.h)
+  std::string results_file;    // internal: where rank 0 appends its rows for the launcher
 };
 
 // A flag parsed once, at the boundary, into a typed value (an enum, a codec spec) by

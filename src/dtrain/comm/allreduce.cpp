@@ -6,6 +6,7 @@
 
 #include "dtrain/base/names.h"
 #include "dtrain/comm/algorithms.h"
+#include "dtrain/comm/allreduce_tuner.h"
 #include "dtrain/comm/group.h"
 
 namespace dtrain::comm {
@@ -32,13 +33,6 @@ const std::vector<Algorithm>& concrete_algorithms() {
   return all;
 }
 
-Algorithm choose_algorithm(int64_t bytes, int world_size) {
-  // Crossovers measured with `dtrain bench collective` on loopback (docs/results.md):
-  // latency-bound messages favour butterfly's log2(p) rounds, large ones the ring.
-  if (world_size <= 2) return bytes <= (256 << 10) ? Algorithm::kButterfly : Algorithm::kRing;
-  return bytes <= (1 << 20) ? Algorithm::kButterfly : Algorithm::kRing;
-}
-
 bool runs_off_cpu(Algorithm algo) {
   return algo == Algorithm::kAuto || algo == Algorithm::kNative;
 }
@@ -48,7 +42,6 @@ void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& option
     throw std::invalid_argument(group.describe() + ": all_reduce needs a contiguous tensor");
   }
   at::Tensor flat = tensor.view({-1});
-  const int64_t bytes = flat.numel() * flat.element_size();
   Algorithm algo = options.algorithm;
   if (!tensor.device().is_cpu()) {
     // dtrain's algorithms move host memory; the backend's own runs anywhere (NCCL where the
@@ -59,24 +52,29 @@ void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& option
                                   to_string(algo) + ", which works on CPU tensors");
     algo = Algorithm::kNative;
   }
-  if (algo == Algorithm::kAuto) algo = choose_algorithm(bytes, group.size());
-  switch (algo) {
-    case Algorithm::kRing:
-      detail::ring_all_reduce(group, flat, options.op, options.tag, options.segment_bytes);
-      return;
-    case Algorithm::kButterfly:
-      detail::butterfly_all_reduce(group, flat, options.op, options.tag);
-      return;
-    case Algorithm::kDirect:
-      detail::direct_all_reduce(group, flat, options.op, options.tag);
-      return;
-    case Algorithm::kNative:
-      group.native_all_reduce(flat, options.op);
-      return;
-    case Algorithm::kAuto:
-      break;
-  }
-  throw std::logic_error("unreachable algorithm");
+  const auto run_one = [&](Algorithm concrete, at::Tensor& buffer) {
+    switch (concrete) {
+      case Algorithm::kRing:
+        detail::ring_all_reduce(group, buffer, options.op, options.tag, options.segment_bytes);
+        return;
+      case Algorithm::kButterfly:
+        detail::butterfly_all_reduce(group, buffer, options.op, options.tag);
+        return;
+      case Algorithm::kDirect:
+        detail::direct_all_reduce(group, buffer, options.op, options.tag);
+        return;
+      case Algorithm::kNative:
+        group.native_all_reduce(buffer, options.op);
+        return;
+      case Algorithm::kAuto:
+        break;
+    }
+    throw std::logic_error("unreachable algorithm");
+  };
+  if (algo == Algorithm::kAuto)
+    group.all_reduce_tuner().all_reduce(group, flat, options, run_one);
+  else
+    run_one(algo, flat);
 }
 
 }  // namespace dtrain::comm

@@ -8,7 +8,8 @@
 //              messages use recursive doubling on the whole vector (log2 p latency)
 //   direct     each rank reduces its own slice from all others, then sends it to all
 //   native     the backend's own all_reduce (Gloo; NCCL on a GPU, comm/collective_backend.h)
-//   auto       picks one from message size and world size (see choose_algorithm)
+//   auto       the fastest of them on this group for this kind of call, by measurement
+//              (allreduce_tuner.h)
 //
 // Any element count (0, 1, fewer than ranks, not divisible), in place, contiguous CPU
 // tensors of float32/64, float16, bfloat16, int32, int64. A CUDA tensor takes native (or
@@ -34,9 +35,6 @@ enum class Algorithm { kRing, kButterfly, kDirect, kNative, kAuto };
 Algorithm parse_algorithm(const std::string& name);
 std::string to_string(Algorithm algo);
 const std::vector<Algorithm>& concrete_algorithms();
-
-// The algorithm `auto` runs for this message; crossover measured in docs/results.md.
-Algorithm choose_algorithm(int64_t bytes, int world_size);
 
 // Whether `algo` takes a tensor off the CPU: native, and auto (which then means native).
 bool runs_off_cpu(Algorithm algo);

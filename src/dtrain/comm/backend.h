@@ -30,6 +30,7 @@ class Backend {
   c10::intrusive_ptr<c10d::Store> store;
   std::chrono::milliseconds timeout;
   bool wire_check;  // comm/group.h, Integrity
+  int streams = 1;  // Gloo contexts (devices) connected: connections per peer (group.h)
   // NCCL's, running the collectives of tensors on `device`; null where Gloo runs them all.
   c10::intrusive_ptr<c10d::Backend> device_pg;
   c10::Device device{c10::kCPU};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dtrain/comm/allreduce_tuner.h"
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/request_state.h"
@@ -13,64 +14,33 @@ namespace dtrain::comm {
 
 using Clock = std::chrono::steady_clock;
 
-Request::Request() = default;
-Request::~Request() = default;
-Request::Request(Request&&) noexcept = default;
-Request& Request::operator=(Request&&) noexcept = default;
-
-bool Request::pending() const {
-  return state_ && !state_->done;
-}
-
-void Request::wait() {
-  if (!pending()) return;
-  State& s = *state_;
-  const auto wait_start = Clock::now();
-  uint32_t crc = 0;  // of the pieces received so far
-  try {
-    for (size_t i = 0; i < s.works.size(); ++i) {
-      s.works[i]->wait(s.group->timeout());
-      if (i < s.pieces.size())
-        crc = s.group->checksum(s.pieces[i].data_ptr(), static_cast<size_t>(s.pieces[i].numel()),
-                                crc);
-    }
-  } catch (const std::exception& e) {
-    s.done = true;
-    s.group->fail(s.dir, s.peer, s.tag, s.bytes,
-                  std::chrono::duration<double>(Clock::now() - s.posted).count(), e.what());
-  }
-  const auto end = Clock::now();
-  s.done = true;
-  if (s.framed.defined()) {
-    const auto* data = s.framed.data_ptr<uint8_t>();
-    const auto [sent_crc, sent_bytes] = read_check(data + s.bytes);
-    // Checked (and copied out of a pooled frame) in one pass; on a mismatch wait() throws,
-    // so the caller never uses the bytes.
-    const auto n = static_cast<size_t>(s.bytes);
-    const uint32_t crc = s.payload.defined() ? s.group->checksum_copy(s.payload.data_ptr(), data, n)
-                                             : s.group->checksum(data, n);
-    s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
-  } else if (s.check.defined()) {
-    const auto [sent_crc, sent_bytes] = read_check(s.check.data_ptr<uint8_t>());
-    s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
-  }
-  if (s.stage_to.defined()) s.stage_to.copy_(s.staged);  // only verified bytes move on
-  s.group->record(s.peer, s.dir, s.bytes, s.posted, end,
-                  std::chrono::duration<double>(end - wait_start).count());
-  s.works.clear();
-  s.keep_alive.clear();
-  s.framed = at::Tensor();
-  s.staged = s.stage_to = at::Tensor();
-  if (s.frame.defined()) s.group->give_back_frame(std::move(s.frame));
-}
-
 Group::Group(std::unique_ptr<Backend> backend)
     : backend_(std::move(backend)),
       rank_(backend_->pg->getRank()),
       size_(backend_->pg->getSize()),
       timeout_(backend_->timeout),
       wire_check_(backend_->wire_check),
+      streams_(static_cast<size_t>(size_), 1),
+      round_trips_(static_cast<size_t>(size_), -1.0),
+      tuner_(std::make_unique<AllReduceTuner>()),
       accounts_(static_cast<size_t>(size_)) {}
+
+int Group::stream_capacity() const {
+  return backend_->streams;
+}
+
+void Group::set_streams(int peer, int count) {
+  check_peer(peer, "set_streams");
+  if (count < 1 || count > stream_capacity())
+    throw std::invalid_argument(describe() + ": " + std::to_string(count) + " streams to rank " +
+                                std::to_string(peer) + ", where " +
+                                std::to_string(stream_capacity()) + " were connected");
+  streams_[static_cast<size_t>(peer)] = count;
+}
+
+int Group::stream_tag(int tag, int stream) const {
+  return backend_->streams > 1 ? tag * backend_->streams + stream : tag;
+}
 
 Group::~Group() = default;
 
@@ -83,77 +53,6 @@ void Group::check_peer(int peer, const char* what) const {
     throw std::invalid_argument(describe() + ": " + what + " with invalid peer " +
                                 std::to_string(peer));
   }
-}
-
-Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked,
-                    Room room) {
-  check_peer(peer, dir == Direction::kSend ? "send" : "recv");
-  if (!tensor.is_contiguous()) {
-    throw std::invalid_argument(describe() + ": point-to-point tensors must be contiguous");
-  }
-  if (tag < 0) throw std::invalid_argument(describe() + ": negative tag");
-  if (!tensor.device().is_cpu()) return post_off_cpu(tensor, peer, tag, dir, checked);
-  Request req = new_request(tensor, peer, tag, dir);
-  auto& s = *req.state_;
-  if (s.bytes == 0) {  // nothing crosses the wire; both sides agree on sizes
-    s.done = true;
-    return req;
-  }
-  // c10d wants a byte-typed view: its Gloo backend rejects some dtypes (bfloat16) for p2p.
-  const at::Tensor bytes = tensor.view({-1}).view(at::kByte);
-  const bool send = dir == Direction::kSend;
-  std::vector<at::Tensor> messages;  // to Gloo, in this order, on one tag (paired FIFO)
-  if (!checked || !wire_check_) {
-    messages.push_back(bytes);
-  } else if (s.bytes <= kInlineCheckBytes) {
-    at::Tensor framed;  // payload and check, one message
-    if (room == Room::kCheck) {
-      framed = at::from_blob(bytes.data_ptr(), {s.bytes + kCheckBytes}, at::kByte);
-      s.keep_alive.push_back(bytes);
-    } else {
-      s.frame = take_frame(s.bytes + kCheckBytes);
-      framed = s.frame.narrow(0, 0, s.bytes + kCheckBytes);
-    }
-    auto* data = framed.data_ptr<uint8_t>();
-    const auto n = static_cast<size_t>(s.bytes);
-    if (send) {
-      write_check(data + s.bytes,
-                  s.frame.defined() ? checksum_copy(data, bytes.data_ptr(), n) : checksum(data, n),
-                  s.bytes);
-    } else {
-      if (s.frame.defined()) s.payload = bytes;  // copied out in wait()
-      s.framed = framed;
-    }
-    messages.push_back(framed);
-  } else {
-    const int64_t piece = piece_bytes(s.bytes);
-    for (int64_t begin = 0; begin < s.bytes; begin += piece)
-      messages.push_back(bytes.narrow(0, begin, std::min(piece, s.bytes - begin)));
-    s.check = at::empty({kCheckBytes}, at::kByte);
-    if (!send) s.pieces = messages;
-    messages.push_back(s.check);
-  }
-  try {  // posting already fails when the connection to the peer is gone
-    auto& pg = *backend_->pg;
-    uint32_t crc = 0;
-    for (size_t i = 0; i < messages.size(); ++i) {
-      std::vector<at::Tensor> one{messages[i]};
-      if (send && s.check.defined()) {  // checksum each piece just before it goes
-        if (i + 1 < messages.size())
-          crc = checksum(one[0].data_ptr(), static_cast<size_t>(one[0].numel()), crc);
-        else
-          write_check(s.check.data_ptr<uint8_t>(), crc, s.bytes);
-      }
-      s.works.push_back(send ? pg.send(one, peer, tag) : pg.recv(one, peer, tag));
-    }
-  } catch (const std::exception& e) {
-    s.done = true;
-    fail(dir, peer, tag, s.bytes, 0.0, e.what());
-  }
-  for (const auto& m : messages)  // views of the caller's storage, or our framed copy
-    s.keep_alive.push_back(m);
-  if (send) s.check = at::Tensor();  // only a receive verifies in wait()
-  return req;
 }
 
 Request Group::new_request(const at::Tensor& tensor, int peer, int tag, Direction dir) {
@@ -170,12 +69,14 @@ Request Group::new_request(const at::Tensor& tensor, int peer, int tag, Directio
 }
 
 Request Group::post_off_cpu(const at::Tensor& tensor, int peer, int tag, Direction dir,
-                            bool checked) {
+                            const PostOptions& options) {
   const bool send = dir == Direction::kSend;
+  if (options.deferred)
+    throw std::invalid_argument(describe() + ": caller-checked messages are host memory");
   if (!reduces_on_device(tensor)) {  // through host memory, on the Gloo path above
     const at::Tensor host =
         send ? tensor.to(at::kCPU) : at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
-    Request req = post(host, peer, tag, dir, checked);
+    Request req = post(host, peer, tag, dir, options);
     if (!send && req.pending()) {
       req.state_->staged = host;
       req.state_->stage_to = tensor;
@@ -201,11 +102,28 @@ Request Group::post_off_cpu(const at::Tensor& tensor, int peer, int tag, Directi
 }
 
 Request Group::isend(const at::Tensor& tensor, int peer, int tag, Room room) {
-  return post(tensor, peer, tag, Direction::kSend, true, room);
+  PostOptions o;
+  o.room = room;
+  return post(tensor, peer, tag, Direction::kSend, o);
 }
 
 Request Group::irecv(at::Tensor& tensor, int peer, int tag, Room room) {
-  return post(tensor, peer, tag, Direction::kRecv, true, room);
+  PostOptions o;
+  o.room = room;
+  return post(tensor, peer, tag, Direction::kRecv, o);
+}
+
+Request Group::isend_checked(const at::Tensor& tensor, int peer, int tag, uint32_t crc) {
+  PostOptions o;
+  o.deferred = true;
+  o.crc = crc;
+  return post(tensor, peer, tag, Direction::kSend, o);
+}
+
+Request Group::irecv_deferred(at::Tensor& tensor, int peer, int tag) {
+  PostOptions o;
+  o.deferred = true;
+  return post(tensor, peer, tag, Direction::kRecv, o);
 }
 
 // Two messages: [length, CRC32C of the payload (0 with the wire check off)], then the payload.

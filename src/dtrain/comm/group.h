@@ -50,6 +50,7 @@
 
 namespace dtrain::comm {
 
+class AllReduceTuner;
 class Backend;
 class Group;
 
@@ -69,6 +70,12 @@ struct LinkStats {
   LinkCounters recv;
 };
 
+// What the wire check sends beside a payload: its CRC32C and its length mod 2^32.
+struct WireCheck {
+  uint32_t crc = 0;
+  uint32_t bytes = 0;
+};
+
 // A pending point-to-point operation. Movable, not copyable. wait() is idempotent.
 class Request {
  public:
@@ -82,6 +89,9 @@ class Request {
   // Blocks until complete; throws CommError on failure or timeout.
   void wait();
   bool pending() const;
+  // A receive posted with Group::irecv_deferred, after wait(): the check the sender sent
+  // (zeros with the wire check off), for Group::verify_deferred.
+  WireCheck sender_check() const;
 
  private:
   friend class Group;
@@ -109,8 +119,23 @@ class Group {
   // A byte tensor of `bytes` whose allocation holds kCheckRoom more after it: a buffer the
   // caller may pass with Room::kCheck.
   static at::Tensor buffer_with_room(int64_t bytes);
+  // Scratch memory for the collective algorithms (a ring's staging): `bytes` of a buffer the
+  // group keeps for reuse, so a large all-reduce does not fault in fresh pages every call.
+  // Hand it back with give_back_scratch; the group keeps the largest few for its lifetime.
+  at::Tensor take_scratch(int64_t bytes);
+  void give_back_scratch(at::Tensor buffer) { give_back_frame(std::move(buffer)); }
   Request isend(const at::Tensor& tensor, int peer, int tag, Room room = Room::kNone);
   Request irecv(at::Tensor& tensor, int peer, int tag, Room room = Room::kNone);
+  // The wire check where the caller touches the bytes anyway (a reduction, a copy): a send
+  // whose CRC32C the caller computed (no pass over the payload here, no copy: the check
+  // goes as a message of its own after the payload), and a receive that leaves the
+  // verification to the caller, who computes the CRC while using the bytes and must call
+  // verify_deferred before anything else sees them. Each pairs only with its own kind.
+  Request isend_checked(const at::Tensor& tensor, int peer, int tag, uint32_t crc);
+  Request irecv_deferred(at::Tensor& tensor, int peer, int tag);
+  // Throws CorruptMessage (as wait() does) unless `computed` is the CRC32C the sender of
+  // `request` (an irecv_deferred, waited for) announced. A no-op with the wire check off.
+  void verify_deferred(const Request& request, uint32_t computed) const;
   void send(const at::Tensor& tensor, int peer, int tag) { isend(tensor, peer, tag).wait(); }
   void recv(at::Tensor& tensor, int peer, int tag) { irecv(tensor, peer, tag).wait(); }
 
@@ -153,19 +178,55 @@ class Group {
   // Whether native_* reduce `tensor` where it lies on a GPU (NCCL), with no host copy.
   bool reduces_on_device(const at::Tensor& tensor) const;
 
+  // Streams: connections per peer for large messages, which go in pieces over them (one
+  // TCP connection cannot fill a link whose bandwidth-delay product exceeds its socket
+  // buffers). stream_capacity() connections were made at connect (--streams); a link uses
+  // streams(peer) of them for messages of kStripeMinBytes or more. Both ends of a link
+  // must set the same count, between messages (set_streams throws outside 1..capacity).
+  static constexpr int64_t kStripeMinBytes = int64_t{256} << 10;
+  int stream_capacity() const;
+  int streams(int peer) const { return streams_.at(static_cast<size_t>(peer)); }
+  void set_streams(int peer, int count);
+  // A link's round trip in seconds as measured at connect (link_probe.h, configure_streams),
+  // or -1 where it was not measured.
+  double round_trip(int peer) const { return round_trips_.at(static_cast<size_t>(peer)); }
+  void set_round_trip(int peer, double seconds) {
+    round_trips_.at(static_cast<size_t>(peer)) = seconds;
+  }
+
   LinkStats link_stats(int peer) const;
   void reset_link_stats();
 
   // Prefix used in error messages: "rank 3/8".
   std::string describe() const;
 
+  // `--algo auto`'s measurements of this group's links (allreduce_tuner.h).
+  AllReduceTuner& all_reduce_tuner() { return *tuner_; }
+
  private:
   friend class Request;
-  Request post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked,
-               Room room = Room::kNone);
+  // How a message crosses (request_state.h): `checked` false: no check of its own (byte
+  // messages' payloads: their length message carries it); `crc`: the caller's (a send of
+  // isend_checked), or for a receive, a deferred verification.
+  struct PostOptions {
+    bool checked = true;
+    Room room = Room::kNone;
+    bool deferred = false;  // isend_checked / irecv_deferred
+    uint32_t crc = 0;       // isend_checked's
+  };
+  Request post(const at::Tensor& tensor, int peer, int tag, Direction dir,
+               const PostOptions& options);
+  Request post(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked) {
+    PostOptions o;
+    o.checked = checked;
+    return post(tensor, peer, tag, dir, o);
+  }
   // post() of a tensor off the CPU: by NCCL where it serves the tensor's GPU, else a host
   // copy through post().
-  Request post_off_cpu(const at::Tensor& tensor, int peer, int tag, Direction dir, bool checked);
+  Request post_off_cpu(const at::Tensor& tensor, int peer, int tag, Direction dir,
+                       const PostOptions& options);
+  // The Gloo tag of `tag`'s messages on connection `stream` of a peer (framing.cpp).
+  int stream_tag(int tag, int stream) const;
   // A pending request for `tensor`'s bytes, posted now.
   Request new_request(const at::Tensor& tensor, int peer, int tag, Direction dir);
   // The receive side of the wire check: throws CorruptMessage unless the sender's `crc` and
@@ -219,6 +280,9 @@ class Group {
   std::atomic<int64_t> check_ns_{0};
   std::mutex frames_mutex_;
   std::vector<at::Tensor> frames_;
+  std::vector<int> streams_;         // per peer
+  std::vector<double> round_trips_;  // per peer
+  std::unique_ptr<AllReduceTuner> tuner_;
 
   struct PeerAccount {
     LinkStats stats;

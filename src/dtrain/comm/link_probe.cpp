@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/tags.h"
+#include "dtrain/comm/world.h"
 #include "dtrain/metrics/timer.h"
 
 namespace dtrain::comm {
@@ -72,6 +74,14 @@ double both_ways(Group& g, int peer, bool initiator, at::Tensor& out, at::Tensor
   const double seconds = metrics::since(t0);
   send.wait();
   return seconds;
+}
+
+// Rounds of the circle method: in round r, rank i meets partner(i, r) (ranks padded to an even
+// count; a rank whose partner is the pad sits the round out).
+int partner(int rank, int round, int padded) {
+  if (rank == padded - 1) return round;
+  if (rank == round) return padded - 1;
+  return ((2 * round - rank) % (padded - 1) + (padded - 1)) % (padded - 1);
 }
 
 }  // namespace
@@ -155,6 +165,24 @@ double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
   for (int i = 0; i < 3; ++i)
     rtt = std::min(rtt, exchange(g, peer, initiator, ping, ping_tag, ping, ping_tag));
   return rtt / 2;
+}
+
+void measure_round_trips(Group& group) {
+  const int p = group.size(), padded = p + p % 2;
+  const int tag = connect_probe_tag();
+  for (int round = 0; round + 1 < padded; ++round) {
+    const int peer = partner(group.rank(), round, padded);
+    if (peer >= p || peer == group.rank()) continue;
+    group.set_round_trip(peer, 2 * probe_latency(group, peer, group.rank() < peer, tag));
+  }
+}
+
+void configure_streams(Group& group, bool everywhere) {
+  measure_round_trips(group);
+  for (int peer = 0; peer < group.size(); ++peer) {
+    if (peer != group.rank() && (everywhere || group.round_trip(peer) >= kLongRttSeconds))
+      group.set_streams(peer, group.stream_capacity());
+  }
 }
 
 }  // namespace dtrain::comm

@@ -37,4 +37,13 @@ LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int d
 // One way's latency alone: half the best of three 8-byte round trips (both ranks call it).
 double probe_latency(Group& group, int peer, bool initiator, int ping_tag);
 
+// Collective: every pair of ranks measures its round trip (in rounds where each rank meets
+// one other) and keeps it (Group::round_trip).
+void measure_round_trips(Group& group);
+
+// Collective, after connect where the group has several connections per peer: measures the
+// round trips, and stripes each link's large messages over all the connections where its
+// round trip is kLongRttSeconds or longer, or everywhere when `everywhere` (--streams N).
+void configure_streams(Group& group, bool everywhere);
+
 }  // namespace dtrain::comm

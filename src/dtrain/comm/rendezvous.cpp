@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -139,6 +141,26 @@ void authenticate(c10d::Store& store, int rank, int size, const std::string& tok
   const std::string verdict = await(store, "dtrain/auth/verdict", timeout, me, "every rank");
   put(store, ack(rank), "read");
   if (verdict != "ok") throw CommError(me + ": rank 0 stopped the job: " + verdict);
+}
+
+double longest_rtt_to_rank0(c10d::Store& store, int rank, int size,
+                            std::chrono::milliseconds timeout) {
+  const std::string me = who(rank, size);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    store.check({"dtrain/rtt/ping"});  // one request, one answer
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  put(store, "dtrain/rtt/" + std::to_string(rank), std::to_string(best));
+  double longest = 0;
+  for (int r = 0; r < size; ++r) {
+    const std::string value =
+        await(store, "dtrain/rtt/" + std::to_string(r), timeout, me, "rank " + std::to_string(r));
+    longest = std::max(longest, std::stod(value));
+  }
+  return longest;
 }
 
 void agree_on_settings(c10d::Store& store, int rank, int size, const std::vector<Setting>& settings,

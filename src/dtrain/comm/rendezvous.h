@@ -36,4 +36,10 @@ struct Setting {
 void agree_on_settings(c10d::Store& store, int rank, int size, const std::vector<Setting>& settings,
                        std::chrono::milliseconds timeout);
 
+// The longest round trip of any rank to the store (rank 0's host), in seconds, the same on
+// every rank: each times a few store requests and publishes its best. What connect() decides
+// the streams of a run from before any other connection exists.
+double longest_rtt_to_rank0(c10d::Store& store, int rank, int size,
+                            std::chrono::milliseconds timeout);
+
 }  // namespace dtrain::comm

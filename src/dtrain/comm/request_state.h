@@ -1,6 +1,6 @@
-// Internal to comm::Group (group.cpp, wire_check.cpp, byte_messages.cpp): the state of a
-// pending point-to-point request, and the wire check's framing of a checked message
-// (docs/wire-format.md, "Message integrity").
+// Internal to comm::Group (group.cpp, framing.cpp, wire_check.cpp, byte_messages.cpp): the
+// state of a pending point-to-point request, and the wire check's framing of a checked
+// message (docs/wire-format.md, "Message integrity").
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -33,6 +33,9 @@ struct Request::State {
   std::vector<at::Tensor> pieces;
   // A receive staged through host memory for a tensor off the CPU: copied there in wait().
   at::Tensor staged, stage_to;
+  // A deferred receive (irecv_deferred): wait() leaves the check to the caller.
+  bool deferred = false;
+  WireCheck sender_check;
   bool done = false;
 };
 
@@ -49,6 +52,7 @@ inline int64_t piece_bytes(int64_t payload) {
   const int64_t quarter = (payload / 4 + kFrameGrain - 1) / kFrameGrain * kFrameGrain;
   return std::clamp(quarter, kInlineCheckBytes, int64_t{4} << 20);
 }
+constexpr int64_t kStripeMinBytes = Group::kStripeMinBytes;
 constexpr int64_t kCheckBytes = Group::kCheckRoom;  // [CRC32C, payload bytes mod 2^32], LE uint32
 
 inline void write_check(uint8_t* at, uint32_t crc, int64_t bytes) {

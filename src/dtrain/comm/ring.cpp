@@ -1,12 +1,20 @@
 // Ring all-reduce, segmented and pipelined: each block is cut into K segments; a segment
 // is forwarded to the right neighbour as soon as it has been reduced, so reducing segment k
 // overlaps the transfer of segments k+1.. and of the next step's segments.
+//
+// The wire check is fused (fused_reduce.h): a reduce step checksums what arrived and what
+// it produced in the pass that adds them, and the sum's CRC goes with it to the next rank;
+// a gather step checksums what arrived once, and forwards it with that CRC. Only the
+// rank's own first block costs a pass of its own, and no segment is copied into a frame.
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
+#include "dtrain/base/crc32c.h"
 #include "dtrain/comm/algorithms.h"
+#include "dtrain/comm/fused_reduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/layout.h"
 
@@ -30,11 +38,25 @@ class Ring {
         std::max<int64_t>(1, (blocks_.max_size() * elem + segment_bytes - 1) / segment_bytes);
     slot_len_ = (blocks_.max_size() + k_segments_ - 1) / k_segments_;
     segment_bytes_ = slot_len_ * elem;
-    if (any_reduce) staging_ = at::empty({k_segments_ * slot_len_}, flat.options());
+    if (any_reduce) {
+      scratch_ = group.take_scratch(k_segments_ * slot_len_ * elem);
+      staging_ = scratch_.narrow(0, 0, k_segments_ * slot_len_ * elem).view(flat.scalar_type());
+    }
     sends_.resize(static_cast<size_t>(p_ * k_segments_));
     recvs_.resize(static_cast<size_t>(k_segments_));
     recv_target_.resize(static_cast<size_t>(k_segments_));
+    crcs_.resize(static_cast<size_t>(p_ * k_segments_));
   }
+
+  ~Ring() {
+    try {  // the sends read `flat`, and the receives write staging: both end before it goes
+      wait_sends();
+    } catch (...) {  // a failed collective: its error is already on its way up
+    }
+    if (scratch_.defined()) group_.give_back_scratch(std::move(scratch_));
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
 
   int64_t segments() const { return k_segments_; }
   bool is_reduce(int s) const { return s < p_ - 1; }
@@ -53,9 +75,39 @@ class Ring {
     const int b = send_block(s);
     at::Tensor region = segment(b, k);
     if (region.numel() == 0) return;
-    auto& slot = sends_[static_cast<size_t>(b * k_segments_ + k)];
+    const size_t at = static_cast<size_t>(b * k_segments_ + k);
+    auto& slot = sends_[at];
     slot.wait();
-    slot = group_.isend(region, wrap(r_ + 1, p_), tag_);
+    if (checked_ && !crcs_[at])  // the rank's own data, sent as it is: its one extra pass
+      crcs_[at] = crc32c(region.data_ptr(), static_cast<size_t>(region.nbytes()));
+    slot = group_.isend_checked(region, wrap(r_ + 1, p_), tag_, crcs_[at].value_or(0));
+  }
+
+  // Completes segment k of step s: combines what arrived into the block (a reduce step) or
+  // takes it as it is (a gather step), checking it against its sender's CRC in the same pass,
+  // and keeps the result's CRC for the send that forwards it.
+  void complete(int s, int64_t k, ReduceOp op) {
+    auto& request = recvs_[static_cast<size_t>(k)];
+    request.wait();
+    const int b = recv_block(s);
+    at::Tensor region = segment(b, k);
+    if (region.numel() == 0) return;
+    auto& crc = crcs_[static_cast<size_t>(b * k_segments_ + k)];
+    const int finalize = s == p_ - 2 ? p_ : 0;
+    if (is_reduce(s)) {
+      const at::Tensor& arrived = recv_target_[static_cast<size_t>(k)];
+      if (checked_) {
+        const ReduceCrcs crcs = combine_with_crcs(region, arrived, op, finalize);
+        group_.verify_deferred(request, crcs.in);
+        crc = crcs.out;
+      } else {
+        combine_into(region, arrived, op);
+        if (finalize > 0) finalize_reduction(region, op, finalize);
+      }
+    } else if (checked_) {
+      crc = crc32c(region.data_ptr(), static_cast<size_t>(region.nbytes()));
+      group_.verify_deferred(request, *crc);
+    }
   }
 
   void post_recv(int s, int64_t k) {
@@ -72,7 +124,7 @@ class Ring {
       sends_[static_cast<size_t>(b * k_segments_ + k)].wait();  // region may still be going out
       target = region;
     }
-    recvs_[static_cast<size_t>(k)] = group_.irecv(target, wrap(r_ - 1, p_), tag_);
+    recvs_[static_cast<size_t>(k)] = group_.irecv_deferred(target, wrap(r_ - 1, p_), tag_);
   }
 
   // Posts step s's receives and sends (post_exchange() orders them), every segment (the
@@ -94,13 +146,6 @@ class Ring {
         segment_bytes_, [&] { post_recv(s, k); }, [&] { post_send(s, k); });
   }
 
-  // Waits for segment k of step s; returns what arrived into staging (reduce steps) or an
-  // undefined tensor (nothing to combine).
-  at::Tensor receive(int s, int64_t k) {
-    recvs_[static_cast<size_t>(k)].wait();
-    return is_reduce(s) ? recv_target_[static_cast<size_t>(k)] : at::Tensor();
-  }
-
   void wait_sends() {
     for (auto& req : sends_)
       req.wait();
@@ -112,9 +157,11 @@ class Ring {
   const int tag_, p_, r_;
   const BlockLayout blocks_;
   int64_t k_segments_ = 1, slot_len_ = 0, segment_bytes_ = 0;
-  at::Tensor staging_;
+  at::Tensor scratch_, staging_;
   std::vector<Request> sends_, recvs_;
   std::vector<at::Tensor> recv_target_;
+  const bool checked_ = group_.wire_check();
+  std::vector<std::optional<uint32_t>> crcs_;  // per (block, segment): of what it holds now
 };
 
 }  // namespace
@@ -130,14 +177,8 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
   const int64_t k_segments = ring.segments();
   ring.post_step(first_step);
   for (int s = first_step; s < end_step; ++s) {
-    const int b = ring.recv_block(s);
     for (int64_t k = 0; k < k_segments; ++k) {
-      const at::Tensor arrived = ring.receive(s, k);
-      if (arrived.defined()) {
-        at::Tensor region = ring.segment(b, k);
-        combine_into(region, arrived, op);
-        if (s == p - 2) finalize_reduction(region, op, p);
-      }
+      ring.complete(s, k, op);
       if (s + 1 < end_step) ring.post_segment(s + 1, k);
     }
   }

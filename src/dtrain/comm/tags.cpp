@@ -66,6 +66,10 @@ int trace_tag() {
   return report_layout().make({1});
 }
 
+int connect_probe_tag() {
+  return report_layout().make({2});
+}
+
 std::string describe_tag(int tag) {
   static const char* const kSpaceNames[] = {"unregistered", "collective", "pipeline", "DDP",
                                             "report",       "benchmark",  "tuning"};

@@ -65,6 +65,9 @@ int report_tag();
 // The tag of trace messages (clock synchronisation with rank 0, and each rank's events).
 int trace_tag();
 
+// The tag of connect()'s round-trip pings between pairs of ranks (link_probe.h).
+int connect_probe_tag();
+
 // For error messages: "pipeline message (tag 0x2001003)".
 std::string describe_tag(int tag);
 

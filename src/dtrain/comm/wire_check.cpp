@@ -29,6 +29,13 @@ void Group::verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, in
   throw CorruptMessage(msg);
 }
 
+void Group::verify_deferred(const Request& request, uint32_t computed) const {
+  if (!wire_check_ || !request.state_ || request.state_->dir != Direction::kRecv) return;
+  const auto& s = *request.state_;
+  if (!s.done) throw std::logic_error(describe() + ": verify_deferred before wait()");
+  verify(computed, s.sender_check.crc, s.sender_check.bytes, s.bytes, s.peer, s.tag);
+}
+
 at::Tensor Group::buffer_with_room(int64_t bytes) {
   return at::empty({bytes + kCheckRoom}, at::kByte).narrow(0, 0, bytes);
 }
@@ -48,6 +55,10 @@ at::Tensor Group::take_frame(int64_t bytes) {
     }
   }
   return at::empty({(bytes + kFrameGrain - 1) / kFrameGrain * kFrameGrain}, at::kByte);
+}
+
+at::Tensor Group::take_scratch(int64_t bytes) {
+  return take_frame(bytes);
 }
 
 void Group::give_back_frame(at::Tensor frame) {

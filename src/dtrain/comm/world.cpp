@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/link_probe.h"
 #include "dtrain/comm/nccl_backend.h"
 #include "dtrain/comm/rendezvous.h"
 
@@ -54,11 +56,13 @@ constexpr Scheme kSchemes[] = {
      "Slurm (SLURM_PROCID/SLURM_NTASKS)"},
 };
 
-std::vector<Setting> settings(bool wire_check, bool nccl) {
+std::vector<Setting> settings(bool wire_check, bool nccl, int streams) {
   return {{"wire_check", wire_check ? "on" : "off", "the wire check",
            "DTRAIN_WIRE_CHECK must be the same on every rank"},
           {"gpu_collectives", nccl ? "nccl" : "gloo", "the backend of GPU collectives",
-           "give every rank the same --backend and --device"}};
+           "give every rank the same --backend and --device"},
+          {"streams", streams == 0 ? "auto" : std::to_string(streams), "the streams per peer",
+           "give every rank the same --streams (or DTRAIN_STREAMS)"}};
 }
 
 bool is_loopback(const std::string& addr) {
@@ -70,15 +74,19 @@ bool is_loopback(const std::string& addr) {
 c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                             int size, std::chrono::milliseconds timeout,
                                             const std::string& hostname, const std::string& iface,
-                                            bool io_thread_batch) {
+                                            bool io_thread_batch, int streams) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
   const std::vector<int> before = io_thread_batch ? thread_ids() : std::vector<int>{};
-  if (!iface.empty()) {
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
-  } else if (!hostname.empty()) {
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
-  } else {
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  // One device per stream: each connects its own pair (a TCP connection) to every peer, and
+  // c10d sends a message on the device its tag picks (tag mod devices).
+  for (int stream = 0; stream < streams; ++stream) {
+    if (!iface.empty()) {
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+    } else if (!hostname.empty()) {
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+    } else {
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
   }
   if (io_thread_batch) {
     std::vector<int> started;
@@ -128,6 +136,8 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   if (auto t = env("DTRAIN_TIMEOUT"))
     c.timeout = std::chrono::seconds(env_int("DTRAIN_TIMEOUT", *t, 1));
   if (auto t = env("DTRAIN_TOKEN")) c.token = *t;
+  if (auto n = env("DTRAIN_STREAMS"))
+    c.streams = *n == "auto" ? 0 : env_int("DTRAIN_STREAMS", *n, 1);
   if (auto w = env("DTRAIN_WIRE_CHECK")) {
     if (*w != "0" && *w != "1" && *w != "on" && *w != "off")
       throw std::invalid_argument("environment variable DTRAIN_WIRE_CHECK='" + *w +
@@ -142,6 +152,9 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   if (overrides.bind_cores) c.bind_cores = *overrides.bind_cores;
   if (overrides.cores_per_rank) c.cores_per_rank = *overrides.cores_per_rank;
   if (overrides.nccl_device) c.nccl_device = *overrides.nccl_device;
+  if (overrides.streams) c.streams = *overrides.streams;
+  if (c.streams < 0 || c.streams > kMaxStreams)
+    throw std::invalid_argument("--streams must be auto or 1.." + std::to_string(kMaxStreams));
   if (overrides.timeout_s) {
     if (!(*overrides.timeout_s > 0)) throw std::invalid_argument("--timeout must be positive");
     c.timeout = std::chrono::milliseconds(static_cast<int64_t>(*overrides.timeout_s * 1000));
@@ -185,15 +198,20 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   }
   authenticate(*store, config.rank, config.world_size, config.token, config.timeout);
   const bool nccl = config.nccl_device >= 0;
-  agree_on_settings(*store, config.rank, config.world_size, settings(config.wire_check, nccl),
-                    config.timeout);
+  agree_on_settings(*store, config.rank, config.world_size,
+                    settings(config.wire_check, nccl, config.streams), config.timeout);
+  const int streams = config.streams > 0
+                          ? config.streams
+                          : auto_streams(longest_rtt_to_rank0(*store, config.rank,
+                                                              config.world_size, config.timeout));
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", store);
   std::unique_ptr<Backend> backend;
   const char* connecting = "Gloo";
   try {
     auto pg = make_gloo(prefixed, config.rank, config.world_size, config.timeout,
-                        config.gloo_hostname, config.gloo_interface, bound);
+                        config.gloo_hostname, config.gloo_interface, bound, streams);
     backend = std::make_unique<Backend>(pg, store, config.timeout, config.wire_check);
+    backend->streams = streams;
     if (nccl) {
       connecting = "NCCL";
       backend->device_pg =
@@ -208,7 +226,14 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
     throw CommError("rank " + std::to_string(config.rank) + ": connecting " + connecting +
                     " failed: " + what.substr(0, what.find('\n')));
   }
-  return std::make_unique<Group>(std::move(backend));
+  auto group = std::make_unique<Group>(std::move(backend));
+  if (streams > 1) configure_streams(*group, config.streams > 0);
+  return group;
+}
+
+int auto_streams(double round_trip_s) {
+  if (round_trip_s < kLongRttSeconds) return 1;
+  return std::clamp(static_cast<int>(std::ceil(round_trip_s / 0.0125)), 2, kMaxStreams);
 }
 
 int threads_per_rank(int local_world_size) {
@@ -226,11 +251,16 @@ InProcessRendezvous::InProcessRendezvous() : impl_(std::make_unique<Impl>()) {
 InProcessRendezvous::~InProcessRendezvous() = default;
 
 std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
-                                                 std::chrono::milliseconds timeout) {
-  agree_on_settings(*impl_->store, rank, world_size, settings(/*wire_check=*/true, false), timeout);
+                                                 std::chrono::milliseconds timeout, int streams) {
+  agree_on_settings(*impl_->store, rank, world_size, settings(/*wire_check=*/true, false, streams),
+                    timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
-  auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "", false);
-  return std::make_unique<Group>(std::make_unique<Backend>(pg, impl_->store, timeout, true));
+  auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "", false, streams);
+  auto backend = std::make_unique<Backend>(pg, impl_->store, timeout, true);
+  backend->streams = streams;
+  auto group = std::make_unique<Group>(std::move(backend));
+  if (streams > 1) configure_streams(*group, /*everywhere=*/true);
+  return group;
 }
 
 }  // namespace dtrain::comm

@@ -42,8 +42,21 @@ struct WorldConfig {
   // >= 0: NCCL runs the collectives of CUDA tensors on this GPU, beside Gloo
   // (comm/collective_backend.h); every rank must agree, which connect() checks.
   int nccl_device = -1;
+  // Connections per peer (Group::set_streams): 0, auto: where a rank's round trip to rank 0
+  // is kLongRtt or longer (a link whose bandwidth-delay product one TCP connection's buffers
+  // may not fill), connect() makes auto_streams(that round trip), else one; then each link
+  // whose own round trip is that long stripes its large messages over them. N: N
+  // connections, every link striped over them (--streams, DTRAIN_STREAMS).
+  int streams = 0;
   std::string source = "default";  // which variables it came from, for messages
 };
+
+constexpr int kMaxStreams = 16;
+constexpr double kLongRttSeconds = 0.005;
+// One connection per 12.5 ms of round trip, at least 2 and at most kMaxStreams: with the
+// kernel's default socket buffers (4 MiB of send window), 4 connections filled 89 % of a
+// 1 Gbit/s link with a 50 ms round trip (docs/results.md), and a 200 ms one needs 16.
+int auto_streams(double round_trip_s);
 
 struct WorldOverrides {
   std::optional<std::string> master_addr;
@@ -55,6 +68,7 @@ struct WorldOverrides {
   std::optional<bool> bind_cores;
   std::optional<int> cores_per_rank;
   std::optional<int> nccl_device;
+  std::optional<int> streams;
 };
 
 // Throws std::invalid_argument with the variable's name on malformed or inconsistent values.
@@ -86,8 +100,10 @@ class InProcessRendezvous {
  public:
   InProcessRendezvous();
   ~InProcessRendezvous();
+  // `streams` > 1: that many connections per peer, every link striped over them.
   std::unique_ptr<Group> join(int rank, int world_size,
-                              std::chrono::milliseconds timeout = std::chrono::seconds(60));
+                              std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                              int streams = 1);
 
  private:
   struct Impl;

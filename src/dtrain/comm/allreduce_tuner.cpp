@@ -1,0 +1,114 @@
+#include "dtrain/comm/allreduce_tuner.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "dtrain/comm/group.h"
+
+namespace dtrain::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+AllReduceTuner::Kind AllReduceTuner::kind_of(int tag, at::ScalarType dtype, ReduceOp op,
+                                             int64_t bytes) {
+  int log2 = 0;
+  while ((int64_t{1} << (log2 + 1)) <= bytes)
+    ++log2;
+  return {tag, static_cast<int>(dtype), static_cast<int>(op), log2};
+}
+
+AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor& flat,
+                                                 const RunOne& run_one) const {
+  const auto& candidates = concrete_algorithms();
+  const size_t n = candidates.size();
+  // Turns alternate the order (ABCD DCBA ...): a drift hits every candidate alike. Small
+  // calls are noisy and cheap, so they take more turns (the same number on every rank).
+  const int64_t bytes = flat.numel() * flat.element_size();
+  const int turns = bytes <= (int64_t{1} << 20) ? 6 : bytes <= (int64_t{16} << 20) ? 4 : 2;
+  std::vector<std::vector<double>> times(n);
+  at::Tensor trial = at::empty_like(flat);
+  for (int turn = 0; turn < turns; ++turn) {
+    for (size_t i = 0; i < n; ++i) {
+      const size_t c = turn % 2 == 0 ? i : n - 1 - i;
+      trial.copy_(flat);
+      const auto start = Clock::now();
+      run_one(candidates[c], trial);
+      times[c].push_back(seconds_since(start));
+    }
+  }
+  // The slowest rank's time decides: an all-reduce is as slow as its slowest rank.
+  at::Tensor mine = at::empty({static_cast<int64_t>(n)}, at::kDouble);
+  for (size_t c = 0; c < n; ++c)
+    mine[static_cast<int64_t>(c)] = *std::min_element(times[c].begin(), times[c].end());
+  group.native_all_reduce(mine, ReduceOp::kMax);
+  Choice choice;
+  const auto* slowest = mine.data_ptr<double>();
+  double best_checked = INFINITY;
+  for (size_t c = 0; c < n; ++c) {
+    choice.candidates[candidates[c]] = slowest[c];
+    if (candidates[c] != Algorithm::kNative && slowest[c] < best_checked) {
+      best_checked = slowest[c];
+      choice.algorithm = candidates[c];
+    }
+  }
+  const double native = choice.candidates[Algorithm::kNative];
+  const double margin = group.wire_check() ? 1.0 - kNativeMargin : 1.0;
+  if (native < best_checked * margin) choice.algorithm = Algorithm::kNative;
+  choice.seconds = choice.candidates[choice.algorithm];
+  return choice;
+}
+
+void AllReduceTuner::all_reduce(Group& group, at::Tensor& flat, const AllReduceOptions& options,
+                                const RunOne& run_one) {
+  const int64_t bytes = flat.numel() * flat.element_size();
+  if (group.size() == 1 || bytes == 0) {
+    run_one(Algorithm::kRing, flat);  // nothing crosses: any algorithm finalizes alike
+    return;
+  }
+  const Kind kind = kind_of(options.tag, flat.scalar_type(), options.op, bytes);
+  State* state;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    state = &states_[kind];
+  }
+  if (state->choice.calibrations == 0) {
+    const int before = state->choice.calibrations;
+    state->choice = calibrate(group, flat, run_one);
+    state->choice.calibrations = before + 1;
+  } else if (state->calls == kRecheckCalls) {
+    // Have the links changed? The ranks compare their recent mean with the calibration.
+    at::Tensor recent = at::full({1}, state->recent_s / kRecheckCalls, at::kDouble);
+    group.native_all_reduce(recent, ReduceOp::kMax);
+    const double ratio = recent.item<double>() / std::max(state->choice.seconds, 1e-9);
+    if (ratio > 1.5 || ratio < 1 / 1.5) {
+      const int before = state->choice.calibrations;
+      state->choice = calibrate(group, flat, run_one);
+      state->choice.calibrations = before + 1;
+    }
+    state->calls = 0;
+    state->recent_s = 0;
+  }
+  const auto start = Clock::now();
+  run_one(state->choice.algorithm, flat);
+  state->recent_s += seconds_since(start);
+  ++state->calls;
+}
+
+const AllReduceTuner::Choice* AllReduceTuner::choice(int tag, at::ScalarType dtype, ReduceOp op,
+                                                     int64_t bytes) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = states_.find(kind_of(tag, dtype, op, bytes));
+  return it == states_.end() ? nullptr : &it->second.choice;
+}
+
+}  // namespace dtrain::comm

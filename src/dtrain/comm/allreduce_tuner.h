@@ -1,0 +1,75 @@
+// `--algo auto` by measurement: the algorithm an all-reduce runs is the one that was fastest
+// on this group, for this kind of call, when the ranks timed them all.
+//
+// A kind of call is (channel tag, dtype, op, size class: the bytes' power of two); the world
+// size, device and links are the group's. The first call of a kind times every candidate
+// (ring, butterfly, direct, native) on copies of that call's data, taking turns (ABCD DCBA
+// ...; 6 turns up to 1 MiB, 4 up to 16 MiB, 2 above) and keeping each one's best; a
+// candidate's time is the slowest rank's, so every rank reaches the same choice from the
+// same numbers. Later calls of the kind run the choice. Every kRecheckCalls
+// calls of a kind the ranks compare its mean time with the calibration's (one small
+// all-reduce); a change of more than half either way (the link was reshaped, the machine is
+// busier) calibrates the kind again.
+//
+// With the wire check on, native (Gloo's own, whose messages carry no check) is chosen only
+// where it beats every checked candidate by more than kNativeMargin.
+//
+// Contract: every rank runs the same kinds in the same order on a channel (each channel is
+// one thread's: DDP's buckets, SyncBatchNorm's statistics), as every collective requires.
+// Results are bitwise the same on every rank; with 3 ranks or more two algorithms add in
+// other orders, so a run whose choice changes is not bitwise the run before it (a fixed
+// --algo is).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "dtrain/comm/allreduce.h"
+
+namespace dtrain::comm {
+
+class AllReduceTuner {
+ public:
+  static constexpr int kRecheckCalls = 100;
+  static constexpr double kNativeMargin = 0.10;
+
+  // What a kind was calibrated to, for reports (bench collective's `chosen`).
+  struct Choice {
+    Algorithm algorithm = Algorithm::kRing;
+    double seconds = 0;                      // its median at calibration (slowest rank)
+    std::map<Algorithm, double> candidates;  // every candidate's
+    int calibrations = 0;
+  };
+
+  // Runs an all-reduce of `options` (algorithm kAuto) on `flat` by `run_one` (one concrete
+  // algorithm on a tensor): calibrating first where its kind is new or has drifted.
+  using RunOne = std::function<void(Algorithm, at::Tensor&)>;
+  void all_reduce(Group& group, at::Tensor& flat, const AllReduceOptions& options,
+                  const RunOne& run_one);
+
+  // The choice for this kind of call, if calibrated (bench reports).
+  const Choice* choice(int tag, at::ScalarType dtype, ReduceOp op, int64_t bytes) const;
+
+ private:
+  using Kind = std::tuple<int, int, int, int>;  // tag, dtype, op, log2 class
+  struct State {
+    Choice choice;
+    int calls = 0;
+    double recent_s = 0;  // this rank's time of the calls since the last check
+  };
+  static Kind kind_of(int tag, at::ScalarType dtype, ReduceOp op, int64_t bytes);
+  // Times every candidate on copies of `flat` and keeps the fastest (collective).
+  Choice calibrate(Group& group, const at::Tensor& flat, const RunOne& run_one) const;
+
+  mutable std::mutex mutex_;  // the map only: a kind is one channel's, one thread's
+  std::map<Kind, State> states_;
+};
+
+}  // namespace dtrain::comm

@@ -1,0 +1,190 @@
+// How a point-to-point message crosses (group.h, Integrity; docs/wire-format.md): the
+// messages a payload becomes, the connections they take, and their completion and
+// verification in Request::wait().
+//
+//   unchecked    the payload alone (the wire check off, or a byte message's payload)
+//   inline       payload and check in one message: the caller's buffer with room for the
+//                check, or a pooled frame it is copied into (small payloads)
+//   pieces       the payload in pieces, then an 8-byte check message: large payloads (each
+//                end checksums one piece while the next crosses), and the caller-checked
+//                messages of isend_checked / irecv_deferred (no copy, no pass here)
+//
+// A message of a striped link (Group::set_streams) goes in pieces, piece j on connection
+// j % k, the check message on connection 0 after its pieces.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "dtrain/comm/backend.h"
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/request_state.h"
+
+namespace dtrain::comm {
+
+using Clock = std::chrono::steady_clock;
+
+Request::Request() = default;
+Request::~Request() = default;
+Request::Request(Request&&) noexcept = default;
+Request& Request::operator=(Request&&) noexcept = default;
+
+bool Request::pending() const {
+  return state_ && !state_->done;
+}
+
+WireCheck Request::sender_check() const {
+  return state_ ? state_->sender_check : WireCheck{};
+}
+
+void Request::wait() {
+  if (!pending()) return;
+  State& s = *state_;
+  const auto wait_start = Clock::now();
+  uint32_t crc = 0;  // of the pieces received so far
+  const bool verify_pieces = !s.deferred && s.check.defined();
+  try {
+    for (size_t i = 0; i < s.works.size(); ++i) {
+      s.works[i]->wait(s.group->timeout());
+      if (verify_pieces && i < s.pieces.size())
+        crc = s.group->checksum(s.pieces[i].data_ptr(), static_cast<size_t>(s.pieces[i].numel()),
+                                crc);
+    }
+  } catch (const std::exception& e) {
+    s.done = true;
+    s.group->fail(s.dir, s.peer, s.tag, s.bytes,
+                  std::chrono::duration<double>(Clock::now() - s.posted).count(), e.what());
+  }
+  const auto end = Clock::now();
+  s.done = true;
+  if (s.framed.defined()) {
+    const auto* data = s.framed.data_ptr<uint8_t>();
+    const auto [sent_crc, sent_bytes] = read_check(data + s.bytes);
+    // Checked (and copied out of a pooled frame) in one pass; on a mismatch wait() throws,
+    // so the caller never uses the bytes.
+    const auto n = static_cast<size_t>(s.bytes);
+    const uint32_t crc = s.payload.defined() ? s.group->checksum_copy(s.payload.data_ptr(), data, n)
+                                             : s.group->checksum(data, n);
+    s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
+  } else if (s.check.defined()) {
+    const auto [sent_crc, sent_bytes] = read_check(s.check.data_ptr<uint8_t>());
+    if (s.deferred)
+      s.sender_check = {sent_crc, sent_bytes};
+    else
+      s.group->verify(crc, sent_crc, sent_bytes, s.bytes, s.peer, s.tag);
+  }
+  if (s.stage_to.defined()) s.stage_to.copy_(s.staged);  // only verified bytes move on
+  s.group->record(s.peer, s.dir, s.bytes, s.posted, end,
+                  std::chrono::duration<double>(end - wait_start).count());
+  s.works.clear();
+  s.keep_alive.clear();
+  s.framed = at::Tensor();
+  s.staged = s.stage_to = at::Tensor();
+  if (s.frame.defined()) s.group->give_back_frame(std::move(s.frame));
+}
+
+namespace {
+
+// The messages of one payload, in posting order, and the connection each takes.
+struct Plan {
+  std::vector<at::Tensor> messages;
+  std::vector<int> streams;
+  void add(at::Tensor m, int stream) {
+    messages.push_back(std::move(m));
+    streams.push_back(stream);
+  }
+};
+
+// The pieces of `bytes`: `piece` bytes each, spread over `k` connections.
+void add_pieces(Plan& plan, const at::Tensor& bytes, int64_t piece, int k) {
+  const int64_t n = bytes.numel();
+  int j = 0;
+  for (int64_t begin = 0; begin < n; begin += piece, ++j)
+    plan.add(bytes.narrow(0, begin, std::min(piece, n - begin)), j % k);
+}
+
+// A striped payload's piece: an even share of each connection, in whole 64 KiB.
+int64_t striped_piece(int64_t bytes, int k) {
+  const int64_t share = (bytes + k - 1) / k;
+  return (share + kFrameGrain - 1) / kFrameGrain * kFrameGrain;
+}
+
+}  // namespace
+
+Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
+                    const PostOptions& options) {
+  check_peer(peer, dir == Direction::kSend ? "send" : "recv");
+  if (!tensor.is_contiguous()) {
+    throw std::invalid_argument(describe() + ": point-to-point tensors must be contiguous");
+  }
+  if (tag < 0) throw std::invalid_argument(describe() + ": negative tag");
+  if (!tensor.device().is_cpu()) return post_off_cpu(tensor, peer, tag, dir, options);
+  Request req = new_request(tensor, peer, tag, dir);
+  auto& s = *req.state_;
+  if (s.bytes == 0) {  // nothing crosses the wire; both sides agree on sizes
+    s.done = true;
+    return req;
+  }
+  // c10d wants a byte-typed view: its Gloo backend rejects some dtypes (bfloat16) for p2p.
+  const at::Tensor bytes = tensor.view({-1}).view(at::kByte);
+  const bool send = dir == Direction::kSend;
+  const int k = s.bytes >= kStripeMinBytes ? streams(peer) : 1;
+  const bool checked = (options.checked || options.deferred) && wire_check_;
+  Plan plan;
+  if (!checked) {
+    add_pieces(plan, bytes, k > 1 ? striped_piece(s.bytes, k) : s.bytes, k);
+  } else if (s.bytes <= kInlineCheckBytes && !options.deferred && k == 1) {
+    at::Tensor framed;  // payload and check, one message
+    if (options.room == Room::kCheck) {
+      framed = at::from_blob(bytes.data_ptr(), {s.bytes + kCheckBytes}, at::kByte);
+      s.keep_alive.push_back(bytes);
+    } else {
+      s.frame = take_frame(s.bytes + kCheckBytes);
+      framed = s.frame.narrow(0, 0, s.bytes + kCheckBytes);
+    }
+    auto* data = framed.data_ptr<uint8_t>();
+    const auto n = static_cast<size_t>(s.bytes);
+    if (send) {
+      write_check(data + s.bytes,
+                  s.frame.defined() ? checksum_copy(data, bytes.data_ptr(), n) : checksum(data, n),
+                  s.bytes);
+    } else {
+      if (s.frame.defined()) s.payload = bytes;  // copied out in wait()
+      s.framed = framed;
+    }
+    plan.add(framed, 0);
+  } else {
+    const int64_t piece = std::min(options.deferred ? s.bytes : piece_bytes(s.bytes),
+                                   k > 1 ? striped_piece(s.bytes, k) : s.bytes);
+    add_pieces(plan, bytes, piece, k);
+    s.check = at::empty({kCheckBytes}, at::kByte);
+    if (!send) s.pieces = plan.messages;
+    s.deferred = options.deferred;
+    plan.add(s.check, 0);
+  }
+  try {  // posting already fails when the connection to the peer is gone
+    auto& pg = *backend_->pg;
+    uint32_t crc = 0;
+    for (size_t i = 0; i < plan.messages.size(); ++i) {
+      std::vector<at::Tensor> one{plan.messages[i]};
+      if (send && s.check.defined()) {
+        if (i + 1 < plan.messages.size()) {  // checksum each piece just before it goes
+          if (!options.deferred)
+            crc = checksum(one[0].data_ptr(), static_cast<size_t>(one[0].numel()), crc);
+        } else {
+          write_check(s.check.data_ptr<uint8_t>(), options.deferred ? options.crc : crc, s.bytes);
+        }
+      }
+      const int gloo_tag = stream_tag(tag, plan.streams[i]);
+      s.works.push_back(send ? pg.send(one, peer, gloo_tag) : pg.recv(one, peer, gloo_tag));
+    }
+  } catch (const std::exception& e) {
+    s.done = true;
+    fail(dir, peer, tag, s.bytes, 0.0, e.what());
+  }
+  for (const auto& m : plan.messages)  // views of the caller's storage, or our framed copy
+    s.keep_alive.push_back(m);
+  if (send) s.check = at::Tensor();  // only a receive verifies in wait()
+  return req;
+}
+
+}  // namespace dtrain::comm

@@ -1,0 +1,27 @@
+// A reduction step fused with the wire check (group.h, Integrity): the collective
+// algorithms checksum the bytes they receive and send while they reduce them, instead of
+// in passes of their own, so a checked all-reduce reads its data no more often than an
+// unchecked one.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "dtrain/comm/reduce_op.h"
+
+namespace dtrain::comm {
+
+struct ReduceCrcs {
+  uint32_t in = 0;   // CRC32C of `src`'s bytes
+  uint32_t out = 0;  // CRC32C of `dst`'s bytes after the step
+};
+
+// dst = dst (op) src, then, when `finalize_world` > 0, finalize_reduction(dst, op,
+// finalize_world); returns the CRC32C of src's bytes and of dst's result. Bitwise the
+// values of combine_into and finalize_reduction. float32 sum and avg run in one pass over
+// the bytes (on CPUs with SSE4.2); everything else runs the steps one after another.
+ReduceCrcs combine_with_crcs(at::Tensor& dst, const at::Tensor& src, ReduceOp op,
+                             int finalize_world);
+
+}  // namespace dtrain::comm
