@@ -74,7 +74,7 @@ for section in ${*:-ddp resnet hooks syncbn compress scale}; do
     # steps), the full test set, SGD 0.05 constant. Bytes relative to fp32 gradients.
     out=docs/data/ddp-hooks.jsonl
     : >"$out"
-    for codec in none fp16 sortquant:8; do
+    for codec in none fp16 sortquant:8 rot:tile:4 rot:tile:2; do
       "$bin" train --parallel ddp -n 2 --model cnn --limit-train 20000 --epochs 1 --batch-size 64 \
         --lr-schedule constant --compress-grad "$codec" --quiet --metrics "$tmp"
       head -1 "$tmp" | sed "s/^{/{\"impl\":\"dtrain-ddp\",\"compress_grad\":\"$codec\",/" >>"$out"

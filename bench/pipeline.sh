@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces the pipeline numbers in docs/results.md (writes docs/data/pipeline-*.jsonl).
-#   bash bench/pipeline.sh [bubble|schedules|vsddp|ablation|vspytorch]...   (default: all)
+#   bash bench/pipeline.sh [bubble|schedules|vsddp|ablation|lowbit|vspytorch]...   (default: all)
 # The PyTorch side runs on the project's pinned torch (PYTHON, default .venv/bin/python).
 # Each run's --metrics lines are tagged with the configuration ("run") and appended.
 set -euo pipefail
@@ -16,7 +16,7 @@ run() {  # run OUT TAG ARGS...; fails as the run does (set -e does not apply und
   "$bin" train --no-progress --metrics "$tmp" "$@" >/dev/null || return 1
   sed "s/^{/{\"run\":\"$tag\",/" "$tmp" >>"$out"
 }
-sections=${*:-bubble schedules vsddp ablation vspytorch}
+sections=${*:-bubble schedules vsddp ablation lowbit vspytorch}
 for section in $sections; do
   case $section in
   bubble)
@@ -70,6 +70,30 @@ for section in $sections; do
       if ! run "$out" "$codec" --parallel pipeline -n 2 --placement ushape --client-blocks 1,1 \
         --model cnn --dataset fashion-mnist --epochs 2 --chunks 4 --schedule gpipe \
         --compress "$codec" 2>"$tmp.err"; then
+        grep -q "NaN or Inf" "$tmp.err" || { cat "$tmp.err" >&2; exit 1; }
+        echo "{\"run\":\"$codec\",\"diverged\":true}" >>"$out"
+      fi
+    done
+    ;;
+  lowbit)
+    # The ablation at 2, 3 and 4 bits (docs/results.md, "Two to four bits"): the same runs
+    # as `ablation` for plain uniform and sortquant, their rotated forms, and rot:tile.
+    # delta:CODEC is --delta --compress CODEC (the first epoch warms up with sortquant:8).
+    # CODECS overrides the list (each is one run; none first as the reference); APPEND=1
+    # adds to the file instead of starting it anew.
+    out=docs/data/pipeline-lowbit.jsonl
+    [ -n "${APPEND:-}" ] || : >"$out"
+    codecs=${CODECS:-"none uniform:4 uniform:3 uniform:2 sortquant:3:1 sortquant:2:1 sortquant:1:1
+      rot:uniform:4 rot:uniform:3 rot:uniform:2 rot:sortquant:3:1 rot:sortquant:2:1
+      rot:sortquant:1:1 rot:tile:4 rot:tile:3 rot:tile:2 delta:rot:tile:4 delta:rot:tile:3
+      delta:rot:tile:2"}
+    for codec in $codecs; do
+      echo "pipeline.sh: lowbit $codec" >&2
+      delta=()
+      [[ $codec == delta:* ]] && delta=(--delta)
+      if ! run "$out" "$codec" --parallel pipeline -n 2 --placement ushape --client-blocks 1,1 \
+        --model cnn --dataset fashion-mnist --epochs 2 --chunks 4 --schedule gpipe \
+        "${delta[@]}" --compress "${codec#delta:}" 2>"$tmp.err"; then
         grep -q "NaN or Inf" "$tmp.err" || { cat "$tmp.err" >&2; exit 1; }
         echo "{\"run\":\"$codec\",\"diverged\":true}" >>"$out"
       fi

@@ -5,7 +5,7 @@
 # 1 Gbit/s, 100 Mbit/s and 20 Mbit/s with 5 ms one way, for each
 # codec. Writes docs/data/slowlink.jsonl (every epoch row and summary, tagged) and
 # docs/data/slowlink-p2p.jsonl (the lab checked with bench p2p at each rate).
-#   bash bench/slowlink.sh [ushape|ddp|p2p]...   (default: all; needs root)
+#   bash bench/slowlink.sh [ushape|ddp|p2p|lowbit]...   (default: p2p ushape ddp; needs root)
 # Short runs on the same seed: every codec trains on the same samples at a given rate;
 # fewer samples at slower rates keep each run under a minute here.
 set -euo pipefail
@@ -101,8 +101,31 @@ for section in $sections; do
       done
     done
     ;;
+  lowbit)
+    # The rotated low-bit codecs (docs/results.md, "Two to four bits") beside none and
+    # sortquant:8 on the U-shape's boundaries and on DDP's gradients (error feedback), cnn;
+    # RATES defaults to 20mbit here. Writes docs/data/slowlink-lowbit.jsonl.
+    out=docs/data/slowlink-lowbit.jsonl
+    [ -n "${RATES:-}" ] || rates=(20mbit)
+    reset "$out"
+    for rate in "${rates[@]}"; do
+      flags=$(lab_up $rate)
+      for round in $(seq "$rounds"); do
+        for codec in none sortquant:8 rot:tile:4 rot:tile:2; do
+          # shellcheck disable=SC2086
+          run "$out" "ushape/cnn/$rate/$codec" $rate $round --parallel pipeline -n 2 $flags \
+            --placement ushape --client-blocks 1,1 --model cnn --batch-size 64 --chunks 4 \
+            --epochs 1 --limit-train "${samples[$rate]}" --limit-test 1000 --compress $codec
+          # shellcheck disable=SC2086
+          run "$out" "ddp/cnn/$rate/$codec" $rate $round --parallel ddp -n 2 $flags \
+            --model cnn --batch-size 64 --epochs 1 --limit-train "${samples[$rate]}" \
+            --limit-test 1000 --compress-grad $codec
+        done
+      done
+    done
+    ;;
   *)
-    echo "unknown section $section (p2p, ushape, ddp)" >&2
+    echo "unknown section $section (p2p, ushape, ddp, lowbit)" >&2
     exit 2
     ;;
   esac

@@ -13,9 +13,20 @@ namespace {
 
 TEST(CodecFuzzTest, MutatedPacketsDecodeOrThrowCorruptPacket) {
   std::mt19937_64 rng(2026);
-  const std::vector<std::string> names{"none",          "fp16",       "bf16",
-                                       "uniform:5",     "uniform:16", "sortquant:8",
-                                       "sortquant:3:3", "kmeans:3",   "kmeans:8:3"};
+  const std::vector<std::string> names{"none",
+                                       "fp16",
+                                       "bf16",
+                                       "uniform:5",
+                                       "uniform:16",
+                                       "sortquant:8",
+                                       "sortquant:3:3",
+                                       "kmeans:3",
+                                       "kmeans:8:3",
+                                       "rot:uniform:3",
+                                       "rot:16:sortquant:4",
+                                       "rot:8:kmeans:2",
+                                       "tile:3",
+                                       "rot:tile:2"};
   int decoded = 0, rejected = 0;
   for (const auto& name : names) {
     const auto codec = make_codec(name);

@@ -47,7 +47,8 @@ std::string bytes_of(const void* p, size_t n) {
 void codec_packets() {
   int k = 0;
   for (const char* name : {"none", "fp16", "bf16", "uniform:5", "uniform:16", "sortquant:8",
-                           "sortquant:3:3", "kmeans:3", "kmeans:8:3"}) {
+                           "sortquant:3:3", "kmeans:3", "kmeans:8:3", "rot:uniform:3",
+                           "rot:16:sortquant:4", "rot:8:kmeans:2", "tile:3", "rot:tile:2"}) {
     const auto codec = dtrain::compress::make_codec(name);
     for (const auto& shape : std::vector<std::vector<int64_t>>{{0}, {7, 3}, {2, 2, 5}}) {
       for (const auto dtype : {at::kFloat, at::kHalf}) {

@@ -8,7 +8,8 @@ import torch
 import dtrain
 
 CODECS = ["none", "fp16", "bf16", "uniform:8", "uniform:3", "sortquant:8", "sortquant:6:2",
-          "sortquant:12", "sortquant:4", "kmeans:4", "kmeans:2:5"]
+          "sortquant:12", "sortquant:4", "kmeans:4", "kmeans:2:5", "tile:4", "rot:tile:2",
+          "rot:64:sortquant:4"]
 
 
 def sample(shape=(3, 50, 7), seed=0):
@@ -34,7 +35,8 @@ def test_round_trip_keeps_shape_dtype_and_bounds_the_error(codec):
 
 
 # One codec of each family and parameter form (each costs two CLI runs).
-CLI_CODECS = ["none", "fp16", "bf16", "uniform:3", "sortquant:8", "sortquant:3:1", "kmeans:2:5"]
+CLI_CODECS = ["none", "fp16", "bf16", "uniform:3", "sortquant:8", "sortquant:3:1", "kmeans:2:5",
+              "rot:tile:2"]
 
 
 @pytest.mark.parametrize("codec", CLI_CODECS)

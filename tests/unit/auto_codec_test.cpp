@@ -33,6 +33,10 @@ AutoInput ushape(double rate_bytes_per_s, double fp32_bytes, double compute_s = 
 TEST(AutoCodecTest, FilteringByBitsKeepsOrderAndRefusesAnEmptySet) {
   AutoCompress options{default_auto_candidates(), 8};
   ASSERT_EQ(eligible_candidates(options).size(), 4u);
+  options.min_bits = 2;
+  ASSERT_EQ(eligible_candidates(options).size(), 6u);
+  options.min_bits = 4;
+  EXPECT_EQ(to_string(eligible_candidates(options).back()), "rot:256:tile:4");
   options.min_bits = 12;
   const auto twelve = eligible_candidates(options);
   ASSERT_EQ(twelve.size(), 3u);

@@ -53,7 +53,7 @@ TEST(PacketHeaderTest, FieldsSitAtTheirOffsetsLittleEndian) {
   EXPECT_EQ(b[Off::kNdim], 2);
   EXPECT_EQ(b[Off::kBits], 8);
   EXPECT_EQ(b[Off::kSplitBits], 2);
-  EXPECT_EQ(b[Off::kReserved] | b[Off::kReserved + 1], 0);
+  EXPECT_EQ(b[Off::kInner] | b[Off::kTileLog2], 0);  // not a rotated packet
   EXPECT_EQ(b[Off::kTableBytes], 32);
   EXPECT_EQ(b[Off::kPayloadBytes], 0x05);
   EXPECT_EQ(b[Off::kPayloadBytes + 4], 0x01);
@@ -73,8 +73,7 @@ TEST(PacketHeaderTest, ReaderRejectsWhatTheHeaderAloneShows) {
     c[at] = value;
     return c;
   };
-  for (const auto& c : {broken(Off::kMagic, 'X'), broken(Off::kVersion, 2), broken(Off::kNdim, 9),
-                        broken(Off::kReserved + 1, 1)})
+  for (const auto& c : {broken(Off::kMagic, 'X'), broken(Off::kVersion, 2), broken(Off::kNdim, 9)})
     EXPECT_THROW(PacketHeader::read(c.data(), c.size()), CorruptPacket);
 }
 
@@ -99,11 +98,17 @@ std::map<std::string, std::pair<size_t, size_t>> documented_fields() {
 TEST(PacketHeaderTest, OffsetsMatchDocsWireFormat) {
   const auto doc = documented_fields();
   const std::map<std::string, std::pair<size_t, size_t>> code = {
-      {"magic", {Off::kMagic, 4}},      {"version", {Off::kVersion, 1}},
-      {"codec", {Off::kCodec, 1}},      {"original", {Off::kDtype, 1}},
-      {"ndim", {Off::kNdim, 1}},        {"bits", {Off::kBits, 1}},
-      {"split", {Off::kSplitBits, 1}},  {"reserved", {Off::kReserved, 2}},
-      {"table", {Off::kTableBytes, 4}}, {"payload", {Off::kPayloadBytes, 8}},
+      {"magic", {Off::kMagic, 4}},
+      {"version", {Off::kVersion, 1}},
+      {"codec", {Off::kCodec, 1}},
+      {"original", {Off::kDtype, 1}},
+      {"ndim", {Off::kNdim, 1}},
+      {"bits", {Off::kBits, 1}},
+      {"split", {Off::kSplitBits, 1}},
+      {"inner", {Off::kInner, 1}},
+      {"tile", {Off::kTileLog2, 1}},
+      {"table", {Off::kTableBytes, 4}},
+      {"payload", {Off::kPayloadBytes, 8}},
       {"numel", {Off::kNumel, 8}},
   };
   ASSERT_FALSE(doc.empty()) << "docs/wire-format.md not found or has no field table";

@@ -54,10 +54,33 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
 }
 
 TEST(TensorCodingTest, PacketsAndValuesAreTheCpuKernelsBitForBit) {
-  const std::vector<std::string> codecs = {
-      "none",        "fp16",         "bf16",         "uniform:1",     "uniform:3",    "uniform:4",
-      "uniform:7",   "uniform:8",    "uniform:9",    "uniform:13",    "uniform:16",   "sortquant:4",
-      "sortquant:8", "sortquant:12", "sortquant:16", "sortquant:2:6", "sortquant:5:1"};
+  const std::vector<std::string> codecs = {"none",
+                                           "fp16",
+                                           "bf16",
+                                           "uniform:1",
+                                           "uniform:3",
+                                           "uniform:4",
+                                           "uniform:7",
+                                           "uniform:8",
+                                           "uniform:9",
+                                           "uniform:13",
+                                           "uniform:16",
+                                           "sortquant:4",
+                                           "sortquant:8",
+                                           "sortquant:12",
+                                           "sortquant:16",
+                                           "sortquant:2:6",
+                                           "sortquant:5:1",
+                                           "rot:uniform:4",
+                                           "rot:8:uniform:2",
+                                           "rot:16:sortquant:4",
+                                           "rot:4096:uniform:3",
+                                           "tile:1",
+                                           "tile:2",
+                                           "tile:4",
+                                           "tile:8",
+                                           "rot:tile:2",
+                                           "rot:64:tile:3"};
   for (const std::string dist :
        {"gaussian", "relu", "ties", "heavy", "constant", "signed-zeros", "tiny"}) {
     for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{4099}}) {
@@ -83,7 +106,8 @@ TEST(TensorCodingTest, PacketsAndValuesAreTheCpuKernelsBitForBit) {
 
 TEST(TensorCodingTest, ThePacketPathsAgreeAndDecodeOnTheAskedDevice) {
   const at::Tensor x = sample("gaussian", 3000).reshape({3, 10, 100}).to(at::kDouble);
-  for (const std::string name : {"sortquant:8", "uniform:6", "fp16", "kmeans:3:20"}) {
+  for (const std::string name :
+       {"sortquant:8", "uniform:6", "fp16", "kmeans:3:20", "rot:kmeans:3:20", "rot:uniform:3"}) {
     SCOPED_TRACE(name);
     const Packet packet = encode(*make_codec(name), x);
     const at::Tensor on_cpu = decode(packet);
@@ -115,7 +139,8 @@ TEST(TensorCodingTest, EmptyTensorsNonFiniteValuesAndBadTablesAreHandledAsOnTheC
                           -std::numeric_limits<float>::infinity()}) {
     at::Tensor x = sample("gaussian", 100);
     x[37] = bad;
-    for (const std::string name : {"none", "bf16", "uniform:8", "sortquant:8", "sortquant:2:6"}) {
+    for (const std::string name : {"none", "bf16", "uniform:8", "sortquant:8", "sortquant:2:6",
+                                   "rot:uniform:4", "tile:3", "rot:tile:3"}) {
       try {
         tensor_ops(*make_codec(name), x);
         ADD_FAILURE() << name << " took " << bad;

@@ -13,6 +13,7 @@
 #include "dtrain/cli/common.h"
 #include "dtrain/compress/baselines.h"
 #include "dtrain/compress/codec.h"
+#include "dtrain/compress/hadamard.h"
 #include "dtrain/data/dataset.h"
 #include "dtrain/data/transforms.h"
 #include "dtrain/metrics/keys.h"
@@ -100,8 +101,14 @@ at::Tensor sample(const std::string& dist, int64_t n, uint64_t seed) {
     const at::Tensor chi2 = at::randn({3, n}).pow(2).sum(0);
     return z / (chi2 / 3).sqrt();
   }
-  throw std::invalid_argument("--dist '" + dist +
-                              "': expected gaussian, relu, laplace, student-t3 or activations");
+  if (dist == "outliers") {  // outlier features: 1 position in 64 at 50 times the scale
+    at::Tensor x = at::randn({n});
+    x.slice(0, 0, n, 64).mul_(50.f);
+    return x;
+  }
+  throw std::invalid_argument(
+      "--dist '" + dist +
+      "': expected gaussian, relu, laplace, student-t3, outliers or activations");
 }
 
 // A codec under test: a real one, or a baseline named "<family>-ref:...".
@@ -143,6 +150,29 @@ Subject make_subject(const std::string& name, int threads) {
       const auto shape = x.sizes().vec();
       return std::function<at::Tensor()>(
           [encoded, shape] { return compress::baseline::kmeans_decode(*encoded, shape); });
+    };
+    return s;
+  }
+  if (name.rfind("hadamard:", 0) == 0) {  // the rotation alone: rotate, then rotate back
+    const auto spec = compress::parse_codec("rot:" + name.substr(9) + ":uniform:8");
+    compress::Rotation r;
+    r.tile_log2 = spec.tile_log2;
+    r.seed = 1;
+    s.bits = 32;
+    s.prepare = [r, threads](const at::Tensor& x, int64_t& wire) {
+      wire = 4 * x.numel();
+      auto rotated = std::make_shared<at::Tensor>();
+      if (x.is_cpu()) {
+        *rotated = x.contiguous().clone();
+        compress::rotate(rotated->data_ptr<float>(), rotated->numel(), r, threads);
+      } else {
+        *rotated = compress::rotate(x.contiguous().view({-1}), r);
+      }
+      return std::function<at::Tensor()>([rotated, r, threads] {
+        if (!rotated->is_cpu()) return compress::unrotate(*rotated, r);
+        compress::unrotate(rotated->data_ptr<float>(), rotated->numel(), r, threads);
+        return *rotated;
+      });
     };
     return s;
   }
@@ -276,11 +306,14 @@ void register_bench_codec(CLI::App& bench, int& exit_code) {
       "codec",
       "ratio (wire bytes / fp32 bytes), MSE / variance, max error and encode/decode speed (GB/s "
       "of float32 input) per codec and distribution; '-ref' names are the reference "
-      "baselines (sortquant-ref:B sorts the whole tensor, kmeans-ref:B:I is plain O(nk) Lloyd)");
+      "baselines (sortquant-ref:B sorts the whole tensor, kmeans-ref:B:I is plain O(nk) Lloyd); "
+      "hadamard:T is the rot codecs' rotation alone over tiles of T values (the numel a "
+      "multiple of T)");
   sub->add_option("--codec", o->codecs, "comma list of codecs\n" + compress::codec_help())
       ->capture_default_str();
   sub->add_option("--dist", o->dists,
-                  "gaussian, relu, laplace, student-t3, activations (first-block output and "
+                  "gaussian, relu, laplace, student-t3, outliers (Gaussian, every 64th value 50x), "
+                  "activations (first-block output and "
                   "last-block input of --model on a Fashion-MNIST batch, untrained weights)")
       ->capture_default_str();
   sub->add_option("--model", o->model, "model for --dist activations")->capture_default_str();

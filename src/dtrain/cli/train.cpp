@@ -58,7 +58,16 @@ struct Options {
   double compress_runoff = parallel::AutoCompress{}.runoff_window;
 };
 
+bool diloco_flags_set(const parallel::DilocoConfig& c) {
+  const parallel::DilocoConfig defaults;
+  return c.sync_every != defaults.sync_every || c.outer_lr != defaults.outer_lr ||
+         c.outer_momentum != defaults.outer_momentum || c.codec != defaults.codec;
+}
+
 const EnumNames<bool> kEdgeNames("edge set", {{false, "client"}, {true, "all"}});
+const EnumNames<at::ScalarType> kCacheDtypes("cache dtype", {{at::kFloat, "float32"},
+                                                             {at::kBFloat16, "bfloat16"},
+                                                             {at::kHalf, "float16"}});
 
 std::vector<int64_t> parse_shape(const std::string& text) {
   std::vector<int64_t> out;
@@ -178,7 +187,25 @@ void register_train(CLI::App& parent, int& exit_code) {
   sub->add_flag("--quiet", o->quiet, "no progress line and no table (results via --metrics)");
   auto& p = c.parallel.pipeline;
   add_typed_option(sub, "--parallel", c.parallel.mode, train::parse_parallel_mode,
-                   "none, pipeline (one stage per rank, -n S) or ddp (data parallel, -n N)");
+                   "none, pipeline (one stage per rank, -n S), ddp (data parallel, -n N) or "
+                   "diloco (-n R replicas training alone, averaged every --sync-every steps)");
+  auto& lo = c.parallel.diloco;
+  sub->add_option("--sync-every", lo.sync_every,
+                  "diloco: H, inner optimizer steps between outer steps (each epoch's last step "
+                  "also ends with one)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  sub->add_option("--outer-lr", lo.outer_lr, "diloco: the outer optimizer's learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--outer-momentum", lo.outer_momentum,
+                  "diloco: the outer optimizer's Nesterov momentum, in [0, 1)")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  add_typed_option(sub, "--compress-outer", lo.codec, compress::parse_codec,
+                   "diloco: codec of the outer all-reduce of pseudo-gradients, with error "
+                   "feedback (default none: exact)",
+                   "none");
   auto& d = c.parallel.ddp;
   add_typed_option(sub, "--algo", d.algorithm, comm::parse_algorithm,
                    "ddp: all-reduce algorithm (ring, butterfly, direct, native, auto)");
@@ -208,7 +235,8 @@ void register_train(CLI::App& parent, int& exit_code) {
         return o->compress_auto ? compress::CodecSpec{} : compress::parse_codec(text);
       },
       "pipeline: codec for activations on compressed edges (none, fp16, bf16, uniform:B, "
-      "sortquant:B, sortquant:Q:S, kmeans:B), or auto: per link and epoch, the candidate "
+      "sortquant:B, sortquant:Q:S, kmeans:B, tile:B, rot[:T]:CODEC; dtrain codec --help), or "
+      "auto: per link and epoch, the candidate "
       "with the least predicted step time");
   sub->add_option("--compress-candidates", o->compress_candidates,
                   "--compress auto: the codecs it chooses from")
@@ -238,6 +266,23 @@ void register_train(CLI::App& parent, int& exit_code) {
       sub, "--compress-edges", p.compress_all_edges,
       [](const std::string& text) { return kEdgeNames.parse(text); },
       "pipeline: client (only links touching rank 0) or all", kEdgeNames.to_string(false));
+  sub->add_flag("--delta", p.delta,
+                "pipeline: delta-code activations (AQ-SGD): each training sample's boundary "
+                "activation goes as its change since the sample's last step, coded with "
+                "--compress, against a cache both ends keep; micro-batches with a sample not "
+                "seen yet (the first epoch) and evaluation go with --delta-warmup");
+  add_typed_option(sub, "--delta-warmup", p.delta_warmup, compress::parse_codec,
+                   "--delta: the codec of the warm-up (first epoch) and of evaluation",
+                   to_string(p.delta_warmup));
+  sub->add_option("--delta-cache-mb", p.delta_cache_mb,
+                  "--delta: the most MiB of cache one rank may hold (checked before training)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  add_typed_option(
+      sub, "--delta-cache-dtype", p.delta_cache_dtype,
+      [](const std::string& text) { return kCacheDtypes.parse(text); },
+      "--delta: the precision the caches keep: float32, bfloat16 or float16",
+      kCacheDtypes.to_string(p.delta_cache_dtype));
   sub->add_flag("--measure-wire-check", p.measure_wire_check,
                 "pipeline: training steps alternate the wire check off and on (off, on, on, off, "
                 "...) and each epoch reports its cost in step time with a 95 % interval "
@@ -270,8 +315,18 @@ void register_train(CLI::App& parent, int& exit_code) {
     const int n = worlds.empty() ? 1 : worlds.front();
     const bool pipelined = o->config.parallel.mode == train::ParallelMode::kPipeline;
     const bool data_parallel = o->config.parallel.mode == train::ParallelMode::kDdp;
-    if (n > 1 && !pipelined && !data_parallel)
-      throw std::invalid_argument("-n " + std::to_string(n) + " needs --parallel pipeline or ddp");
+    const bool diloco = o->config.parallel.mode == train::ParallelMode::kDiloco;
+    if (n > 1 && !pipelined && !data_parallel && !diloco)
+      throw std::invalid_argument("-n " + std::to_string(n) +
+                                  " needs --parallel pipeline, ddp or diloco");
+    if (diloco &&
+        (pc.activation_codec != compress::CodecSpec{} || o->compress_grad || o->compress_auto))
+      throw std::invalid_argument(
+          "--parallel diloco exchanges pseudo-gradients: code them with --compress-outer");
+    if (!diloco && diloco_flags_set(o->config.parallel.diloco))
+      throw std::invalid_argument(
+          "--sync-every, --outer-lr, --outer-momentum and --compress-outer are for --parallel "
+          "diloco");
     if (data_parallel) {
       if (pc.activation_codec != compress::CodecSpec{})
         throw std::invalid_argument(
@@ -289,6 +344,13 @@ void register_train(CLI::App& parent, int& exit_code) {
     if (pc.measure_wire_check && !pipelined)
       throw std::invalid_argument(
           "--measure-wire-check is for --parallel pipeline (bench p2p: --wire-check both)");
+    if (pc.delta) {
+      if (!pipelined) throw std::invalid_argument("--delta is for --parallel pipeline");
+      if (o->compress_auto)
+        throw std::invalid_argument("--delta codes with a fixed --compress codec, not auto");
+      if (pc.activation_codec == compress::CodecSpec{})
+        throw std::invalid_argument("--delta needs a lossy --compress codec to code the changes");
+    }
     if (o->compress_auto || o->compress_grad_auto) {
       const auto options = auto_options(*o);
       if (o->compress_auto) {
@@ -319,9 +381,10 @@ void register_train(CLI::App& parent, int& exit_code) {
                                        : static_cast<int>(comm::allowed_cores().size()));
     const auto format = o->output.format;
     std::unique_ptr<comm::Group> group;
-    if (pipelined || data_parallel) {
+    if (pipelined || data_parallel || diloco) {
       const int threads = at::get_num_threads();
-      // Only DDP's collectives run on the model's device; a pipeline's wire is Gloo's.
+      // Only DDP's collectives run on the model's device; a pipeline's wire and DiLoCo's
+      // outer exchange (host copies) are Gloo's.
       group = join_world(o->ranks, o->threads,
                          data_parallel ? o->config.device : c10::Device(c10::kCPU));
       if (o->threads > 0) at::set_num_threads(threads);

@@ -13,6 +13,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The typical time, not the best: the calls that follow run at the typical speed, and on a
+// busy machine one lucky run of a slow candidate would otherwise win.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -49,7 +57,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   // The slowest rank's time decides: an all-reduce is as slow as its slowest rank.
   at::Tensor mine = at::empty({static_cast<int64_t>(n)}, at::kDouble);
   for (size_t c = 0; c < n; ++c)
-    mine[static_cast<int64_t>(c)] = *std::min_element(times[c].begin(), times[c].end());
+    mine[static_cast<int64_t>(c)] = median(times[c]);
   group.native_all_reduce(mine, ReduceOp::kMax);
   Choice choice;
   const auto* slowest = mine.data_ptr<double>();

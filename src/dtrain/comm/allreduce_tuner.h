@@ -4,7 +4,7 @@
 // A kind of call is (channel tag, dtype, op, size class: the bytes' power of two); the world
 // size, device and links are the group's. The first call of a kind times every candidate
 // (ring, butterfly, direct, native) on copies of that call's data, taking turns (ABCD DCBA
-// ...; 6 turns up to 1 MiB, 4 up to 16 MiB, 2 above) and keeping each one's best; a
+// ...; 6 turns up to 1 MiB, 4 up to 16 MiB, 2 above) and keeping each one's median; a
 // candidate's time is the slowest rank's, so every rank reaches the same choice from the
 // same numbers. Later calls of the kind run the choice. Every kRecheckCalls
 // calls of a kind the ranks compare its mean time with the calibration's (one small
@@ -12,7 +12,7 @@
 // busier) calibrates the kind again.
 //
 // With the wire check on, native (Gloo's own, whose messages carry no check) is chosen only
-// where it beats every checked candidate by more than kNativeMargin.
+// where it beats every checked candidate by more than kNativeMargin (5 %).
 //
 // Contract: every rank runs the same kinds in the same order on a channel (each channel is
 // one thread's: DDP's buckets, SyncBatchNorm's statistics), as every collective requires.
@@ -38,7 +38,7 @@ namespace dtrain::comm {
 class AllReduceTuner {
  public:
   static constexpr int kRecheckCalls = 100;
-  static constexpr double kNativeMargin = 0.10;
+  static constexpr double kNativeMargin = 0.05;
 
   // What a kind was calibrated to, for reports (bench collective's `chosen`).
   struct Choice {

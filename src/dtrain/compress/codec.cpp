@@ -56,7 +56,10 @@ const CodecFamily& family_of(const CodecSpec& spec) {
 
 void check_spec(const CodecSpec& s, const std::string& name) {
   try {
-    family_of(s).check(s);
+    const CodecFamily& family = family_of(s);
+    if (!family.wraps_a_codec && (s.inner != CodecId::kNone || s.tile_log2 != 0))
+      throw std::invalid_argument("no inner codec or tile here");
+    family.check(s);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("codec '" + name + "': " + e.what());
   }
@@ -70,7 +73,8 @@ std::string to_string(const CodecSpec& spec) {
 }
 
 bool operator==(const CodecSpec& a, const CodecSpec& b) {
-  return a.id == b.id && a.bits == b.bits && a.split_bits == b.split_bits && a.iters == b.iters;
+  return a.id == b.id && a.bits == b.bits && a.split_bits == b.split_bits && a.iters == b.iters &&
+         a.inner == b.inner && a.tile_log2 == b.tile_log2;
 }
 
 CodecSpec parse_codec(const std::string& name) {
@@ -134,6 +138,8 @@ void encode_into(const Codec& codec, const at::Tensor& tensor, uint8_t* out, siz
   h.dtype_code = dtype;
   h.bits = static_cast<uint8_t>(codec.spec().bits);
   h.split_bits = static_cast<uint8_t>(codec.spec().split_bits);
+  h.inner = static_cast<uint8_t>(codec.spec().inner);
+  h.tile_log2 = static_cast<uint8_t>(codec.spec().tile_log2);
   h.table_bytes = static_cast<uint32_t>(table);
   h.payload_bytes = payload;
   h.numel = static_cast<uint64_t>(n);
@@ -187,6 +193,8 @@ PacketInfo inspect(const uint8_t* data, size_t size) {
   info.dtype = dtype_from_code(h.dtype_code);
   info.spec.bits = h.bits;
   info.spec.split_bits = h.split_bits;
+  info.spec.inner = static_cast<CodecId>(h.inner);
+  info.spec.tile_log2 = h.tile_log2;
   try {
     check_spec(info.spec, to_string(info.spec));
   } catch (const std::invalid_argument& e) {

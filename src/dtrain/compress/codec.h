@@ -33,7 +33,9 @@ enum class CodecId : uint8_t {
   kBf16 = 2,
   kUniform = 3,
   kSortQuant = 4,
-  kKMeans = 5
+  kKMeans = 5,
+  kRotated = 6,
+  kTile = 7
 };
 
 struct CodecSpec {
@@ -41,6 +43,10 @@ struct CodecSpec {
   int bits = 32;       // bits per coded value on the wire (Q+S for sortquant)
   int split_bits = 0;  // sortquant: S (2^S groups)
   int iters = 0;       // kmeans: Lloyd iterations (0: until stable)
+  // rot (a rotation before a value codec): the value codec's id, and log2 of the tile the
+  // rotation mixes; bits, split_bits and iters are then the value codec's. 0 otherwise.
+  CodecId inner = CodecId::kNone;
+  int tile_log2 = 0;
 };
 bool operator==(const CodecSpec& a, const CodecSpec& b);
 inline bool operator!=(const CodecSpec& a, const CodecSpec& b) {

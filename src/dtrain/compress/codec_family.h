@@ -25,6 +25,8 @@ struct CodecFamily {
   // The canonical parameters (":6:2"), which parse reads back.
   std::string (*parameters)(const CodecSpec& spec);
   std::unique_ptr<Codec> (*make)(const CodecSpec& spec);
+  // Whether its specs name an inner codec and a tile (rot); the others must leave both 0.
+  bool wraps_a_codec = false;
 };
 
 // The rows in wire-id order (codec_table.cpp).

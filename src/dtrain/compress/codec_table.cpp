@@ -13,7 +13,9 @@ namespace dtrain::compress {
   ROW(T, kBf16CodecFamily)      /* 2: cast.cpp */      \
   ROW(T, kUniformCodecFamily)   /* 3: uniform.cpp */   \
   ROW(T, kSortQuantCodecFamily) /* 4: sortquant.cpp */ \
-  ROW(T, kKMeansCodecFamily)    /* 5: kmeans.cpp */
+  ROW(T, kKMeansCodecFamily)    /* 5: kmeans.cpp */    \
+  ROW(T, kRotatedCodecFamily)   /* 6: rotated.cpp */   \
+  ROW(T, kTileCodecFamily)      /* 7: tile.cpp */
 
 DTRAIN_TABLE(CodecFamily, codec_families, DTRAIN_CODEC_TABLE)
 

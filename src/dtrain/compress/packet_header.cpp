@@ -27,7 +27,8 @@ void PacketHeader::write(uint8_t* out) const {
   out[Offset::kNdim] = static_cast<uint8_t>(shape.size());
   out[Offset::kBits] = bits;
   out[Offset::kSplitBits] = split_bits;
-  put<uint16_t>(out + Offset::kReserved, 0);
+  out[Offset::kInner] = inner;
+  out[Offset::kTileLog2] = tile_log2;
   put<uint32_t>(out + Offset::kTableBytes, table_bytes);
   put<uint64_t>(out + Offset::kPayloadBytes, payload_bytes);
   put<uint64_t>(out + Offset::kNumel, numel);
@@ -48,14 +49,13 @@ PacketHeader PacketHeader::read(const uint8_t* data, size_t size) {
   }
   const int ndim = data[Offset::kNdim];
   if (ndim > kMaxDims) throw CorruptPacket("packet: " + std::to_string(ndim) + " dimensions");
-  if (get<uint16_t>(data + Offset::kReserved) != 0) {
-    throw CorruptPacket("packet: reserved field is not zero");
-  }
   PacketHeader h;
   h.codec_id = data[Offset::kCodec];
   h.dtype_code = data[Offset::kDtype];
   h.bits = data[Offset::kBits];
   h.split_bits = data[Offset::kSplitBits];
+  h.inner = data[Offset::kInner];
+  h.tile_log2 = data[Offset::kTileLog2];
   h.table_bytes = get<uint32_t>(data + Offset::kTableBytes);
   h.payload_bytes = get<uint64_t>(data + Offset::kPayloadBytes);
   h.numel = get<uint64_t>(data + Offset::kNumel);

@@ -1,8 +1,8 @@
 // The fixed part of every codec packet, defined once: the field offsets, the writer and
 // the reader (docs/wire-format.md is the same table in prose; a unit test checks the two
-// agree). The reader checks what the header alone can show (magic, version, reserved
-// bytes, ndim, that the shape fits); compress::inspect() checks the fields against the
-// codec and the packet's size.
+// agree). The reader checks what the header alone can show (magic, version, ndim, that the
+// shape fits); compress::inspect() checks the fields against the codec and the packet's
+// size.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +31,8 @@ struct PacketHeader {
     static constexpr size_t kNdim = 7;           // 1
     static constexpr size_t kBits = 8;           // 1
     static constexpr size_t kSplitBits = 9;      // 1
-    static constexpr size_t kReserved = 10;      // 2, zero
+    static constexpr size_t kInner = 10;         // 1: a rotated packet's value codec, else 0
+    static constexpr size_t kTileLog2 = 11;      // 1: a rotated packet's tile, else 0
     static constexpr size_t kTableBytes = 12;    // 4
     static constexpr size_t kPayloadBytes = 16;  // 8
     static constexpr size_t kNumel = 24;         // 8
@@ -43,6 +44,8 @@ struct PacketHeader {
   uint8_t dtype_code = 0;
   uint8_t bits = 0;
   uint8_t split_bits = 0;
+  uint8_t inner = 0;
+  uint8_t tile_log2 = 0;
   uint32_t table_bytes = 0;
   uint64_t payload_bytes = 0;
   uint64_t numel = 0;

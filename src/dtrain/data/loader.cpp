@@ -51,7 +51,8 @@ void EpochLoader::produce() {
           at::from_blob(indices_.data() + begin, {end - begin}, at::kLong).clone();
       Batch batch{make_batch(dataset_.images.index_select(0, idx), norm_, augment_, gen),
                   dataset_.labels.index_select(0, idx),
-                  dataset_.masks.defined() ? dataset_.masks.index_select(0, idx) : at::Tensor()};
+                  dataset_.masks.defined() ? dataset_.masks.index_select(0, idx) : at::Tensor(),
+                  idx};
       if (b < skip_) continue;
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || ready_.size() < prefetch_; });

@@ -22,6 +22,7 @@ struct Batch {
   at::Tensor inputs;  // float32 [B, C, H, W]; text: token ids int64 [B, T]
   at::Tensor labels;  // int64 [B]
   at::Tensor mask;    // text: uint8 [B, T] attention mask; undefined for images
+  at::Tensor ids;     // int64 [B]: each sample's index in the dataset (delta coding's key)
 };
 
 class EpochLoader {

@@ -32,8 +32,10 @@ bool next(std::vector<size_t>& choice, const AutoInput& input) {
 }  // namespace
 
 std::vector<compress::CodecSpec> default_auto_candidates() {
-  return {compress::parse_codec("none"), compress::parse_codec("fp16"),
-          compress::parse_codec("sortquant:12"), compress::parse_codec("sortquant:8")};
+  // The rotated low-bit codecs only where the user lowers --compress-min-bits to allow them.
+  return {compress::parse_codec("none"),         compress::parse_codec("fp16"),
+          compress::parse_codec("sortquant:12"), compress::parse_codec("sortquant:8"),
+          compress::parse_codec("rot:tile:4"),   compress::parse_codec("rot:tile:2")};
 }
 
 std::vector<compress::CodecSpec> eligible_candidates(const AutoCompress& options) {

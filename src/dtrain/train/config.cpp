@@ -18,7 +18,8 @@ const EnumNames<LrSchedule> kLrScheduleNames("learning-rate schedule",
 const EnumNames<ParallelMode> kParallelNames("parallel mode",
                                              {{ParallelMode::kNone, "none"},
                                               {ParallelMode::kPipeline, "pipeline"},
-                                              {ParallelMode::kDdp, "ddp"}});
+                                              {ParallelMode::kDdp, "ddp"},
+                                              {ParallelMode::kDiloco, "diloco"}});
 
 }  // namespace
 
@@ -62,7 +63,11 @@ void validate(const TrainConfig& c, bool has_group) {
   require(!text || c.data.max_seq_len >= 4, "--max-seq-len must be at least 4");
   const ParallelMode mode = c.parallel.mode;
   require(mode == ParallelMode::kNone || has_group,
-          "--parallel pipeline and ddp need a process group");
+          "--parallel pipeline, ddp and diloco need a process group");
+  require(mode != ParallelMode::kDiloco || c.checkpoint_dir.empty(),
+          "--parallel diloco does not checkpoint yet (docs/limitations.md)");
+  require(mode != ParallelMode::kDiloco || c.grad_accum_steps == 1,
+          "--grad-accum-steps is not for --parallel diloco");
   require(mode == ParallelMode::kDdp || !c.parallel.ddp.sync_bn, "--sync-bn needs --parallel ddp");
   if (mode == ParallelMode::kDdp)
     require(c.parallel.ddp.bucket_mb > 0, "--bucket-mb must be positive");

@@ -17,6 +17,7 @@
 #include "dtrain/models/memory_format.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/parallel/auto_codec.h"
+#include "dtrain/parallel/diloco.h"
 #include "dtrain/parallel/pipeline/partition.h"
 #include "dtrain/parallel/pipeline/schedule.h"
 
@@ -24,13 +25,13 @@ namespace dtrain::train {
 
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 enum class LrSchedule { kConstant, kStep, kCosine, kLinear };
-enum class ParallelMode { kNone, kPipeline, kDdp };
+enum class ParallelMode { kNone, kPipeline, kDdp, kDiloco };
 
 OptimizerKind parse_optimizer(const std::string& name);  // sgd | adam | adamw
 std::string to_string(OptimizerKind kind);
 LrSchedule parse_lr_schedule(const std::string& name);  // constant | step | cosine | linear
 std::string to_string(LrSchedule schedule);
-ParallelMode parse_parallel_mode(const std::string& name);  // none | pipeline | ddp
+ParallelMode parse_parallel_mode(const std::string& name);  // none | pipeline | ddp | diloco
 std::string to_string(ParallelMode mode);
 
 struct OptimConfig {
@@ -60,6 +61,12 @@ struct PipelineOptions {
   // --measure-wire-check: training steps alternate the wire check off and on (ABBA) and each
   // epoch reports its cost (metrics/alternating_cost.h); evaluation runs with the job's.
   bool measure_wire_check = false;
+  // --delta: activations delta-coded against per-sample caches at both ends
+  // (parallel/pipeline/delta_cache.h); the warm-up epoch and evaluation use delta_warmup.
+  bool delta = false;
+  compress::CodecSpec delta_warmup = compress::parse_codec("sortquant:8");
+  int64_t delta_cache_mb = 8192;
+  at::ScalarType delta_cache_dtype = at::kBFloat16;
 };
 
 struct DdpOptions {
@@ -75,6 +82,7 @@ struct ParallelConfig {
   ParallelMode mode = ParallelMode::kNone;
   PipelineOptions pipeline;
   DdpOptions ddp;
+  parallel::DilocoConfig diloco;
 };
 
 struct TrainConfig {

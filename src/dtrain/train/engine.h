@@ -51,6 +51,9 @@ class Engine {
   virtual BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan& plan,
                                   EpochStats& stats) = 0;
   virtual BatchResult eval_batch(const data::Batch& batch) = 0;
+  // After each optimizer step (DiLoCo's outer steps run here); `last_in_epoch`: the
+  // epoch's last training step.
+  virtual void after_optimizer_step(EpochStats& /*stats*/, bool /*last_in_epoch*/) {}
   // After an epoch's training steps, before evaluation: mode-specific reports.
   virtual void end_epoch(EpochStats& /*stats*/) {}
   // After the last epoch.
@@ -81,6 +84,9 @@ BatchResult evaluate_batch(torch::nn::Sequential& model, const models::LossFn& l
 // backward times include waiting for the device.
 std::unique_ptr<Engine> make_local_engine(torch::nn::Sequential model, models::LossFn loss,
                                           c10::Device device, models::MemoryFormat format);
+// DiLoCo: every rank a replica training alone, averaged by outer steps (parallel/diloco.h).
+std::unique_ptr<Engine> make_diloco_engine(comm::Group& group, torch::nn::Sequential model,
+                                           const TrainConfig& config);
 // Data parallel: converts BatchNorms to SyncBatchNorm when asked, then wraps the model.
 std::unique_ptr<Engine> make_ddp_engine(comm::Group& group, torch::nn::Sequential model,
                                         const TrainConfig& config);

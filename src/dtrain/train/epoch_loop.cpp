@@ -136,6 +136,7 @@ std::optional<EpochStats> train_epoch(const EpochInputs& in, Engine& engine,
       const auto t = Clock::now();
       optimizer.step();
       s.time_optimizer_s += metrics::trace::span_since("compute", "optimizer step", t);
+      engine.after_optimizer_step(s, step + 1 == loader.batches());
     }
     check_finite(r.loss_sum / static_cast<double>(std::max<int64_t>(1, r.samples)), epoch, step);
     tally.add(r);
@@ -184,7 +185,7 @@ Evaluation evaluate(Engine& engine, const data::Dataset& d, const data::Normaliz
     const at::Tensor x = data::make_batch(d.images.narrow(0, begin, n), norm, {}, unused);
     const at::Tensor mask = d.masks.defined() ? d.masks.narrow(0, begin, n) : at::Tensor();
     const BatchResult r = engine.eval_batch(
-        on_device({x, d.labels.narrow(0, begin, n), mask}, engine.input_device()));
+        on_device({x, d.labels.narrow(0, begin, n), mask, {}}, engine.input_device()));
     totals[0] += r.loss_sum;
     totals[1] += static_cast<double>(r.correct);
     for (size_t i = 0; i < r.confusion.size(); ++i)

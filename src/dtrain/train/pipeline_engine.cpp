@@ -63,10 +63,12 @@ class PipelineEngine final : public Engine {
   BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan&,
                           EpochStats&) override {
     if (!check_cost_)
-      return to_batch_result(pipeline_->train_batch(batch.inputs, batch.labels, batch.mask, lr));
+      return to_batch_result(
+          pipeline_->train_batch(batch.inputs, batch.labels, batch.mask, lr, batch.ids));
     pipeline_->set_wire_check(check_cost_->next_on());
     const auto start = metrics::Clock::now();
-    const auto result = pipeline_->train_batch(batch.inputs, batch.labels, batch.mask, lr);
+    const auto result =
+        pipeline_->train_batch(batch.inputs, batch.labels, batch.mask, lr, batch.ids);
     check_cost_->record(metrics::since(start), batch.inputs.size(0));
     return to_batch_result(result);
   }
@@ -148,7 +150,7 @@ std::vector<double> block_weights(comm::Group& group, torch::nn::Sequential& mod
 }
 
 pp::PipelineConfig pipeline_config(const PipelineSetup& setup, int rank, int ranks, int64_t blocks,
-                                   const std::vector<double>& weights) {
+                                   const std::vector<double>& weights, int64_t train_samples) {
   const TrainConfig& c = setup.config;
   const auto& o = c.parallel.pipeline;
   pp::PipelineConfig pc;
@@ -164,6 +166,15 @@ pp::PipelineConfig pipeline_config(const PipelineSetup& setup, int rank, int ran
   pc.device = rank == 0 ? c.client_device.value_or(c.device) : c.device;
   pc.memory_format = c.memory_format;
   if (models::takes_tokens(setup.model)) pc.mask_length = setup.model.input_shape.at(0);
+  if (o.delta) {
+    pp::DeltaOptions d;
+    d.warmup = o.delta_warmup;
+    d.sample_input = models::sample_input(setup.model, 1);
+    d.samples = train_samples;
+    d.dtype = o.delta_cache_dtype;
+    d.limit_bytes = o.delta_cache_mb << 20;
+    pc.delta = d;
+  }
   return pc;
 }
 
@@ -200,10 +211,14 @@ void follow(pp::Pipeline& pipeline, torch::optim::Optimizer& optimizer, Checkpoi
 std::unique_ptr<Engine> make_pipeline_engine(comm::Group& group, torch::nn::Sequential& model,
                                              const PipelineSetup& setup) {
   const auto weights = block_weights(group, model, setup);
-  auto pipeline =
-      std::make_unique<pp::Pipeline>(group, model,
-                                     pipeline_config(setup, group.rank(), group.size(),
-                                                     static_cast<int64_t>(model->size()), weights));
+  // Delta coding's caches are indexed by sample: every rank learns how many there are.
+  at::Tensor train_samples = at::zeros({1}, at::kLong);
+  if (group.rank() == 0) train_samples[0] = setup.train_set->size();
+  group.native_broadcast(train_samples, 0);
+  auto pipeline = std::make_unique<pp::Pipeline>(
+      group, model,
+      pipeline_config(setup, group.rank(), group.size(), static_cast<int64_t>(model->size()),
+                      weights, train_samples[0].item<int64_t>()));
   model = torch::nn::Sequential(nullptr);  // keep only this rank's blocks alive
   if (group.rank() == 0) {
     return std::make_unique<PipelineEngine>(

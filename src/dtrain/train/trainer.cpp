@@ -83,6 +83,8 @@ std::unique_ptr<Engine> build_engine(const TrainConfig& c, comm::Group* group,
           *group, model, {c, in.model, parameters, holds_data ? &in.train_set : nullptr, in.norm});
     case ParallelMode::kDdp:
       return make_ddp_engine(*group, std::move(model), c);
+    case ParallelMode::kDiloco:
+      return make_diloco_engine(*group, std::move(model), c);
     case ParallelMode::kNone:
       break;
   }

@@ -19,7 +19,7 @@ void Pipeline::execute(const Command& c) {
   switch (c.kind) {
     case CommandKind::kTrain:
     case CommandKind::kEval:
-      run(c.kind == CommandKind::kTrain, c.batch, {}, {}, {});
+      run(c.kind == CommandKind::kTrain, c.batch, {}, {}, {}, {});
       break;
     case CommandKind::kReport:
       wire_->send_report(local_report());
@@ -45,12 +45,13 @@ void Pipeline::execute(const Command& c) {
 }
 
 StepResult Pipeline::train_batch(const at::Tensor& inputs, const at::Tensor& labels,
-                                 const at::Tensor& mask, double lr) {
+                                 const at::Tensor& mask, double lr, const at::Tensor& ids) {
   check_mask(inputs.size(0), mask);
+  if (config_.delta) check_ids(inputs.size(0), ids);
   if (tuner_) tuner_->before_step();
   const auto start = metrics::Clock::now();
   wire_->send_command({CommandKind::kTrain, inputs.size(0), lr});
-  const StepResult result = run(true, inputs.size(0), inputs, labels, mask);
+  const StepResult result = run(true, inputs.size(0), inputs, labels, mask, ids);
   if (tuner_) tuner_->after_step(metrics::since(start), inputs.size(0));
   // The second step of an epoch: the first may carry warm-up (allocator, kernels' setup).
   if (tuner_ && calibrate_due_ && wire_->times().steps >= 2) {
@@ -70,7 +71,7 @@ StepResult Pipeline::eval_batch(const at::Tensor& inputs, const at::Tensor& labe
   check_mask(inputs.size(0), mask);
   if (tuner_) tuner_->end_epoch();  // evaluation ends training's part of the epoch
   wire_->send_command({CommandKind::kEval, inputs.size(0), 0});
-  return run(false, inputs.size(0), inputs, labels, mask);
+  return run(false, inputs.size(0), inputs, labels, mask, {});
 }
 
 void Pipeline::announce_checkpoint(int64_t epoch, int64_t step) {

@@ -41,6 +41,10 @@ std::string settings_text(const PipelineConfig& c, int64_t blocks, int64_t param
                      "/" + std::to_string(c.micro_batches) + "/" + to_string(c.codecs.activations) +
                      "/" + to_string(c.codecs.gradients) + "/" +
                      std::to_string(c.codecs.all_edges) + "/mask:" + std::to_string(c.mask_length);
+  if (c.delta)
+    text += "/delta:" + to_string(c.delta->warmup) + ":" + std::to_string(c.delta->samples) + ":" +
+            std::to_string(static_cast<int>(c.delta->dtype)) + ":" +
+            std::to_string(c.delta->limit_bytes);
   if (c.auto_compress) {
     text += "/auto:" + std::to_string(c.auto_compress->min_bits);
     for (const auto& spec : c.auto_compress->candidates)
@@ -98,6 +102,7 @@ Pipeline::Pipeline(comm::Group& group, torch::nn::Sequential model, PipelineConf
   }
 
   check_agreement(blocks, models::parameter_count(*model));
+  if (config_.delta) make_delta_caches(model);
 }
 
 // Every rank must agree, so mismatched flags fail on every rank instead of hanging.
@@ -168,13 +173,14 @@ struct Pipeline::Step {
   int last_stage = 0;
   int loss_rank = 0;
   std::vector<at::Tensor> input_chunks, label_chunks, mask_chunks;  // driver only
+  std::vector<at::Tensor> id_chunks;         // delta coding, training: every rank
   std::map<std::pair<int, int>, Live> live;  // (stage, micro-batch) awaiting backward
   std::map<int, at::Tensor> received_masks;  // followers: by micro-batch
   StepResult result;
 };
 
 StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
-                         const at::Tensor& labels, const at::Tensor& mask) {
+                         const at::Tensor& labels, const at::Tensor& mask, const at::Tensor& ids) {
   const auto step_start = Clock::now();
   // One step's window on every rank: the report draws a step of the pipeline from it.
   const metrics::trace::Span step_span("step", training ? "train step" : "eval step");
@@ -198,6 +204,7 @@ StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
   } else {
     post_driver_data(step);
   }
+  if (config_.delta && training) share_ids(step, ids);
   for (auto& module : modules_)
     module->train(training);
   torch::AutoGradMode grad_mode(training);
@@ -250,10 +257,13 @@ at::Tensor Pipeline::mask_of(Step& step, int micro_batch) {
 // The tensor `op` receives: a forward its stage's input from the stage before, a backward
 // the gradient of its output from the stage after; none for the first forward and the last
 // backward. The one definition both posting ahead and receiving use.
-std::optional<Transfer> Pipeline::input_of(const Step& step, const Op& op) {
+std::optional<Transfer> Pipeline::input_of(const Step& step, const Op& op) const {
   const int64_t samples = step.sizes[static_cast<size_t>(op.micro_batch)];
-  if (op.kind == OpKind::kForward && op.stage > 0)
-    return Transfer{op.stage - 1, op.stage, op.micro_batch, false, samples};
+  if (op.kind == OpKind::kForward && op.stage > 0) {
+    Transfer t{op.stage - 1, op.stage, op.micro_batch, false, samples};
+    t.codec = codec_override(step, t);
+    return t;
+  }
   if (op.kind == OpKind::kBackward && op.stage < step.last_stage)
     return Transfer{op.stage + 1, op.stage, op.micro_batch, true, samples};
   return std::nullopt;
@@ -300,6 +310,8 @@ void Pipeline::forward(Step& step, const Op& op) {
   const c10::Device& device = config_.device;
   const auto input = input_of(step, op);
   l.input = input ? wire_->receive_tensor(*input, device) : step.input_chunks[mb].to(device);
+  if (input && step.training && delta_coded(*input))
+    l.input = delta_received(step, *input, std::move(l.input));
   if (step.training && op.stage > 0) l.input.requires_grad_(true);
   at::Tensor y;
   if (last)
@@ -327,7 +339,8 @@ void Pipeline::forward(Step& step, const Op& op) {
   const double forward_s = metrics::trace::span_since(
       "compute", step.training ? "forward" : "eval forward", t0, op.micro_batch, "micro-batch");
   if (wire_->counting()) wire_->times().forward_s += forward_s;
-  if (!last) wire_->send_tensor(l.output, {op.stage, op.stage + 1, op.micro_batch, false, samples});
+  if (!last)
+    send_activation(step, l.output, {op.stage, op.stage + 1, op.micro_batch, false, samples});
   if (step.training) step.live[{op.stage, op.micro_batch}] = std::move(l);
 }
 

@@ -20,8 +20,8 @@
 //
 // Files: partition.h (which blocks where), schedule.h (the order of forward and backward
 // ops), command.h (the driver/follower protocol), transport.h (messages, codecs, counters),
-// report.h (what ranks measured), block_times.h (--balance auto's weights), this file (running a
-// schedule on this rank's stages).
+// report.h (what ranks measured), block_times.h (--balance auto's weights), delta_cache.h
+// (delta coding's caches), this file (running a schedule on this rank's stages).
 //
 // Errors. Every rank checks at construction that all ranks agree on the configuration
 // (an all-reduce of a fingerprint), so mismatched flags fail on every rank instead of
@@ -43,6 +43,7 @@
 #include "dtrain/models/memory_format.h"
 #include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/pipeline/command.h"
+#include "dtrain/parallel/pipeline/delta_cache.h"
 #include "dtrain/parallel/pipeline/link_tuner.h"
 #include "dtrain/parallel/pipeline/partition.h"
 #include "dtrain/parallel/pipeline/report.h"
@@ -73,6 +74,8 @@ struct PipelineConfig {
   // Text batches: the length T of their attention masks ([B, T]), which the driver sends
   // to every rank that runs a forward (models/batch_context.h); 0: batches have none.
   int64_t mask_length = 0;
+  // Delta coding of activations (delta_cache.h); not with auto_compress.
+  std::optional<DeltaOptions> delta;
 };
 
 class Pipeline {
@@ -95,8 +98,9 @@ class Pipeline {
   // Driver only. One mini-batch through the pipeline; training accumulates gradients into
   // every rank's parameters (the followers' callers step their optimizers with `lr`).
   // `mask`: the batch's attention mask when config().mask_length > 0, else undefined.
+  // `ids`: each sample's index in the training set (int64 [batch]), needed with delta coding.
   StepResult train_batch(const at::Tensor& inputs, const at::Tensor& labels, const at::Tensor& mask,
-                         double lr);
+                         double lr, const at::Tensor& ids = {});
   StepResult eval_batch(const at::Tensor& inputs, const at::Tensor& labels, const at::Tensor& mask);
   // Every rank's counters since the last call (rank order); resets them.
   std::vector<RankReport> collect_reports();
@@ -114,6 +118,9 @@ class Pipeline {
   // What a checkpoint's layout must match: the world size and every stage's blocks and rank.
   std::string layout() const;
 
+  // Delta coding: this rank's caches by boundary (the receiving stage), for tests.
+  const std::map<int, DeltaCache>& delta_caches() const { return delta_caches_; }
+
   // Followers only.
   Command next_command();
   void execute(const Command& command);
@@ -122,11 +129,19 @@ class Pipeline {
   struct Step;  // one mini-batch in flight: its micro-batches, live activations, result
   struct Live;
   StepResult run(bool training, int64_t batch, const at::Tensor& inputs, const at::Tensor& labels,
-                 const at::Tensor& mask);
+                 const at::Tensor& mask, const at::Tensor& ids);
   void route_driver_data(Step& step);
   void check_mask(int64_t batch, const at::Tensor& mask) const;
   at::Tensor mask_of(Step& step, int micro_batch);
-  static std::optional<Transfer> input_of(const Step& step, const Op& op);
+  std::optional<Transfer> input_of(const Step& step, const Op& op) const;
+  // Delta coding (pipeline_delta.cpp).
+  void make_delta_caches(torch::nn::Sequential& model);
+  void check_ids(int64_t batch, const at::Tensor& ids) const;
+  void share_ids(Step& step, const at::Tensor& ids);
+  bool delta_coded(const Transfer& transfer) const;
+  const compress::Codec* codec_override(const Step& step, const Transfer& transfer) const;
+  void send_activation(Step& step, const at::Tensor& output, const Transfer& transfer);
+  at::Tensor delta_received(Step& step, const Transfer& transfer, at::Tensor decoded);
   void post_receives(const Step& step, const std::vector<Op>& ops, size_t next);
   void post_driver_data(const Step& step);
   void forward(Step& step, const Op& op);
@@ -148,6 +163,8 @@ class Pipeline {
   std::unique_ptr<LinkTuner> tuner_;
   bool calibrate_due_ = true;       // at the second training step of each epoch
   double last_step_compute_s_ = 0;  // forward + backward of this rank's last training step
+  std::unique_ptr<compress::Codec> warmup_codec_;  // --delta
+  std::map<int, DeltaCache> delta_caches_;
 };
 
 }  // namespace dtrain::parallel::pipeline

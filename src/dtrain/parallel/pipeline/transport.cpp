@@ -18,6 +18,7 @@ using metrics::since;
 
 // The pipeline's tag space (comm/tags.h): kind, destination stage, micro-batch.
 enum TagKind {
+  kIdsTag = 0,
   kActivationTag = 1,
   kGradientTag = 2,
   kLabelTag = 3,
@@ -90,6 +91,11 @@ const compress::Codec& StageTransport::codec_for(int from_rank, int to_rank, boo
   return gradient ? *gradient_codec_ : *activation_codec_;
 }
 
+const compress::Codec& StageTransport::codec_of(const Transfer& transfer) const {
+  if (transfer.codec != nullptr) return *transfer.codec;
+  return codec_for(rank_of(transfer.from_stage), rank_of(transfer.to_stage), transfer.gradient);
+}
+
 void StageTransport::set_link_codec(int from_rank, int to_rank, const compress::CodecSpec& spec) {
   link_codecs_[{from_rank, to_rank}] = compress::make_codec(spec);
 }
@@ -99,9 +105,7 @@ std::optional<size_t> StageTransport::packet_bytes(const Transfer& transfer) con
   if (known == sample_shapes_.end()) return std::nullopt;
   std::vector<int64_t> shape{transfer.samples};
   shape.insert(shape.end(), known->second.begin(), known->second.end());
-  return compress::packet_size(
-      codec_for(rank_of(transfer.from_stage), rank_of(transfer.to_stage), transfer.gradient),
-      shape);
+  return compress::packet_size(codec_of(transfer), shape);
 }
 
 namespace {
@@ -140,23 +144,28 @@ void StageTransport::keep_sending(at::Tensor tensor, int to_rank, int tag) {
   pending_.push_back(std::move(p));
 }
 
-void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) {
+at::Tensor StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer,
+                                       bool decode_sent) {
   const int to_rank = rank_of(transfer.to_stage);
   if (to_rank == group_.rank()) {
     local_handoff_[{transfer.gradient, transfer.to_stage, transfer.micro_batch}] = t.detach();
-    return;
+    return decode_sent ? t.detach() : at::Tensor();
   }
   const bool length_first = sample_shapes_.count(transfer.boundary()) == 0;
   learn_shape(transfer, t);
   auto pending = std::make_unique<Pending>();
   const auto t0 = Clock::now();
-  const compress::Codec& codec = codec_for(group_.rank(), to_rank, transfer.gradient);
+  const compress::Codec& codec = codec_of(transfer);
+  at::Tensor decoded;
   try {
     // The packet with room for the wire check after it (comm::Group::Room).
     const auto size = static_cast<int64_t>(compress::packet_size(codec, t.sizes().vec()));
     pending->tensor = comm::Group::buffer_with_room(size);
     compress::encode_into(codec, t.detach(), pending->tensor.data_ptr<uint8_t>(),
                           static_cast<size_t>(size));
+    if (decode_sent)
+      decoded = compress::decode(pending->tensor.data_ptr<uint8_t>(), static_cast<size_t>(size), 1,
+                                 t.device());
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(describe(transfer) + " cannot be sent: " + e.what() +
                              " (training diverged? lower --lr)");
@@ -179,6 +188,7 @@ void StageTransport::send_tensor(const at::Tensor& t, const Transfer& transfer) 
         group_.isend(pending->tensor, to_rank, message_tag, comm::Group::Room::kCheck);
   }
   pending_.push_back(std::move(pending));
+  return decoded;
 }
 
 void StageTransport::post_receive(int message_tag, int from_rank, at::Tensor buffer,
@@ -256,7 +266,9 @@ void StageTransport::count_received(const Transfer& transfer, size_t bytes, cons
 
 namespace {
 int driver_data_tag(StageTransport::DriverData what, int micro_batch) {
-  return tag(what == StageTransport::DriverData::kLabels ? kLabelTag : kMaskTag, 0, micro_batch);
+  using Data = StageTransport::DriverData;
+  const TagKind kind = what == Data::kLabels ? kLabelTag : what == Data::kMask ? kMaskTag : kIdsTag;
+  return tag(kind, 0, micro_batch);
 }
 }  // namespace
 

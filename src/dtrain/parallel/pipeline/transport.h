@@ -47,6 +47,9 @@ struct Transfer {
   int from_stage = 0, to_stage = 0, micro_batch = 0;
   bool gradient = false;
   int64_t samples = 0;  // the micro-batch's size: the tensor's first dimension
+  // Not null: the codec of this one message instead of the link's (delta coding's warm-up
+  // and evaluation messages, delta_cache.h); both ends must give the same one.
+  const compress::Codec* codec = nullptr;
   int boundary() const { return from_stage > to_stage ? from_stage : to_stage; }
 };
 
@@ -63,8 +66,10 @@ class StageTransport {
 
   // Boundary tensors between stages (activations forward, gradients backward). A tensor on
   // a GPU is coded there and only its packet is staged through host memory; a received
-  // packet is decoded on `device` (compress/tensor_coding.h).
-  void send_tensor(const at::Tensor& t, const Transfer& transfer);
+  // packet is decoded on `device` (compress/tensor_coding.h). With `decode_sent`,
+  // send_tensor returns what the receiver will decode (on t's device), else an undefined
+  // tensor.
+  at::Tensor send_tensor(const at::Tensor& t, const Transfer& transfer, bool decode_sent = false);
   at::Tensor receive_tensor(const Transfer& transfer, const c10::Device& device);
   // Posts the receive of a tensor this rank will need, unless its packet size cannot be
   // known yet (the boundary's first activation). Idempotent; a no-op for a stage on this
@@ -73,8 +78,9 @@ class StageTransport {
 
   // Per-micro-batch tensors the driver hands out beside the boundary tensors, sent exact:
   // the labels (to the rank of the loss in a linear chain) and a text batch's attention
-  // mask (to every rank that runs a forward). The receiver gives shape and dtype.
-  enum class DriverData { kLabels, kMask };
+  // mask (to every rank that runs a forward), and under delta coding the whole batch's
+  // sample indices (to every follower, as micro-batch 0). The receiver gives shape and dtype.
+  enum class DriverData { kLabels, kMask, kIds };
   void send_driver_data(DriverData what, const at::Tensor& t, int to_rank, int micro_batch);
   at::Tensor receive_driver_data(DriverData what, at::IntArrayRef shape, at::ScalarType dtype,
                                  int micro_batch);
@@ -125,6 +131,7 @@ class StageTransport {
 
  private:
   const compress::Codec& codec_for(int from_rank, int to_rank, bool gradient) const;
+  const compress::Codec& codec_of(const Transfer& transfer) const;
   int rank_of(int stage) const { return stage_rank_[static_cast<size_t>(stage)]; }
   // The exact packet size of `transfer`, once its boundary's per-sample shape is known.
   std::optional<size_t> packet_bytes(const Transfer& transfer) const;

@@ -1,0 +1,93 @@
+// DiLoCo mode: each rank a replica that trains its own data shard with the run's optimizer
+// (a local engine), and every --sync-every steps an outer step over all replicas
+// (parallel/diloco.h). Each epoch's last step ends with an outer step, so evaluation sees
+// the shared parameters, the same on every replica.
+#include <torch/torch.h>
+
+#include "dtrain/comm/group.h"
+#include "dtrain/metrics/keys.h"
+#include "dtrain/metrics/memory.h"
+#include "dtrain/parallel/diloco.h"
+#include "dtrain/train/engine.h"
+
+namespace dtrain::train {
+namespace {
+
+class DilocoEngine final : public Engine {
+ public:
+  DilocoEngine(comm::Group& group, torch::nn::Sequential model, const TrainConfig& c)
+      : group_(group),
+        local_(make_local_engine(std::move(model), models::make_loss(c.loss), c.device,
+                                 c.memory_format)),
+        diloco_(group, local_->checkpoint_module()->parameters(),
+                local_->checkpoint_module()->buffers(), c.parallel.diloco) {}
+
+  c10::Device input_device() const override { return local_->input_device(); }
+  int rank() const override { return group_.rank(); }
+  int world() const override { return group_.size(); }
+
+  void sum_over_ranks(std::vector<double>& values) override {
+    auto t = at::tensor(values, at::kDouble);
+    group_.native_all_reduce(t, comm::ReduceOp::kSum);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = t[static_cast<int64_t>(i)].item<double>();
+  }
+
+  std::vector<at::Tensor> parameters() override { return local_->parameters(); }
+
+  BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan& plan,
+                          EpochStats& s) override {
+    samples_ += batch.labels.size(0);
+    return local_->train_batch(batch, lr, plan, s);
+  }
+
+  // The epoch's last step ends with an outer step, inside the epoch's time.
+  void after_optimizer_step(EpochStats& s, bool last_in_epoch) override {
+    const double before = diloco_.sync_seconds();
+    if (!diloco_.after_inner_step() && last_in_epoch) diloco_.sync();
+    s.time_comm_s += diloco_.sync_seconds() - before;
+  }
+
+  BatchResult eval_batch(const data::Batch& batch) override { return local_->eval_batch(batch); }
+
+  void end_epoch(EpochStats& s) override {
+    const parallel::DilocoStats d = diloco_.take_stats();
+    namespace key = metrics::key;
+    s.extra[key::kOuterSteps] = d.outer_steps;
+    s.extra[key::kOuterSyncS] = d.sync_s;
+    s.extra[key::kOuterWireBytes] = d.wire_bytes;
+    s.extra[key::kOuterFp32Bytes] = d.fp32_bytes;
+    // Every replica's samples: this rank's bytes per sample of the whole job's data.
+    std::vector<double> totals{static_cast<double>(samples_)};
+    sum_over_ranks(totals);
+    s.extra[key::kWireBytesPerSample] =
+        totals[0] > 0 ? static_cast<double>(d.wire_bytes) / totals[0] : 0.0;
+    samples_ = 0;
+    const double compute_s = s.time_forward_s + s.time_backward_s + s.time_optimizer_s;
+    s.extra[key::kComputeUtilization] = s.epoch_s > 0 ? compute_s / s.epoch_s : 0.0;
+    auto most = at::tensor({static_cast<double>(metrics::peak_rss_bytes())}, at::kDouble);
+    group_.native_all_reduce(most, comm::ReduceOp::kMax);
+    s.extra[key::kPeakRssMaxBytes] = static_cast<int64_t>(most[0].item<double>());
+  }
+
+  torch::nn::Sequential& checkpoint_module() override { return local_->checkpoint_module(); }
+
+  std::string layout() const override {
+    return "DiLoCo over " + std::to_string(group_.size()) + " replicas";
+  }
+
+ private:
+  comm::Group& group_;
+  std::unique_ptr<Engine> local_;
+  parallel::Diloco diloco_;
+  int64_t samples_ = 0;  // this epoch's, this replica
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_diloco_engine(comm::Group& group, torch::nn::Sequential model,
+                                           const TrainConfig& config) {
+  return std::make_unique<DilocoEngine>(group, std::move(model), config);
+}
+
+}  // namespace dtrain::train

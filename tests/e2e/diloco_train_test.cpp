@@ -1,0 +1,56 @@
+// DiLoCo through the binary: real processes, real Fashion-MNIST.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include "../support/e2e.h"
+
+namespace dtrain {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(DilocoE2eTest, TwoReplicasWithTwoBitOuterGradientsLearn) {
+  const std::string metrics = "/tmp/dtrain-e2e-diloco-" + std::to_string(getpid()) + ".jsonl";
+  // 2,560 samples: 20 inner steps of 64 per replica, an outer step every 5.
+  testing::Process p(
+      {DTRAIN_BINARY,  "train", "--parallel",       "diloco",     "-n",           "2",
+       "--model",      "cnn",   "--limit-train",    "2560",       "--limit-test", "1000",
+       "--epochs",     "1",     "--optimizer",      "adamw",      "--lr",         "1e-3",
+       "--sync-every", "5",     "--compress-outer", "rot:tile:2", "--metrics",    metrics,
+       "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  const auto rows = testing::take_json_lines_file(metrics);
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& e = rows[0];
+  EXPECT_EQ(e["steps"], 20) << e.dump();
+  EXPECT_EQ(e["outer_steps"], 4) << e.dump();
+  const auto sent = e["outer_wire_bytes"].get<double>(), fp32 = e["outer_fp32_bytes"].get<double>();
+  EXPECT_GT(sent, 0);
+  EXPECT_LT(sent, fp32 / 10) << "2-bit codes and their tables: about 1/15 of fp32";
+  EXPECT_NEAR(e["wire_bytes_per_sample"].get<double>(), sent / 2560, 1e-6);
+  EXPECT_GT(e["compute_utilization"].get<double>(), 0);
+  EXPECT_LE(e["compute_utilization"].get<double>(), 1);
+  EXPECT_GT(e["test_acc"].get<double>(), 0.6) << e.dump();
+}
+
+TEST(DilocoE2eTest, FlagsThatDoNotFitAreRefusedBeforeTraining) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--parallel", "ddp", "--sync-every", "5"}, "are for --parallel diloco"},
+      {{"--parallel", "diloco", "--compress-grad", "sortquant:8"}, "--compress-outer"},
+      {{"--parallel", "diloco", "--checkpoint-dir", "/tmp/dtrain-e2e-no-ckpt"},
+       "does not checkpoint"},
+      {{"--parallel", "diloco", "--outer-momentum", "1"}, "outer-momentum"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> args{DTRAIN_BINARY, "train", "-n", "2", "--limit-train", "256"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    testing::Process p(args);
+    EXPECT_NE(p.wait_for(120s), 0) << flags[1];
+    EXPECT_NE(p.err().find(message), std::string::npos) << p.err();
+  }
+}
+
+}  // namespace
+}  // namespace dtrain
