@@ -148,6 +148,40 @@ TEST(Diloco, CodedOuterStepsKeepTheReplicasIdenticalAndSendLess) {
   EXPECT_LT(s.wire_bytes, s.fp32_bytes / 5);
 }
 
+// BatchNorm's running statistics are averaged exactly at an outer step; its step counter
+// (an integer buffer) is left alone.
+TEST(Diloco, OuterStepsAverageTheBatchNormStatistics) {
+  std::vector<torch::nn::Sequential> models;
+  for (int r = 0; r < kReplicas; ++r) {
+    torch::manual_seed(4);
+    models.push_back(torch::nn::Sequential(torch::nn::Flatten(), torch::nn::Linear(36, 8),
+                                           torch::nn::BatchNorm1d(8), torch::nn::Linear(8, 5)));
+  }
+  std::map<int, at::Tensor> before, after;
+  std::mutex mu;
+  testing::run_ranks(kReplicas, [&](comm::Group& g) {
+    auto& model = models[static_cast<size_t>(g.rank())];
+    DilocoConfig config;
+    config.sync_every = 1;
+    Diloco diloco(g, model->parameters(), model->buffers(), config);
+    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
+    inner_step(model, opt, g.rank(), 0);
+    const auto mean_of = [&] { return model->named_buffers()["2.running_mean"].clone(); };
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      before[g.rank()] = mean_of();
+    }
+    g.barrier();
+    EXPECT_TRUE(diloco.after_inner_step());
+    std::lock_guard<std::mutex> lock(mu);
+    after[g.rank()] = mean_of();
+    EXPECT_EQ(model->named_buffers()["2.num_batches_tracked"].item<int64_t>(), 1);
+  });
+  EXPECT_FALSE(at::equal(before[0], before[1])) << "the replicas saw different data";
+  EXPECT_TRUE(at::equal(after[0], after[1]));
+  EXPECT_TRUE(at::allclose(after[0], (before[0] + before[1]) / 2, 1e-6, 1e-7));
+}
+
 TEST(Diloco, RejectsSettingsThatCannotWork) {
   testing::run_ranks(1, [&](comm::Group& g) {
     auto model = make_model();

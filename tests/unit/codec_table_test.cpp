@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "../support/codec_names.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/compress/codec_family.h"
 
@@ -58,14 +59,7 @@ TEST(CodecTableTest, TheFirstIdPastTheTableIsACorruptPacket) {
 }
 
 TEST(CodecTableTest, NamesOutsideTheTableAndBadParametersAreClearErrors) {
-  const auto message = [](const std::string& name) {
-    try {
-      parse_codec(name);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  const auto message = dtrain::testing::parse_error;
   EXPECT_NE(message("zstd").find("unknown codec 'zstd'"), std::string::npos);
   EXPECT_NE(message("zstd").find("sortquant:Q:S"), std::string::npos);  // the help follows
   EXPECT_EQ(message("uniform:x"), "codec 'uniform:x': 'x' is not an integer");

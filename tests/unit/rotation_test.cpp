@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "../support/codec_names.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/compress/hadamard.h"
 #include "dtrain/compress/packet_header.h"
@@ -85,14 +86,7 @@ TEST(RotatedCodecTest, NamesParseToTheirCanonicalFormAndBadOnesAreClearErrors) {
   EXPECT_EQ(to_string(s), "rot:256:uniform:4");
   EXPECT_EQ(to_string(parse_codec("rot:64:sortquant:4")), "rot:64:sortquant:3:1");
   EXPECT_EQ(parse_codec("rot:32:kmeans:2:10").iters, 10);
-  const auto message = [](const std::string& name) {
-    try {
-      parse_codec(name);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  const auto message = dtrain::testing::parse_error;
   EXPECT_EQ(message("rot"), "codec 'rot': rot needs a value codec: rot[:T]:CODEC");
   EXPECT_EQ(message("rot:256"), "codec 'rot:256': rot needs a value codec: rot[:T]:CODEC");
   EXPECT_EQ(message("rot:100:uniform:4"),
@@ -216,7 +210,7 @@ TEST(RotatedCodecTest, CorruptHeadersAndTablesAreCorruptPackets) {
   EXPECT_TRUE(rejects(Off::kTileLog2, 0));
   EXPECT_TRUE(rejects(Off::kTileLog2, 17));
   EXPECT_TRUE(rejects(Off::kTileLog2, 247));  // named in the error before it is checked
-  EXPECT_TRUE(rejects(Off::kTileLog2, 4));  // the table and payload sizes no longer match
+  EXPECT_TRUE(rejects(Off::kTileLog2, 4));    // the table and payload sizes no longer match
   const size_t table = inspect(good.data(), good.size()).header_bytes;
   Packet nan_center = good;
   const float nan = std::nanf("");

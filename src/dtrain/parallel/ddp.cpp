@@ -277,21 +277,24 @@ void DistributedDataParallel::before_forward() {
   if (!config_.broadcast_buffers || group_.size() == 1) return;
   const auto t0 = Clock::now();
   torch::NoGradGuard no_grad;
-  // One broadcast per dtype: BatchNorm has float statistics and an int64 counter.
-  for (const auto dtype : {at::kFloat, at::kLong, at::kDouble}) {
-    std::vector<at::Tensor> group;
-    for (auto b : model_->buffers())
-      if (b.scalar_type() == dtype && b.numel() > 0) group.push_back(b);
-    if (group.empty()) continue;
-    std::vector<at::Tensor> flat_parts;
-    for (auto& b : group)
-      flat_parts.push_back(b.reshape({-1}));
-    at::Tensor flat = at::cat(flat_parts);
+  // One broadcast of every buffer's bytes (BatchNorm has float statistics and an int64
+  // counter): on a long link each message costs a round trip (one per dtype was 2).
+  std::vector<at::Tensor> buffers, bytes;
+  for (auto b : model_->buffers()) {
+    if (b.numel() == 0) continue;
+    buffers.push_back(b);
+    bytes.push_back(b.contiguous().view({-1}).view(at::kByte));
+  }
+  if (!buffers.empty()) {
+    at::Tensor flat = at::cat(bytes);
     group_.native_broadcast(flat, 0);
     int64_t offset = 0;
-    for (auto& b : group) {
-      b.copy_(flat.narrow(0, offset, b.numel()).view_as(b));
-      offset += b.numel();
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const int64_t n = bytes[i].numel();
+      // A copy starts at offset 0: viewing bytes as a wider type needs aligned storage.
+      buffers[i].copy_(
+          flat.narrow(0, offset, n).clone().view(buffers[i].scalar_type()).view_as(buffers[i]));
+      offset += n;
     }
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -58,12 +58,7 @@ class DdpEngine final : public Engine {
   int rank() const override { return group_.rank(); }
   int world() const override { return group_.size(); }
 
-  void sum_over_ranks(std::vector<double>& values) override {
-    auto t = at::tensor(values, at::kDouble);
-    group_.native_all_reduce(t, comm::ReduceOp::kSum);
-    for (size_t i = 0; i < values.size(); ++i)
-      values[i] = t[static_cast<int64_t>(i)].item<double>();
-  }
+  void sum_over_ranks(std::vector<double>& values) override { sum_over_group(group_, values); }
 
   std::vector<at::Tensor> parameters() override { return model_->parameters(); }
 

@@ -71,6 +71,9 @@ class Engine {
   virtual void announce_checkpoint(const Position& /*at*/) {}
 };
 
+// Sums `values` over every rank of `group` in place (the data-parallel modes' sum_over_ranks).
+void sum_over_group(comm::Group& group, std::vector<double>& values);
+
 // Loss sum and correct predictions of one batch from its logits and mean loss.
 BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& loss);
 // The mean of `loss` over a batch.

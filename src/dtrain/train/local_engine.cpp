@@ -1,9 +1,11 @@
-// Single-process training: the model on this rank, no communication.
+// Single-process training (the model on this rank, no communication), and the helpers
+// every engine shares: scoring, evaluation, sums over a group.
 #include <torch/torch.h>
 
 #include <chrono>
 
 #include "dtrain/base/device.h"
+#include "dtrain/comm/group.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
 #include "dtrain/models/batch_context.h"
@@ -16,6 +18,13 @@ using metrics::Clock;
 using metrics::since;
 
 }  // namespace
+
+void sum_over_group(comm::Group& group, std::vector<double>& values) {
+  auto t = at::tensor(values, at::kDouble);
+  group.native_all_reduce(t, comm::ReduceOp::kSum);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = t[static_cast<int64_t>(i)].item<double>();
+}
 
 BatchResult score(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& loss) {
   BatchResult r;

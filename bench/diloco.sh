@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# DiLoCo beside DDP on the same samples (docs/results.md, "DiLoCo"): 2 replicas of the cnn
+# on Fashion-MNIST, batch 64 each, AdamW 1e-3 constant (inner optimizer for DiLoCo, the
+# optimizer for DDP), SAMPLES training samples (default 38,400: 300 steps per replica),
+# the full test set; DDP none / sortquant:8 / rot:tile:2 gradients, DiLoCo H in {10, 50,
+# 200} exact and H = 50 with sortquant:4 and rot:tile:2 outer gradients. On loopback and
+# on lab links (RATES, default "loopback 20mbit"; 20mbit with 5 ms one way). As root.
+# Writes docs/data/diloco.jsonl (every epoch row and summary, tagged; APPEND=1 adds to it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${DTRAIN:-build/dtrain}
+lab=dl$$
+samples=${SAMPLES:-38400}
+out=docs/data/diloco.jsonl
+mkdir -p docs/data
+tmp=$(mktemp)
+trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp"' EXIT
+[ -n "${APPEND:-}" ] || : >"$out"  # APPEND=1: add to the file
+run() {  # run TAG RATE ARGS...
+  local tag=$1 rate=$2
+  shift 2
+  echo "diloco.sh: $rate $tag" >&2
+  "$bin" train --no-progress --seed 0 --metrics "$tmp" -n 2 --model cnn --batch-size 64 \
+    --optimizer adamw --lr 1e-3 --lr-schedule constant --epochs 1 --limit-train "$samples" \
+    "$@" >/dev/null
+  sed "s|^{|{\"run\":\"$tag\",\"rate\":\"$rate\",|" "$tmp" >>"$out"
+}
+for rate in ${RATES:-loopback 20mbit}; do
+  "$bin" netlab down "$lab" >/dev/null 2>&1 || true
+  flags=()
+  if [ "$rate" != loopback ]; then
+    delay=0
+    [ "$rate" = 20mbit ] && delay=5ms
+    "$bin" netlab up "$lab" --hosts 2 --rate "$rate" --delay "$delay" >/dev/null
+    flags=(--netlab "$lab")
+  fi
+  for codec in none sortquant:8 rot:tile:2; do
+    run "ddp/$codec" "$rate" "${flags[@]}" --parallel ddp --compress-grad "$codec"
+  done
+  for h in 10 50 200; do
+    run "diloco/H$h/none" "$rate" "${flags[@]}" --parallel diloco --sync-every $h
+  done
+  for codec in sortquant:4 rot:tile:2; do
+    run "diloco/H50/$codec" "$rate" "${flags[@]}" --parallel diloco --sync-every 50 \
+      --compress-outer "$codec"
+  done
+done
