@@ -54,6 +54,20 @@ run() {  # run OUT TAG RATE ROUND ARGS...
   sed "s|^{|{\"run\":\"$tag\",\"rate\":\"$rate\",\"round\":$round,|" "$tmp" >>"$out"
 }
 
+# One U-shape run (client keeps the first and last block) and one DDP run of a codec:
+# ushape_run OUT MODEL RATE ROUND SAMPLES CODEC, ddp_run OUT RATE ROUND CODEC ($flags: the lab).
+ushape_run() {
+  # shellcheck disable=SC2086
+  run "$1" "ushape/$2/$3/$6" "$3" "$4" --parallel pipeline -n 2 $flags --placement ushape \
+    --client-blocks 1,1 --model "$2" --batch-size 64 --chunks 4 --epochs 1 --limit-train "$5" \
+    --limit-test 1000 --compress "$6"
+}
+ddp_run() {
+  # shellcheck disable=SC2086
+  run "$1" "ddp/cnn/$2/$4" "$2" "$3" --parallel ddp -n 2 $flags --model cnn --batch-size 64 \
+    --epochs 1 --limit-train "${samples[$2]}" --limit-test 1000 --compress-grad "$4"
+}
+
 sections=${*:-p2p ushape ddp}
 for section in $sections; do
   case $section in
@@ -77,10 +91,7 @@ for section in $sections; do
         [ $model = mobilenetv2 ] && n=${mobile_samples[$rate]}
         for round in $(seq "$rounds"); do
           for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do
-            # shellcheck disable=SC2086
-            run "$out" "ushape/$model/$rate/$codec" $rate $round --parallel pipeline -n 2 \
-              $flags --placement ushape --client-blocks 1,1 --model $model --batch-size 64 \
-              --chunks 4 --epochs 1 --limit-train "$n" --limit-test 1000 --compress $codec
+            ushape_run "$out" "$model" "$rate" "$round" "$n" "$codec"
           done
         done
       done
@@ -93,10 +104,7 @@ for section in $sections; do
       flags=$(lab_up $rate)
       for round in $(seq "$rounds"); do
         for codec in none fp16 sortquant:8 sortquant:4 kmeans:4 auto; do
-          # shellcheck disable=SC2086
-          run "$out" "ddp/cnn/$rate/$codec" $rate $round --parallel ddp -n 2 $flags \
-            --model cnn --batch-size 64 --epochs 1 --limit-train "${samples[$rate]}" \
-            --limit-test 1000 --compress-grad $codec
+          ddp_run "$out" "$rate" "$round" "$codec"
         done
       done
     done
@@ -112,14 +120,8 @@ for section in $sections; do
       flags=$(lab_up $rate)
       for round in $(seq "$rounds"); do
         for codec in none sortquant:8 rot:tile:4 rot:tile:2; do
-          # shellcheck disable=SC2086
-          run "$out" "ushape/cnn/$rate/$codec" $rate $round --parallel pipeline -n 2 $flags \
-            --placement ushape --client-blocks 1,1 --model cnn --batch-size 64 --chunks 4 \
-            --epochs 1 --limit-train "${samples[$rate]}" --limit-test 1000 --compress $codec
-          # shellcheck disable=SC2086
-          run "$out" "ddp/cnn/$rate/$codec" $rate $round --parallel ddp -n 2 $flags \
-            --model cnn --batch-size 64 --epochs 1 --limit-train "${samples[$rate]}" \
-            --limit-test 1000 --compress-grad $codec
+          ushape_run "$out" cnn "$rate" "$round" "${samples[$rate]}" "$codec"
+          ddp_run "$out" "$rate" "$round" "$codec"
         done
       done
     done
