@@ -104,6 +104,15 @@ TEST(CheckpointE2eTest, CompressedDdpResumesWithItsErrorFeedbackResiduals) {
   EXPECT_NE(other.err().find("error-feedback residual"), std::string::npos) << other.err();
 }
 
+// DiLoCo stopped inside a round (an outer step every 2 steps, 5 steps an epoch, stopped
+// after 8): each replica's own parameters and inner optimizer, the shared parameters, the
+// outer momentum and the 4-bit exchange's residuals all carry over.
+TEST(CheckpointE2eTest, DilocoStoppedInsideARoundAndResumedEqualsUninterrupted) {
+  expect_interrupted_equals_whole(
+      {"--parallel", "diloco", "-n", "2", "--sync-every", "2", "--compress-outer", "sortquant:4"},
+      2, "8");
+}
+
 std::vector<pid_t> children_of(pid_t parent) {
   std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
                    "/children");

@@ -146,6 +146,58 @@ bool Diloco::sync() {
   return true;
 }
 
+std::map<std::string, at::Tensor> Diloco::state() const {
+  std::map<std::string, at::Tensor> out{{"anchor", anchor_},
+                                        {"momentum", momentum_},
+                                        {"since_sync", at::tensor({since_sync_}, at::kLong)}};
+  for (size_t peer = 0; peer < scatter_feedback_.size(); ++peer)
+    if (scatter_feedback_[peer].residual().defined())
+      out["residual/scatter/" + std::to_string(peer)] = scatter_feedback_[peer].residual();
+  if (gather_feedback_.residual().defined()) out["residual/gather"] = gather_feedback_.residual();
+  return out;
+}
+
+void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
+  const auto fail = [&](const std::string& why) {
+    throw std::runtime_error("the checkpoint's DiLoCo state " + why);
+  };
+  for (const char* name : {"anchor", "momentum", "since_sync"})
+    if (!saved.count(name)) fail(std::string("lacks '") + name + "'");
+  for (const char* name : {"anchor", "momentum"}) {
+    const at::Tensor& t = saved.at(name);
+    if (t.scalar_type() != at::kFloat || t.numel() != anchor_.numel())
+      fail(std::string("'") + name + "' has " + std::to_string(t.numel()) + " values, this model " +
+           std::to_string(anchor_.numel()));
+  }
+  const at::Tensor& since = saved.at("since_sync");
+  if (since.scalar_type() != at::kLong || since.numel() != 1 || since.item<int64_t>() < 0 ||
+      since.item<int64_t>() >= config_.sync_every)
+    fail("has inner steps since its last outer step that --sync-every " +
+         std::to_string(config_.sync_every) + " does not allow");
+  for (const auto& [name, t] : saved) {
+    if (name.rfind("residual/", 0) != 0) continue;
+    if (!codec_) fail("holds error-feedback residuals, and this run's outer exchange is exact");
+    bool known = name == "residual/gather";
+    for (size_t peer = 0; peer < scatter_feedback_.size(); ++peer)
+      known |= name == "residual/scatter/" + std::to_string(peer);
+    if (!known) fail("holds residual '" + name + "', which this group has no place for");
+    if (t.scalar_type() != at::kFloat) fail("holds residual '" + name + "' of another dtype");
+  }
+}
+
+void Diloco::restore_state(const std::map<std::string, at::Tensor>& saved) {
+  check_state(saved);
+  anchor_.copy_(saved.at("anchor"));
+  momentum_.copy_(saved.at("momentum"));
+  since_sync_ = saved.at("since_sync").item<int64_t>();
+  for (size_t peer = 0; peer < scatter_feedback_.size(); ++peer) {
+    const auto it = saved.find("residual/scatter/" + std::to_string(peer));
+    if (it != saved.end()) scatter_feedback_[peer].restore(it->second.clone());
+  }
+  if (const auto it = saved.find("residual/gather"); it != saved.end())
+    gather_feedback_.restore(it->second.clone());
+}
+
 DilocoStats Diloco::take_stats() {
   const DilocoStats out = stats_;
   stats_ = DilocoStats{};

@@ -17,7 +17,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dtrain/compress/codec.h"
@@ -64,6 +66,13 @@ class Diloco {
   double sync_seconds() const { return stats_.sync_s; }
   DilocoStats take_stats();
   const DilocoConfig& config() const { return config_; }
+
+  // Checkpoints: the shared parameters, the outer momentum, the error-feedback residuals
+  // and the inner steps since the last outer step, by name.
+  std::map<std::string, at::Tensor> state() const;
+  // Throws std::runtime_error saying why `saved` does not fit this run; changes nothing.
+  void check_state(const std::map<std::string, at::Tensor>& saved) const;
+  void restore_state(const std::map<std::string, at::Tensor>& saved);
 
  private:
   at::Tensor flat_parameters() const;

@@ -64,8 +64,6 @@ void validate(const TrainConfig& c, bool has_group) {
   const ParallelMode mode = c.parallel.mode;
   require(mode == ParallelMode::kNone || has_group,
           "--parallel pipeline, ddp and diloco need a process group");
-  require(mode != ParallelMode::kDiloco || c.checkpoint_dir.empty(),
-          "--parallel diloco does not checkpoint yet (docs/limitations.md)");
   require(mode != ParallelMode::kDiloco || c.grad_accum_steps == 1,
           "--grad-accum-steps is not for --parallel diloco");
   require(mode == ParallelMode::kDdp || !c.parallel.ddp.sync_bn, "--sync-bn needs --parallel ddp");

@@ -20,7 +20,11 @@ class DilocoEngine final : public Engine {
         local_(make_local_engine(std::move(model), models::make_loss(c.loss), c.device,
                                  c.memory_format)),
         diloco_(group, local_->checkpoint_module()->parameters(),
-                local_->checkpoint_module()->buffers(), c.parallel.diloco) {}
+                local_->checkpoint_module()->buffers(), c.parallel.diloco) {
+    extra_.save = [this] { return diloco_.state(); };
+    extra_.check = [this](const auto& saved) { diloco_.check_state(saved); };
+    extra_.restore = [this](const auto& saved) { diloco_.restore_state(saved); };
+  }
 
   c10::Device input_device() const override { return local_->input_device(); }
   int rank() const override { return group_.rank(); }
@@ -65,7 +69,10 @@ class DilocoEngine final : public Engine {
     s.extra[key::kPeakRssMaxBytes] = static_cast<int64_t>(most[0].item<double>());
   }
 
+  // Each replica saves its own module and inner optimizer (they differ inside a round) and
+  // the outer state: a resumed run continues the round where it stopped.
   torch::nn::Sequential& checkpoint_module() override { return local_->checkpoint_module(); }
+  const ExtraState* checkpoint_extra() const override { return &extra_; }
 
   std::string layout() const override {
     return "DiLoCo over " + std::to_string(group_.size()) + " replicas";
@@ -75,6 +82,7 @@ class DilocoEngine final : public Engine {
   comm::Group& group_;
   std::unique_ptr<Engine> local_;
   parallel::Diloco diloco_;
+  ExtraState extra_;     // diloco_'s state, for checkpoints
   int64_t samples_ = 0;  // this epoch's, this replica
 };
 
