@@ -40,4 +40,8 @@ const CodecFamily* find_codec_family(CodecId id);
 int integer_parameter(const std::string& text);
 void require_parameter_count(const std::vector<std::string>& parameters, size_t lo, size_t hi);
 
+// The parse and parameters of a family whose one parameter is its width ("uniform:B").
+CodecSpec parse_bits_parameter(const std::vector<std::string>& parameters);
+std::string bits_parameter(const CodecSpec& spec);
+
 }  // namespace dtrain::compress

@@ -36,4 +36,15 @@ void require_parameter_count(const std::vector<std::string>& parameters, size_t 
     throw std::invalid_argument("wrong number of ':' parameters");
 }
 
+CodecSpec parse_bits_parameter(const std::vector<std::string>& parameters) {
+  require_parameter_count(parameters, 1, 1);
+  CodecSpec spec;
+  spec.bits = integer_parameter(parameters[0]);
+  return spec;
+}
+
+std::string bits_parameter(const CodecSpec& spec) {
+  return ":" + std::to_string(spec.bits);
+}
+
 }  // namespace dtrain::compress

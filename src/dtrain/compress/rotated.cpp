@@ -71,15 +71,19 @@ float center_of(const at::Tensor& x) {
   return center_of(scaled.to(at::kInt).sum(at::kLong).item<int64_t>(), scale, x.numel());
 }
 
+// The value codec's spec inside a rot spec.
+CodecSpec inner_spec_of(const CodecSpec& spec) {
+  CodecSpec inner = spec;
+  inner.id = spec.inner;
+  inner.inner = CodecId::kNone;
+  inner.tile_log2 = 0;
+  return inner;
+}
+
 class RotatedCodec final : public Codec {
  public:
-  explicit RotatedCodec(const CodecSpec& spec) : spec_(spec) {
-    CodecSpec inner = spec;
-    inner.id = spec.inner;
-    inner.inner = CodecId::kNone;
-    inner.tile_log2 = 0;
-    inner_ = make_codec(inner);
-  }
+  explicit RotatedCodec(const CodecSpec& spec)
+      : spec_(spec), inner_(make_codec(inner_spec_of(spec))) {}
   const CodecSpec& spec() const override { return spec_; }
   size_t table_bytes(int64_t n) const override {
     return kHeadBytes + inner_->table_bytes(padded(n));
@@ -190,22 +194,14 @@ void check_rot(const CodecSpec& spec) {
     throw std::invalid_argument("rot's value codec must be tile, uniform, sortquant or kmeans");
   if (spec.tile_log2 < 1 || spec.tile_log2 > 16)
     throw std::invalid_argument("the tile must be a power of two from 2 to 65536");
-  CodecSpec inner = spec;
-  inner.id = spec.inner;
-  inner.inner = CodecId::kNone;
-  inner.tile_log2 = 0;
-  make_codec(inner);  // checks the value codec's own parameters
+  make_codec(inner_spec_of(spec));  // checks the value codec's own parameters
 }
 
 std::string rot_parameters(const CodecSpec& spec) {
-  CodecSpec inner = spec;
-  inner.id = spec.inner;
-  inner.inner = CodecId::kNone;
-  inner.tile_log2 = 0;
   // Names are made before a packet's parameters are checked: no shift past the int.
   const std::string tile = spec.tile_log2 < 31 ? std::to_string(int64_t{1} << spec.tile_log2)
                                                : "2^" + std::to_string(spec.tile_log2);
-  return ":" + tile + ":" + to_string(inner);
+  return ":" + tile + ":" + to_string(inner_spec_of(spec));
 }
 
 std::unique_ptr<Codec> make_rot(const CodecSpec& spec) {

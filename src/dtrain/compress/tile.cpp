@@ -139,19 +139,8 @@ class TileCodec final : public Codec {
   float step_per_max_, half_levels_;
 };
 
-CodecSpec parse_tile(const std::vector<std::string>& parameters) {
-  require_parameter_count(parameters, 1, 1);
-  CodecSpec spec;
-  spec.bits = integer_parameter(parameters[0]);
-  return spec;
-}
-
 void check_tile(const CodecSpec& spec) {
   if (spec.bits < 1 || spec.bits > 8) throw std::invalid_argument("bits must be 1..8");
-}
-
-std::string tile_parameters(const CodecSpec& spec) {
-  return ":" + std::to_string(spec.bits);
 }
 
 std::unique_ptr<Codec> make_tile(const CodecSpec& spec) {
@@ -166,9 +155,9 @@ extern const CodecFamily kTileCodecFamily{
     "B-bit symmetric levels per tile of 256 values, clipped at a fraction of the tile's "
     "largest magnitude (B 1..8; for rotated values: rot:tile:B)",
     "tile:4",
-    parse_tile,
+    parse_bits_parameter,
     check_tile,
-    tile_parameters,
+    bits_parameter,
     make_tile};
 
 }  // namespace dtrain::compress

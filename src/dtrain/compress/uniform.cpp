@@ -83,19 +83,8 @@ class UniformCodec final : public Codec {
   CodecSpec spec_;
 };
 
-CodecSpec parse_uniform(const std::vector<std::string>& parameters) {
-  require_parameter_count(parameters, 1, 1);
-  CodecSpec spec;
-  spec.bits = integer_parameter(parameters[0]);
-  return spec;
-}
-
 void check_uniform(const CodecSpec& spec) {
   if (spec.bits < 1 || spec.bits > 16) throw std::invalid_argument("bits must be 1..16");
-}
-
-std::string uniform_parameters(const CodecSpec& spec) {
-  return ":" + std::to_string(spec.bits);
 }
 
 std::unique_ptr<Codec> make_uniform(const CodecSpec& spec) {
@@ -109,9 +98,9 @@ extern const CodecFamily kUniformCodecFamily{
     "uniform:B",
     "B-bit uniform quantization between the tensor's min and max (B 1..16)",
     "uniform:8",
-    parse_uniform,
+    parse_bits_parameter,
     check_uniform,
-    uniform_parameters,
+    bits_parameter,
     make_uniform};
 
 }  // namespace dtrain::compress

@@ -204,7 +204,7 @@ StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
   } else {
     post_driver_data(step);
   }
-  if (config_.delta && training) share_ids(step, ids);
+  if (config_.delta && training) step.id_chunks = split_rows(share_ids(step, ids), step.sizes);
   for (auto& module : modules_)
     module->train(training);
   torch::AutoGradMode grad_mode(training);

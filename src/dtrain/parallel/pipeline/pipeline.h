@@ -137,7 +137,7 @@ class Pipeline {
   // Delta coding (pipeline_delta.cpp).
   void make_delta_caches(torch::nn::Sequential& model);
   void check_ids(int64_t batch, const at::Tensor& ids) const;
-  void share_ids(Step& step, const at::Tensor& ids);
+  at::Tensor share_ids(const Step& step, const at::Tensor& ids);
   bool delta_coded(const Transfer& transfer) const;
   const compress::Codec* codec_override(const Step& step, const Transfer& transfer) const;
   void send_activation(Step& step, const at::Tensor& output, const Transfer& transfer);

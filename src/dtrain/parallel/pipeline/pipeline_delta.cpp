@@ -12,10 +12,6 @@
 namespace dtrain::parallel::pipeline {
 namespace {
 
-bool edge_compressed(int from_rank, int to_rank, bool all_edges) {
-  return all_edges || from_rank == 0 || to_rank == 0;
-}
-
 std::string mib(int64_t bytes) {
   return std::to_string((bytes + (int64_t{1} << 20) - 1) >> 20) + " MiB";
 }
@@ -36,7 +32,7 @@ void Pipeline::make_delta_caches(torch::nn::Sequential& model) {
   const auto& stages = config_.partition.stages;
   for (size_t v = 1; v < stages.size(); ++v) {
     const int from = stage_rank_[v - 1], to = stage_rank_[v];
-    if (from == to || !edge_compressed(from, to, config_.codecs.all_edges)) continue;
+    if (from == to || !wire_->compresses(from, to)) continue;
     const auto& shape = blocks.at(static_cast<size_t>(stages[v].begin - 1)).output_shape;
     int64_t numel = 1;
     for (const int64_t n : shape)
@@ -70,9 +66,8 @@ void Pipeline::check_ids(int64_t batch, const at::Tensor& ids) const {
                                 std::to_string(config_.delta->samples) + " samples");
 }
 
-// The driver sends the whole batch's indices to every follower at the step's start;
-// every rank cuts them into the micro-batches.
-void Pipeline::share_ids(Step& step, const at::Tensor& ids) {
+// The driver sends the whole batch's indices to every follower at the step's start.
+at::Tensor Pipeline::share_ids(const Step& step, const at::Tensor& ids) {
   using Data = StageTransport::DriverData;
   at::Tensor all;
   if (group_.rank() == 0) {
@@ -82,18 +77,14 @@ void Pipeline::share_ids(Step& step, const at::Tensor& ids) {
   } else {
     all = wire_->receive_driver_data(Data::kIds, {step.batch}, at::kLong, 0);
   }
-  int64_t begin = 0;
-  for (const int64_t n : step.sizes) {
-    step.id_chunks.push_back(all.narrow(0, begin, n));
-    begin += n;
-  }
+  return all;
 }
 
 bool Pipeline::delta_coded(const Transfer& t) const {
   if (!config_.delta || t.gradient) return false;
   const int from = stage_rank_[static_cast<size_t>(t.from_stage)];
   const int to = stage_rank_[static_cast<size_t>(t.to_stage)];
-  return from != to && edge_compressed(from, to, config_.codecs.all_edges);
+  return from != to && wire_->compresses(from, to);
 }
 
 // Both ends decide alike: their caches mark the same samples seen (a batch's samples are

@@ -80,8 +80,12 @@ int64_t StageTransport::max_micro_batches() {
   return tag_layout().limit(2);
 }
 
+bool StageTransport::compresses(int a, int b) const {
+  return all_edges_ || a == 0 || b == 0;
+}
+
 bool StageTransport::compresses(int peer) const {
-  return all_edges_ || group_.rank() == 0 || peer == 0;
+  return compresses(group_.rank(), peer);
 }
 
 const compress::Codec& StageTransport::codec_for(int from_rank, int to_rank, bool gradient) const {

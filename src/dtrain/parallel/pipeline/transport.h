@@ -106,8 +106,9 @@ class StageTransport {
   // (activations and gradients) on a compressed edge, replacing the edge codecs. Both ends
   // of the link must set it (the receiver sizes its buffers with it).
   void set_link_codec(int from_rank, int to_rank, const compress::CodecSpec& spec);
-  // Whether messages between this rank and `peer` are compressed at all (links touching
-  // rank 0, or all).
+  // Whether messages between ranks a and b are compressed at all (links touching rank 0,
+  // or all); compresses(peer): between this rank and `peer`.
+  bool compresses(int a, int b) const;
   bool compresses(int peer) const;
   // With keep_samples(true) (the tuner's): the last tensor this rank sent to each (rank,
   // gradient?) while counting, and how many were sent since reset_counters(), so the tuner
