@@ -3,8 +3,10 @@
 # on Fashion-MNIST, batch 64 each, AdamW 1e-3 constant (inner optimizer for DiLoCo, the
 # optimizer for DDP), SAMPLES training samples (default 38,400: 300 steps per replica),
 # the full test set; DDP none / sortquant:8 / rot:tile:2 gradients, DiLoCo H in {10, 50,
-# 200} exact and H = 50 with sortquant:4 and rot:tile:2 outer gradients. On loopback and
-# on lab links (RATES, default "loopback 20mbit"; 20mbit with 5 ms one way). As root.
+# 200} exact and H = 50 with sortquant:4 and rot:tile:2 outer gradients, and Streaming
+# DiLoCo (H = 50, 5 fragments, each exchange beside the next 5 or 10 inner steps). On
+# loopback and on lab links (RATES, default "loopback 20mbit"; 20mbit with 5 ms one way).
+# SETS picks the groups (default "ddp diloco streaming"). As root.
 # Writes docs/data/diloco.jsonl (every epoch row and summary, tagged; APPEND=1 adds to it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,14 +36,29 @@ for rate in ${RATES:-loopback 20mbit}; do
     "$bin" netlab up "$lab" --hosts 2 --rate "$rate" --delay "$delay" >/dev/null
     flags=(--netlab "$lab")
   fi
-  for codec in none sortquant:8 rot:tile:2; do
-    run "ddp/$codec" "$rate" "${flags[@]}" --parallel ddp --compress-grad "$codec"
-  done
-  for h in 10 50 200; do
-    run "diloco/H$h/none" "$rate" "${flags[@]}" --parallel diloco --sync-every $h
-  done
-  for codec in sortquant:4 rot:tile:2; do
-    run "diloco/H50/$codec" "$rate" "${flags[@]}" --parallel diloco --sync-every 50 \
-      --compress-outer "$codec"
-  done
+  sets=" ${SETS:-ddp diloco streaming} "
+  if [[ $sets == *" ddp "* ]]; then
+    for codec in none sortquant:8 rot:tile:2; do
+      run "ddp/$codec" "$rate" "${flags[@]}" --parallel ddp --compress-grad "$codec"
+    done
+  fi
+  if [[ $sets == *" diloco "* ]]; then
+    for h in 10 50 200; do
+      run "diloco/H$h/none" "$rate" "${flags[@]}" --parallel diloco --sync-every $h
+    done
+    for codec in sortquant:4 rot:tile:2; do
+      run "diloco/H50/$codec" "$rate" "${flags[@]}" --parallel diloco --sync-every 50 \
+        --compress-outer "$codec"
+    done
+  fi
+  if [[ $sets == *" streaming "* ]]; then
+    streaming=("${flags[@]}" --parallel diloco --sync-every 50 --fragments 5)
+    run "streaming/H50/F5/d10/none" "$rate" "${streaming[@]}" --sync-delay 10
+    for codec in sortquant:4 rot:tile:2; do
+      for alpha in 0.5 0; do
+        run "streaming/H50/F5/d5/a$alpha/$codec" "$rate" "${streaming[@]}" --sync-delay 5 \
+          --merge-alpha $alpha --compress-outer "$codec"
+      done
+    done
+  fi
 done

@@ -9,6 +9,8 @@ split learning written by hand.
                              dtrain.hooks.compressed_allreduce_hook)
     token = dtrain.send(activations, dst=1, codec="sortquant:8")   # autograd-aware
     x = dtrain.recv(src=0, like=template)
+    with dtrain.DiLoCo(model, inner_optimizer, sync_every=50, codec="rot:tile:2"):
+        ...                                              # the loop; outer steps every 50
 
 See docs/python.md for the contracts and README.md for examples.
 """
@@ -35,6 +37,7 @@ _check_torch_version()
 from .codecs import canonical_codec, codec_help, decode, encode, inspect, packet_size  # noqa: E402
 from .p2p import format_link_stats, link_stats, recv, reset_link_stats, send  # noqa: E402
 from . import hooks  # noqa: E402
+from .diloco import DiLoCo  # noqa: E402
 
 __all__ = [
     "encode",
@@ -49,4 +52,5 @@ __all__ = [
     "reset_link_stats",
     "format_link_stats",
     "hooks",
+    "DiLoCo",
 ]

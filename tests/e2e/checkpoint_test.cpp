@@ -113,6 +113,17 @@ TEST(CheckpointE2eTest, DilocoStoppedInsideARoundAndResumedEqualsUninterrupted) 
       2, "8");
 }
 
+// Streaming DiLoCo stopped while an exchange is in flight (2 fragments, offsets 0 and 2 of
+// every 4 steps, each applied 2 steps after it starts: fragment 1's, started at the second
+// epoch's step 2, is due at its step 4 and the run stops at step 3): the settled result
+// and its due step carry over too.
+TEST(CheckpointE2eTest, StreamingDilocoStoppedWithAnExchangeInFlightEqualsUninterrupted) {
+  expect_interrupted_equals_whole(
+      {"--parallel", "diloco", "-n", "2", "--sync-every", "4", "--fragments", "2", "--sync-delay",
+       "2", "--compress-outer", "sortquant:4"},
+      2, "8");
+}
+
 std::vector<pid_t> children_of(pid_t parent) {
   std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
                    "/children");

@@ -35,11 +35,38 @@ TEST(DilocoE2eTest, TwoReplicasWithTwoBitOuterGradientsLearn) {
   EXPECT_GT(e["test_acc"].get<double>(), 0.6) << e.dump();
 }
 
+// Streaming: 4 fragments, each exchanged every 8 steps at offsets 0, 2, 4, 6 and applied
+// 2 steps later, beside the inner steps.
+TEST(DilocoE2eTest, StreamingFragmentsExchangeBesideTheInnerSteps) {
+  const std::string metrics = "/tmp/dtrain-e2e-sdiloco-" + std::to_string(getpid()) + ".jsonl";
+  testing::Process p(
+      {DTRAIN_BINARY,      "train",       "--parallel",    "diloco", "-n",           "2",
+       "--model",          "cnn",         "--limit-train", "2560",   "--limit-test", "1000",
+       "--epochs",         "1",           "--optimizer",   "adamw",  "--lr",         "1e-3",
+       "--sync-every",     "8",           "--fragments",   "4",      "--sync-delay", "2",
+       "--compress-outer", "sortquant:4", "--metrics",     metrics,  "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  const auto rows = testing::take_json_lines_file(metrics);
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& e = rows[0];
+  // 20 steps: ten exchanges start at steps 2, 4, ..., 20 (fragments 1, 2, 3, 0, 1, ...); the
+  // one from step 20 lands at once, and fragments 0, 1 and 3, trained since their last, have
+  // one more at the epoch's end.
+  EXPECT_EQ(e["outer_steps"], 13) << e.dump();
+  EXPECT_GT(e["outer_exchange_s"].get<double>(), 0);
+  EXPECT_GT(e["outer_hidden_s"].get<double>(), 0) << "exchanges ran beside inner steps";
+  EXPECT_LE(e["outer_hidden_s"].get<double>(), e["outer_exchange_s"].get<double>());
+  EXPECT_GT(e["test_acc"].get<double>(), 0.5) << e.dump();
+}
+
 TEST(DilocoE2eTest, FlagsThatDoNotFitAreRefusedBeforeTraining) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--parallel", "ddp", "--sync-every", "5"}, "are for --parallel diloco"},
       {{"--parallel", "diloco", "--compress-grad", "sortquant:8"}, "--compress-outer"},
       {{"--parallel", "diloco", "--outer-momentum", "1"}, "outer-momentum"},
+      {{"--parallel", "ddp", "--fragments", "2"}, "are for --parallel diloco"},
+      {{"--parallel", "diloco", "--sync-every", "10", "--fragments", "2", "--sync-delay", "6"},
+       "--sync-delay must be between 0 and --sync-every / --fragments (5)"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args{DTRAIN_BINARY, "train", "-n", "2", "--limit-train", "256"};

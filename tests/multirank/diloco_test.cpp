@@ -6,6 +6,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "../support/models.h"
 #include "../support/ranks.h"
@@ -44,9 +45,22 @@ std::vector<at::Tensor> flat_state(torch::nn::Sequential& model) {
   return out;
 }
 
-// The replicas one after another; every kSyncEvery steps (and after the last) the mean of
-// (anchor - parameters) is the outer gradient: m = mu m + g, anchor -= lr (g + mu m).
-std::vector<at::Tensor> reference() {
+struct Schedule {
+  int64_t fragments = 1, delay = 0;
+  double alpha = 0.5;
+};
+
+at::Tensor flat(torch::nn::Sequential& model) {
+  return torch::nn::utils::parameters_to_vector(model->parameters()).detach().clone();
+}
+
+// The replicas one after another, on flat parameter vectors cut into `fragments` equal
+// ranges. Fragment f's exchange starts at the steps t with t % kSyncEvery == its offset
+// f kSyncEvery / F (t > 0): the mean g of (anchor - parameters) over its range, then
+// m = mu m + g, anchor -= lr (g + mu m), applied at once or `delay` steps later with
+// parameters = alpha parameters + (1 - alpha) anchor. After the last step the exchange in
+// flight lands whole and every fragment with steps since its last exchange has one more.
+std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps = kSteps) {
   std::vector<torch::nn::Sequential> models;
   std::vector<std::unique_ptr<torch::optim::SGD>> opts;
   for (int r = 0; r < kReplicas; ++r) {
@@ -54,29 +68,62 @@ std::vector<at::Tensor> reference() {
     opts.push_back(std::make_unique<torch::optim::SGD>(models.back()->parameters(),
                                                        torch::optim::SGDOptions(kInnerLr)));
   }
-  std::vector<at::Tensor> anchor = flat_state(models[0]), momentum;
-  for (const auto& a : anchor)
-    momentum.push_back(at::zeros_like(a));
-  const auto outer = [&] {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < anchor.size(); ++i) {
-      at::Tensor g = at::zeros_like(anchor[i], at::kDouble);
-      for (auto& m : models)
-        g += (anchor[i] - m->parameters()[i]).to(at::kDouble);
-      g = (g / kReplicas).to(at::kFloat);
-      momentum[i] = momentum[i] * kMomentum + g;
-      anchor[i] = anchor[i] - kOuterLr * (g + kMomentum * momentum[i]);
-      for (auto& m : models)
-        m->parameters()[i].copy_(anchor[i]);
+  torch::NoGradGuard no_grad;
+  at::Tensor anchor = flat(models[0]), momentum = at::zeros_like(anchor);
+  const int64_t n = anchor.numel(), f_count = schedule.fragments;
+  const auto range = [&](int64_t f) {
+    return std::pair<int64_t, int64_t>{n * f / f_count, n * (f + 1) / f_count - n * f / f_count};
+  };
+  const auto mean_pseudo_gradient = [&](int64_t f) {
+    const auto [begin, size] = range(f);
+    at::Tensor g = at::zeros({size}, at::kDouble);
+    for (auto& m : models)
+      g += (anchor.narrow(0, begin, size) - flat(m).narrow(0, begin, size)).to(at::kDouble);
+    return (g / kReplicas).to(at::kFloat);
+  };
+  const auto land = [&](int64_t f, const at::Tensor& g, double alpha) {
+    const auto [begin, size] = range(f);
+    at::Tensor m = momentum.narrow(0, begin, size), a = anchor.narrow(0, begin, size);
+    m.copy_(m * kMomentum + g);
+    a.copy_(a - kOuterLr * (g + kMomentum * m));
+    for (auto& model : models) {
+      at::Tensor v = flat(model);
+      v.narrow(0, begin, size).copy_(alpha * v.narrow(0, begin, size) + (1 - alpha) * a);
+      torch::nn::utils::vector_to_parameters(v, model->parameters());
     }
   };
-  for (int64_t k = 0; k < kSteps; ++k) {
-    for (int r = 0; r < kReplicas; ++r)
-      inner_step(models[static_cast<size_t>(r)], *opts[static_cast<size_t>(r)], r, k);
-    if ((k + 1) % kSyncEvery == 0) outer();
+  struct Pending {
+    int64_t fragment, due;
+    at::Tensor g;
+  };
+  std::optional<Pending> pending;
+  std::vector<int64_t> since(static_cast<size_t>(f_count), 0);
+  for (int64_t k = 0; k < steps; ++k) {
+    {
+      torch::AutoGradMode grad(true);
+      for (int r = 0; r < kReplicas; ++r)
+        inner_step(models[static_cast<size_t>(r)], *opts[static_cast<size_t>(r)], r, k);
+    }
+    const int64_t t = k + 1;
+    for (auto& s : since)
+      ++s;
+    if (pending && pending->due == t) {
+      land(pending->fragment, pending->g, schedule.alpha);
+      pending.reset();
+    }
+    for (int64_t f = 0; f < f_count; ++f) {
+      if (t % kSyncEvery != kSyncEvery * f / f_count) continue;
+      since[static_cast<size_t>(f)] = 0;
+      if (schedule.delay == 0)
+        land(f, mean_pseudo_gradient(f), 0);
+      else
+        pending = Pending{f, t + schedule.delay, mean_pseudo_gradient(f)};
+    }
   }
-  outer();
-  return anchor;
+  if (pending) land(pending->fragment, pending->g, 0);
+  for (int64_t f = 0; f < f_count; ++f)
+    if (since[static_cast<size_t>(f)] > 0) land(f, mean_pseudo_gradient(f), 0);
+  return flat_state(models[0]);
 }
 
 struct Result {
@@ -84,7 +131,7 @@ struct Result {
   std::map<int, DilocoStats> stats;
 };
 
-Result run(const compress::CodecSpec& codec) {
+Result run(const compress::CodecSpec& codec, const Schedule& schedule = {}) {
   std::vector<torch::nn::Sequential> models;
   for (int r = 0; r < kReplicas; ++r)
     models.push_back(make_model());
@@ -103,11 +150,17 @@ Result run(const compress::CodecSpec& codec) {
     config.outer_lr = kOuterLr;
     config.outer_momentum = kMomentum;
     config.codec = codec;
+    config.fragments = schedule.fragments;
+    config.sync_delay = schedule.delay;
+    config.merge_alpha = schedule.alpha;
     Diloco diloco(g, model->parameters(), model->buffers(), config);
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
     for (int64_t k = 0; k < kSteps; ++k) {
       inner_step(model, opt, g.rank(), k);
-      EXPECT_EQ(diloco.after_inner_step(), (k + 1) % kSyncEvery == 0);
+      const bool started = diloco.after_inner_step();
+      if (schedule.fragments == 1) {
+        EXPECT_EQ(started, (k + 1) % kSyncEvery == 0);
+      }
     }
     EXPECT_TRUE(diloco.sync());
     EXPECT_FALSE(diloco.sync()) << "nothing to average right after an outer step";
@@ -146,6 +199,92 @@ TEST(Diloco, CodedOuterStepsKeepTheReplicasIdenticalAndSendLess) {
   EXPECT_LT(worst, 0.05 * scale);
   const DilocoStats& s = r.stats.at(0);
   EXPECT_LT(s.wire_bytes, s.fp32_bytes / 5);
+}
+
+// Streaming DiLoCo: fragments at staggered offsets, exchanges applied at once or a fixed
+// number of steps later (from a background thread) and merged with the replica's own.
+TEST(Diloco, StreamingFragmentsEqualTheSingleProcessReference) {
+  for (const Schedule schedule :
+       {Schedule{2, 0}, Schedule{2, 1, 0.5}, Schedule{1, 3, 0.25}, Schedule{3, 1, 0.0}}) {
+    SCOPED_TRACE(::testing::Message() << schedule.fragments << " fragments, delay "
+                                      << schedule.delay << ", alpha " << schedule.alpha);
+    const auto expected = reference(schedule);
+    const Result r = run({}, schedule);
+    for (int rank = 0; rank < kReplicas; ++rank) {
+      const auto& got = r.params.at(rank);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_LE((got[i] - expected[i]).abs().max().item<double>(), 1e-5) << rank << " " << i;
+      const DilocoStats& s = r.stats.at(rank);
+      EXPECT_GE(s.outer_steps, kSteps / kSyncEvery * schedule.fragments);
+      EXPECT_GE(s.hidden_s, 0);
+      EXPECT_LE(s.hidden_s, s.exchange_s);
+      if (schedule.delay == 0) {
+        EXPECT_EQ(s.hidden_s, 0);
+      }
+    }
+  }
+  // The schedule matters: a delayed, merged exchange is not the blocking one.
+  const auto blocking = reference({2, 0}), delayed = reference({2, 1, 0.5});
+  double apart = 0;
+  for (size_t i = 0; i < blocking.size(); ++i)
+    apart = std::max(apart, (blocking[i] - delayed[i]).abs().max().item<double>());
+  EXPECT_GT(apart, 1e-4);
+}
+
+// A checkpoint taken while an exchange is in flight, restored into fresh objects, continues
+// to the same bits as the run that never stopped (coded, so residuals matter too).
+TEST(Diloco, StateTakenInFlightResumesExactly) {
+  const auto codec = compress::parse_codec("sortquant:4");
+  DilocoConfig config;
+  config.sync_every = kSyncEvery;
+  config.codec = codec;
+  config.fragments = 2;
+  config.sync_delay = 1;
+  constexpr int64_t kStop = 4;  // fragment 1 starts an exchange at step 4
+  const auto train = [&](torch::nn::Sequential& model, torch::optim::SGD& opt, Diloco& d, int rank,
+                         int64_t from, int64_t to) {
+    for (int64_t k = from; k < to; ++k) {
+      inner_step(model, opt, rank, k);
+      d.after_inner_step();
+    }
+  };
+  std::map<int, std::vector<at::Tensor>> whole, resumed;
+  std::mutex mu;
+  testing::run_ranks(kReplicas, [&](comm::Group& g) {
+    std::vector<at::Tensor> saved_params;
+    std::map<std::string, at::Tensor> saved_state;
+    {
+      auto model = make_model();
+      Diloco d(g, model->parameters(), model->buffers(), config);
+      torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
+      train(model, opt, d, g.rank(), 0, kStop);
+      saved_state = d.state();
+      EXPECT_TRUE(saved_state.count("pending/pseudo_gradient")) << "an exchange was in flight";
+      for (auto& [name, t] : saved_state)
+        t = t.clone();
+      saved_params = flat_state(model);
+      train(model, opt, d, g.rank(), kStop, kSteps);
+      d.sync();
+      std::lock_guard<std::mutex> lock(mu);
+      whole[g.rank()] = flat_state(model);
+    }
+    auto model = make_model();
+    Diloco d(g, model->parameters(), model->buffers(), config);
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < saved_params.size(); ++i)
+        model->parameters()[i].copy_(saved_params[i]);
+    }
+    d.restore_state(saved_state);
+    torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
+    train(model, opt, d, g.rank(), kStop, kSteps);
+    d.sync();
+    std::lock_guard<std::mutex> lock(mu);
+    resumed[g.rank()] = flat_state(model);
+  });
+  for (int rank = 0; rank < kReplicas; ++rank)
+    for (size_t i = 0; i < whole[rank].size(); ++i)
+      EXPECT_TRUE(at::equal(whole[rank][i], resumed[rank][i])) << rank << " " << i;
 }
 
 // BatchNorm's running statistics are averaged exactly at an outer step; its step counter
@@ -190,6 +329,16 @@ TEST(Diloco, RejectsSettingsThatCannotWork) {
     EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);
     c = DilocoConfig{};
     c.outer_momentum = 1.0;
+    EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);
+    c = DilocoConfig{};
+    c.sync_every = 4;
+    c.fragments = 5;  // two fragments would share an offset
+    EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);
+    c.fragments = 2;
+    c.sync_delay = 3;  // a second exchange would start before the first lands
+    EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);
+    c.sync_delay = 2;
+    c.merge_alpha = 1.5;
     EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);
   });
 }

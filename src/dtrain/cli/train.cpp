@@ -61,7 +61,9 @@ struct Options {
 bool diloco_flags_set(const parallel::DilocoConfig& c) {
   const parallel::DilocoConfig defaults;
   return c.sync_every != defaults.sync_every || c.outer_lr != defaults.outer_lr ||
-         c.outer_momentum != defaults.outer_momentum || c.codec != defaults.codec;
+         c.outer_momentum != defaults.outer_momentum || c.codec != defaults.codec ||
+         c.fragments != defaults.fragments || c.sync_delay != defaults.sync_delay ||
+         c.merge_alpha != defaults.merge_alpha;
 }
 
 const EnumNames<bool> kEdgeNames("edge set", {{false, "client"}, {true, "all"}});
@@ -206,6 +208,21 @@ void register_train(CLI::App& parent, int& exit_code) {
                    "diloco: codec of the outer all-reduce of pseudo-gradients, with error "
                    "feedback (default none: exact)",
                    "none");
+  sub->add_option("--fragments", lo.fragments,
+                  "diloco (streaming): F equal ranges of the parameters, fragment f exchanged "
+                  "every --sync-every steps at offset f H / F")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  sub->add_option("--sync-delay", lo.sync_delay,
+                  "diloco (streaming): inner steps each exchange runs beside, in the "
+                  "background, before it is applied (0: it blocks; at most H / F)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  sub->add_option("--merge-alpha", lo.merge_alpha,
+                  "diloco (streaming): with --sync-delay, weight of the replica's own "
+                  "parameters when a delayed outer step lands")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   auto& d = c.parallel.ddp;
   add_typed_option(sub, "--algo", d.algorithm, comm::parse_algorithm,
                    "ddp: all-reduce algorithm (ring, butterfly, direct, native, auto)");

@@ -38,11 +38,15 @@ inline constexpr char kPeakRssMaxBytes[] = "peak_rss_max_bytes";
 inline constexpr char kCudaMaxAllocatedMaxBytes[] = "cuda_max_allocated_max_bytes";  // GPU runs
 inline constexpr char kCudaMaxReservedMaxBytes[] = "cuda_max_reserved_max_bytes";
 
-// DiLoCo's epoch extras (parallel/diloco.h): outer steps, their time, the bytes this rank
-// sent in them and what exact fp32 all-reduces would have sent, bytes sent per training
-// sample (all replicas' samples), compute time over the epoch's wall time.
+// DiLoCo's epoch extras (parallel/diloco.h): outer steps (fragment exchanges), the time
+// training waited for them, the time the exchanges took and the part of it hidden behind
+// inner steps, the bytes this rank sent in them and what exact fp32 all-reduces would have
+// sent, bytes sent per training sample (all replicas' samples), compute time over the
+// epoch's wall time.
 inline constexpr char kOuterSteps[] = "outer_steps";
 inline constexpr char kOuterSyncS[] = "outer_sync_s";
+inline constexpr char kOuterExchangeS[] = "outer_exchange_s";
+inline constexpr char kOuterHiddenS[] = "outer_hidden_s";
 inline constexpr char kOuterWireBytes[] = "outer_wire_bytes";
 inline constexpr char kOuterFp32Bytes[] = "outer_fp32_bytes";
 inline constexpr char kWireBytesPerSample[] = "wire_bytes_per_sample";

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <functional>
 
-#include "dtrain/comm/coded_allreduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/layout.h"
 #include "dtrain/comm/tags.h"
@@ -20,6 +19,7 @@
 #include "dtrain/metrics/trace.h"
 #include "dtrain/parallel/bucket_assignment.h"
 #include "dtrain/parallel/bucket_staging.h"
+#include "dtrain/parallel/coded_feedback.h"
 #include "dtrain/parallel/parameter_agreement.h"
 
 namespace dtrain::parallel {
@@ -60,8 +60,7 @@ struct DistributedDataParallel::Bucket {
   size_t pending = 0;
   bool submitted = false;
   // Compressed path: residuals of the pieces sent to each owner, and of the owned sum.
-  std::vector<compress::ErrorFeedback> scatter_feedback;
-  compress::ErrorFeedback gather_feedback;
+  FeedbackResiduals feedback;
 };
 
 DistributedDataParallel::DistributedDataParallel(comm::Group& group,
@@ -136,7 +135,7 @@ void DistributedDataParallel::make_buckets() {
         config_.gradient_codec.id != compress::CodecId::kNone && !config_.codec_may_change;
     b->staging = BucketStaging::make(b->flat, on_device || always_coded);
     b->pending = b->params.size();
-    b->scatter_feedback.resize(static_cast<size_t>(group_.size()));
+    b->feedback.scatter.resize(static_cast<size_t>(group_.size()));
     buckets_.push_back(std::move(b));
   }
 }
@@ -254,23 +253,8 @@ int64_t DistributedDataParallel::reduce(at::Tensor& values) {
 }
 
 int64_t DistributedDataParallel::reduce_compressed(size_t index, at::Tensor& values) {
-  Bucket& b = *buckets_[index];
-  comm::PieceCoding coding;
-  // Each destination's piece keeps its own residual; the owner's average keeps one more.
-  coding.encode = [&](comm::CodedPhase phase, int peer, const at::Tensor& piece,
-                      at::Tensor& decoded) {
-    return phase == comm::CodedPhase::kScatter
-               ? b.scatter_feedback[static_cast<size_t>(peer)].encode(*codec_, piece)
-               : b.gather_feedback.encode(*codec_, piece, decoded);
-  };
-  coding.decode = [device = values.device()](const std::vector<uint8_t>& bytes) {
-    return compress::decode(bytes.data(), bytes.size(), 1, device);
-  };
-  coding.packet_bytes = [&](int64_t values) {
-    return static_cast<int64_t>(compress::packet_size(*codec_, {values}));
-  };
-  return comm::coded_all_reduce_mean(group_, values, coding, exchange_tag(0, index),
-                                     exchange_tag(1, index));
+  return coded_mean_with_feedback(group_, values, *codec_, buckets_[index]->feedback,
+                                  exchange_tag(0, index), exchange_tag(1, index));
 }
 
 void DistributedDataParallel::before_forward() {
@@ -365,9 +349,9 @@ DistributedDataParallel::feedback_slots() const {
     for (int q = 0; q < world; ++q) {
       if (q != me)
         slots[prefix + "scatter" + std::to_string(q)] = {
-            &bucket.scatter_feedback[static_cast<size_t>(q)], blocks.size(q)};
+            &bucket.feedback.scatter[static_cast<size_t>(q)], blocks.size(q)};
     }
-    slots[prefix + "gather"] = {&bucket.gather_feedback, blocks.size(me)};
+    slots[prefix + "gather"] = {&bucket.feedback.gather, blocks.size(me)};
   }
   return slots;
 }

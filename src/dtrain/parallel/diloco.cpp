@@ -2,15 +2,16 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "dtrain/comm/allreduce.h"
-#include "dtrain/comm/coded_allreduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/tags.h"
 #include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/parallel/coded_feedback.h"
 
 namespace dtrain::parallel {
 namespace {
@@ -20,22 +21,46 @@ int outer_tag(int phase) {
   return layout.make({phase});
 }
 
+// The ring, not --algo auto: auto times every algorithm on a kind's first call, which rare
+// outer steps never pay back (on a 20 Mbit/s link that calibration took 12 s).
+void exact_mean(comm::Group& group, at::Tensor& values) {
+  comm::AllReduceOptions o;
+  o.op = comm::ReduceOp::kAvg;
+  o.algorithm = comm::Algorithm::kRing;
+  comm::all_reduce(group, values, o);
+}
+
+void check_config(const DilocoConfig& c, int64_t values) {
+  if (c.sync_every < 1) throw std::invalid_argument("--sync-every must be at least 1");
+  if (!(c.outer_lr > 0)) throw std::invalid_argument("--outer-lr must be positive");
+  if (!(c.outer_momentum >= 0 && c.outer_momentum < 1))
+    throw std::invalid_argument("--outer-momentum must be in [0, 1)");
+  if (c.fragments < 1 || c.fragments > c.sync_every || c.fragments > values)
+    throw std::invalid_argument(
+        "--fragments must be between 1 and --sync-every (" + std::to_string(c.sync_every) +
+        "), each fragment's offset a different step, and at most the model's " +
+        std::to_string(values) + " parameters");
+  const int64_t gap = c.sync_every / c.fragments;
+  if (c.sync_delay < 0 || c.sync_delay > gap)
+    throw std::invalid_argument("--sync-delay must be between 0 and --sync-every / --fragments (" +
+                                std::to_string(gap) + "): one exchange in flight at a time");
+  if (!(c.merge_alpha >= 0 && c.merge_alpha <= 1))
+    throw std::invalid_argument("--merge-alpha must be in [0, 1]");
+}
+
 }  // namespace
 
 Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
                std::vector<at::Tensor> buffers, DilocoConfig config)
-    : group_(group),
-      parameters_(std::move(parameters)),
-      config_(std::move(config)),
-      scatter_feedback_(static_cast<size_t>(group.size())) {
-  if (config_.sync_every < 1) throw std::invalid_argument("--sync-every must be at least 1");
-  if (!(config_.outer_lr > 0)) throw std::invalid_argument("--outer-lr must be positive");
-  if (!(config_.outer_momentum >= 0 && config_.outer_momentum < 1))
-    throw std::invalid_argument("--outer-momentum must be in [0, 1)");
+    : group_(group), parameters_(std::move(parameters)), config_(std::move(config)) {
   if (parameters_.empty()) throw std::invalid_argument("DiLoCo: the model has no parameters");
-  for (const auto& p : parameters_)
+  int64_t values = 0;
+  for (const auto& p : parameters_) {
     if (p.scalar_type() != at::kFloat)
       throw std::invalid_argument("DiLoCo: parameters must be float32");
+    values += p.numel();
+  }
+  check_config(config_, values);
   for (auto& b : buffers)
     if (b.is_floating_point() && b.numel() > 0) buffers_.push_back(b);
   if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);
@@ -51,151 +76,196 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     group_.native_broadcast(host, 0);
     t.copy_(host);
   }
-  anchor_ = flat_parameters();
+  anchor_ = flat_parameters(0, values);
   momentum_ = at::zeros_like(anchor_);
+  const int64_t f_count = config_.fragments, h = config_.sync_every;
+  for (int64_t f = 0; f < f_count; ++f) {
+    Fragment fragment;
+    fragment.begin = values * f / f_count;
+    fragment.size = values * (f + 1) / f_count - fragment.begin;
+    fragment.first_countdown = f == 0 ? h : h * f / f_count;
+    fragment.countdown = fragment.first_countdown;
+    fragment.feedback.scatter.resize(static_cast<size_t>(group_.size()));
+    fragments_.push_back(std::move(fragment));
+  }
+  if (config_.sync_delay > 0) worker_ = std::make_unique<BackgroundWorker>("diloco exchange");
 }
 
 Diloco::~Diloco() = default;
 
-at::Tensor Diloco::flat_parameters() const {
+// The parameters' values in [begin, begin + size) of their concatenation, flat.
+at::Tensor Diloco::flat_parameters(int64_t begin, int64_t size) const {
   std::vector<at::Tensor> parts;
-  for (const auto& p : parameters_)
-    parts.push_back(p.detach().reshape({-1}));
+  int64_t offset = 0;
+  for (const auto& p : parameters_) {
+    const int64_t from = std::max(begin, offset), to = std::min(begin + size, offset + p.numel());
+    if (from < to) parts.push_back(p.detach().reshape({-1}).narrow(0, from - offset, to - from));
+    offset += p.numel();
+  }
   return at::cat(parts);
 }
 
-bool Diloco::after_inner_step() {
-  ++since_sync_;
-  ++stats_.inner_steps;
-  return since_sync_ >= config_.sync_every && sync();
-}
-
-void Diloco::average(at::Tensor& values) {
-  const int64_t fp32 = metrics::ring_allreduce_traffic(values.numel() * 4, group_.size());
-  stats_.fp32_bytes += fp32;
-  if (!codec_) {
-    // The ring, not --algo auto: auto times every algorithm on a kind's first call, which
-    // rare outer steps never pay back (on a 20 Mbit/s link that calibration took 12 s).
-    comm::AllReduceOptions o;
-    o.op = comm::ReduceOp::kAvg;
-    o.algorithm = comm::Algorithm::kRing;
-    comm::all_reduce(group_, values, o);
-    stats_.wire_bytes += fp32;
-    return;
+// parameters[begin, begin + n) = own_weight * themselves + (1 - own_weight) * values.
+void Diloco::write_parameters(int64_t begin, const at::Tensor& values, double own_weight) {
+  const int64_t end = begin + values.numel();
+  int64_t offset = 0;
+  for (auto& p : parameters_) {
+    const int64_t from = std::max(begin, offset), to = std::min(end, offset + p.numel());
+    if (from < to) {
+      // A view where the layout allows (contiguous), else a copy written back below.
+      at::Tensor flat = p.detach().reshape({-1});
+      at::Tensor part = flat.narrow(0, from - offset, to - from);
+      const at::Tensor source = values.narrow(0, from - begin, to - from).to(p.device());
+      if (own_weight == 0)
+        part.copy_(source);
+      else
+        part.mul_(own_weight).add_(source, 1 - own_weight);
+      if (!p.is_contiguous()) p.detach().copy_(flat.view(p.sizes()));
+    }
+    offset += p.numel();
   }
-  comm::PieceCoding coding;
-  coding.encode = [&](comm::CodedPhase phase, int peer, const at::Tensor& piece,
-                      at::Tensor& decoded) {
-    return phase == comm::CodedPhase::kScatter
-               ? scatter_feedback_[static_cast<size_t>(peer)].encode(*codec_, piece)
-               : gather_feedback_.encode(*codec_, piece, decoded);
-  };
-  coding.decode = [device = values.device()](const std::vector<uint8_t>& bytes) {
-    return compress::decode(bytes.data(), bytes.size(), 1, device);
-  };
-  coding.packet_bytes = [&](int64_t n) {
-    return static_cast<int64_t>(compress::packet_size(*codec_, {n}));
-  };
-  stats_.wire_bytes +=
-      comm::coded_all_reduce_mean(group_, values, coding, outer_tag(0), outer_tag(1));
 }
 
-// One all-reduce for all of them: on a long link each message costs a round trip.
-void Diloco::average_buffers() {
-  if (buffers_.empty()) return;
+// One message for all of them: on a long link each message costs a round trip.
+at::Tensor Diloco::flat_buffers() const {
+  if (buffers_.empty()) return {};
   std::vector<at::Tensor> parts;
   for (const auto& b : buffers_)
     parts.push_back(b.to(at::kCPU, at::kFloat).reshape({-1}));
-  at::Tensor flat = at::cat(parts);
-  comm::AllReduceOptions o;
-  o.op = comm::ReduceOp::kAvg;
-  o.algorithm = comm::Algorithm::kRing;
-  comm::all_reduce(group_, flat, o);
-  int64_t offset = 0;
-  for (auto& b : buffers_) {
-    b.copy_(flat.narrow(0, offset, b.numel()).view_as(b));
-    offset += b.numel();
+  return at::cat(parts);
+}
+
+// May run on the worker: touches only the fragment's residuals, the codec and the group.
+Diloco::Averaged Diloco::exchange(size_t fragment, const at::Tensor& pseudo_gradient,
+                                  const at::Tensor& buffers) {
+  const auto t0 = metrics::Clock::now();
+  const at::NoGradGuard no_grad;
+  Fragment& f = fragments_[fragment];
+  Averaged out;
+  out.pseudo_gradient = pseudo_gradient;
+  out.fp32_bytes = metrics::ring_allreduce_traffic(pseudo_gradient.numel() * 4, group_.size());
+  if (!codec_) {
+    exact_mean(group_, out.pseudo_gradient);
+    out.wire_bytes = out.fp32_bytes;
+  } else {
+    out.wire_bytes = coded_mean_with_feedback(group_, out.pseudo_gradient, *codec_, f.feedback,
+                                              outer_tag(0), outer_tag(1));
   }
+  if (buffers.defined()) {
+    out.buffers = buffers;
+    exact_mean(group_, out.buffers);
+  }
+  out.seconds = metrics::trace::span_since("communication", "outer exchange", t0,
+                                           static_cast<int64_t>(fragment), "fragment");
+  return out;
 }
 
 // Outer SGD with Nesterov momentum on the averaged pseudo-gradient g, as torch.optim.SGD
 // does it: m = mu m + g; anchor -= lr (g + mu m).
-bool Diloco::sync() {
-  if (since_sync_ == 0) return false;
-  const auto t0 = metrics::Clock::now();
+void Diloco::apply(size_t fragment, const Averaged& averaged, double own_weight) {
+  const Fragment& f = fragments_[fragment];
   const at::NoGradGuard no_grad;
-  at::Tensor g = (anchor_ - flat_parameters()).to(at::kCPU).contiguous();
+  const at::Tensor g = averaged.pseudo_gradient.to(anchor_.device());
+  at::Tensor momentum = momentum_.narrow(0, f.begin, f.size);
+  at::Tensor anchor = anchor_.narrow(0, f.begin, f.size);
+  const double mu = config_.outer_momentum;
+  momentum.mul_(mu).add_(g);
+  anchor.sub_(g.add(momentum, mu), config_.outer_lr);
+  write_parameters(f.begin, anchor, own_weight);
+  if (averaged.buffers.defined()) {
+    int64_t offset = 0;
+    for (auto& b : buffers_) {
+      b.copy_(averaged.buffers.narrow(0, offset, b.numel()).view_as(b));
+      offset += b.numel();
+    }
+  }
+  ++stats_.outer_steps;
+  stats_.exchange_s += averaged.seconds;
+  stats_.wire_bytes += averaged.wire_bytes;
+  stats_.fp32_bytes += averaged.fp32_bytes;
+}
+
+void Diloco::launch(size_t fragment, bool background) {
+  const auto t0 = metrics::Clock::now();
+  Fragment& f = fragments_[fragment];
+  at::Tensor g;
+  {
+    const at::NoGradGuard no_grad;
+    g = (anchor_.narrow(0, f.begin, f.size) - flat_parameters(f.begin, f.size))
+            .to(at::kCPU)
+            .contiguous();
+  }
   if (!g.isfinite().all().item<bool>())
     throw std::runtime_error(group_.describe() +
                              ": DiLoCo's pseudo-gradient is not finite (training diverged? "
                              "lower --lr or --outer-lr)");
-  average(g);
-  g = g.to(anchor_.device());
-  const double mu = config_.outer_momentum;
-  momentum_.mul_(mu).add_(g);
-  anchor_.sub_(g.add(momentum_, mu), config_.outer_lr);
-  int64_t offset = 0;
-  for (auto& p : parameters_) {
-    p.detach().copy_(anchor_.narrow(0, offset, p.numel()).view_as(p));
-    offset += p.numel();
+  const at::Tensor buffers = fragment == 0 ? flat_buffers() : at::Tensor();
+  f.since = 0;
+  f.countdown = config_.sync_every;
+  if (!background) {
+    apply(fragment, exchange(fragment, g, buffers), 0);
+  } else {
+    if (in_flight_) throw std::logic_error("DiLoCo: two exchanges in flight");
+    in_flight_.emplace();
+    in_flight_->fragment = fragment;
+    in_flight_->steps_left = config_.sync_delay;
+    in_flight_->running =
+        worker_->submit([this, fragment, g, buffers] { return exchange(fragment, g, buffers); });
   }
-  average_buffers();
-  since_sync_ = 0;
-  ++stats_.outer_steps;
   stats_.sync_s += metrics::trace::span_since("communication", "outer step", t0);
-  return true;
 }
 
-std::map<std::string, at::Tensor> Diloco::state() const {
-  std::map<std::string, at::Tensor> out{{"anchor", anchor_},
-                                        {"momentum", momentum_},
-                                        {"since_sync", at::tensor({since_sync_}, at::kLong)}};
-  for (size_t peer = 0; peer < scatter_feedback_.size(); ++peer)
-    if (scatter_feedback_[peer].residual().defined())
-      out["residual/scatter/" + std::to_string(peer)] = scatter_feedback_[peer].residual();
-  if (gather_feedback_.residual().defined()) out["residual/gather"] = gather_feedback_.residual();
-  return out;
+void Diloco::settle() {
+  if (!in_flight_ || in_flight_->settled) return;
+  const auto t0 = metrics::Clock::now();
+  in_flight_->settled = in_flight_->running.get();
+  const double waited = metrics::trace::span_since("communication", "outer wait", t0);
+  in_flight_->waited_s += waited;
+  stats_.sync_s += waited;
 }
 
-void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
-  const auto fail = [&](const std::string& why) {
-    throw std::runtime_error("the checkpoint's DiLoCo state " + why);
-  };
-  for (const char* name : {"anchor", "momentum", "since_sync"})
-    if (!saved.count(name)) fail(std::string("lacks '") + name + "'");
-  for (const char* name : {"anchor", "momentum"}) {
-    const at::Tensor& t = saved.at(name);
-    if (t.scalar_type() != at::kFloat || t.numel() != anchor_.numel())
-      fail(std::string("'") + name + "' has " + std::to_string(t.numel()) + " values, this model " +
-           std::to_string(anchor_.numel()));
-  }
-  const at::Tensor& since = saved.at("since_sync");
-  if (since.scalar_type() != at::kLong || since.numel() != 1 || since.item<int64_t>() < 0 ||
-      since.item<int64_t>() >= config_.sync_every)
-    fail("has inner steps since its last outer step that --sync-every " +
-         std::to_string(config_.sync_every) + " does not allow");
-  for (const auto& [name, t] : saved) {
-    if (name.rfind("residual/", 0) != 0) continue;
-    if (!codec_) fail("holds error-feedback residuals, and this run's outer exchange is exact");
-    bool known = name == "residual/gather";
-    for (size_t peer = 0; peer < scatter_feedback_.size(); ++peer)
-      known |= name == "residual/scatter/" + std::to_string(peer);
-    if (!known) fail("holds residual '" + name + "', which this group has no place for");
-    if (t.scalar_type() != at::kFloat) fail("holds residual '" + name + "' of another dtype");
-  }
+void Diloco::land(double own_weight) {
+  settle();
+  const auto t0 = metrics::Clock::now();
+  const Averaged& averaged = *in_flight_->settled;
+  apply(in_flight_->fragment, averaged, own_weight);
+  stats_.hidden_s += std::max(0.0, averaged.seconds - in_flight_->waited_s);
+  in_flight_.reset();
+  stats_.sync_s += metrics::trace::span_since("communication", "outer step", t0);
 }
 
-void Diloco::restore_state(const std::map<std::string, at::Tensor>& saved) {
-  check_state(saved);
-  anchor_.copy_(saved.at("anchor"));
-  momentum_.copy_(saved.at("momentum"));
-  since_sync_ = saved.at("since_sync").item<int64_t>();
-  for (size_t peer = 0; peer < scatter_feedback_.size(); ++peer) {
-    const auto it = saved.find("residual/scatter/" + std::to_string(peer));
-    if (it != saved.end()) scatter_feedback_[peer].restore(it->second.clone());
+bool Diloco::after_inner_step() {
+  ++stats_.inner_steps;
+  for (auto& f : fragments_) {
+    ++f.since;
+    --f.countdown;
   }
-  if (const auto it = saved.find("residual/gather"); it != saved.end())
-    gather_feedback_.restore(it->second.clone());
+  if (in_flight_ && --in_flight_->steps_left == 0) land(config_.merge_alpha);
+  bool started = false;
+  for (size_t i = 0; i < fragments_.size(); ++i) {
+    if (fragments_[i].countdown > 0) continue;
+    launch(i, /*background=*/worker_ != nullptr);
+    started = true;
+  }
+  return started;
+}
+
+bool Diloco::sync() {
+  bool did = false;
+  // Applied early, and whole: every replica must end on the shared parameters.
+  if (in_flight_) {
+    land(0);
+    did = true;
+  }
+  for (size_t i = 0; i < fragments_.size(); ++i) {
+    if (fragments_[i].since == 0) continue;
+    launch(i, /*background=*/false);
+    did = true;
+  }
+  // The schedule starts over, staggered as at the start.
+  for (auto& f : fragments_)
+    f.countdown = f.first_countdown;
+  return did;
 }
 
 DilocoStats Diloco::take_stats() {

@@ -10,20 +10,34 @@
 // carried into its next round. Floating-point buffers (BatchNorm statistics) are averaged
 // exactly at every outer step; the others (counters) stay as they are.
 //
-// Collective over the group: every rank must construct it and call after_inner_step() and
-// sync() the same number of times.
+// Streaming DiLoCo (Douillard et al., "Streaming DiLoCo with overlapping communication",
+// 2025): with `fragments` F > 1 the flat parameter vector is cut into F equal ranges, and
+// fragment f has its outer step every H steps at its own offset f H / F (the first round of
+// fragment f > 0 is that offset long), so the link carries 1/F of the volume at a time.
+// With `sync_delay` tau > 0 a fragment's exchange runs on a background thread beside the
+// next tau inner steps and is applied after exactly tau of them (whatever the link's speed:
+// runs stay deterministic); the replica's own progress on the fragment in those steps is
+// kept in part: parameters = alpha local + (1 - alpha) shared. tau must not exceed the gap
+// between two fragments' offsets (at most one exchange in flight).
+//
+// Collective over the group: every rank must construct it and call after_inner_step(),
+// sync() and settle() at the same points. While an exchange is in flight the group is
+// this object's: call settle() before any other collective on it (checkpoints do).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "dtrain/compress/codec.h"
-#include "dtrain/compress/error_feedback.h"
+#include "dtrain/parallel/background_worker.h"
+#include "dtrain/parallel/coded_feedback.h"
 
 namespace dtrain::comm {
 class Group;
@@ -36,13 +50,18 @@ struct DilocoConfig {
   double outer_lr = 0.7;        // the paper's defaults
   double outer_momentum = 0.9;  // Nesterov
   compress::CodecSpec codec;    // of the outer all-reduce; none: exact
+  int64_t fragments = 1;        // F: ranges of the parameters synchronized at staggered steps
+  int64_t sync_delay = 0;       // tau: inner steps an exchange runs beside before it is applied
+  double merge_alpha = 0.5;     // with tau > 0: weight of the replica's own parameters
 };
 
 struct DilocoStats {
-  int64_t outer_steps = 0;
-  double sync_s = 0;       // time in outer steps (exchange and update)
-  int64_t wire_bytes = 0;  // bytes this rank sent in outer exchanges
-  int64_t fp32_bytes = 0;  // what an exact fp32 ring all-reduce would have sent
+  int64_t outer_steps = 0;  // fragment exchanges applied (a whole-model step counts F)
+  double sync_s = 0;        // time training waited for outer steps (exchange and update)
+  double exchange_s = 0;    // time the exchanges took, in the background or not
+  double hidden_s = 0;      // of exchange_s, the part inner steps ran beside
+  int64_t wire_bytes = 0;   // bytes this rank sent in outer exchanges
+  int64_t fp32_bytes = 0;   // what an exact fp32 ring all-reduce would have sent
   int64_t inner_steps = 0;
 };
 
@@ -55,29 +74,61 @@ class Diloco {
   Diloco(const Diloco&) = delete;
   Diloco& operator=(const Diloco&) = delete;
 
-  // After every inner optimizer step; runs the outer step after every H-th. True when it did.
+  // After every inner optimizer step: applies the exchange that is due, starts (or, without
+  // a delay, runs) each fragment's exchange on its schedule. True when it started one.
   bool after_inner_step();
-  // The outer step now, unless no inner step has run since the last one (every replica
-  // then holds the shared parameters). False when there was nothing to do.
+  // Every fragment's outer step now, unless no inner step has run since its last one; an
+  // exchange in flight is applied first. Afterwards every replica holds the shared
+  // parameters. False when there was nothing to do.
   bool sync();
-  // Inner steps since the last outer step.
-  int64_t pending_steps() const { return since_sync_; }
-  // Seconds in outer steps since the last take_stats().
+  // Waits for the exchange in flight, if any, and keeps its result for the step it is due
+  // at: the group is free for other collectives, and state() holds everything.
+  void settle();
+  // Seconds training waited for outer steps since the last take_stats().
   double sync_seconds() const { return stats_.sync_s; }
   DilocoStats take_stats();
   const DilocoConfig& config() const { return config_; }
 
-  // Checkpoints: the shared parameters, the outer momentum, the error-feedback residuals
-  // and the inner steps since the last outer step, by name.
-  std::map<std::string, at::Tensor> state() const;
+  // Checkpoints: the shared parameters, the outer momentum, the error-feedback residuals,
+  // each fragment's inner steps since its last outer step and a settled exchange's result,
+  // by name. Settles first.
+  std::map<std::string, at::Tensor> state();
   // Throws std::runtime_error saying why `saved` does not fit this run; changes nothing.
   void check_state(const std::map<std::string, at::Tensor>& saved) const;
   void restore_state(const std::map<std::string, at::Tensor>& saved);
 
  private:
-  at::Tensor flat_parameters() const;
-  void average(at::Tensor& pseudo_gradient);
-  void average_buffers();
+  struct Fragment {
+    int64_t begin = 0, size = 0;  // range of the flat parameters
+    int64_t first_countdown = 0;  // steps to its first outer step: H, or its offset
+    int64_t countdown = 0;        // inner steps until its next exchange starts
+    int64_t since = 0;            // inner steps since its last outer step
+    FeedbackResiduals feedback;
+  };
+  // What an exchange brings back.
+  struct Averaged {
+    at::Tensor pseudo_gradient;  // the replicas' mean
+    at::Tensor buffers;          // their mean floating-point buffers, flat (fragment 0 only)
+    double seconds = 0;
+    int64_t wire_bytes = 0, fp32_bytes = 0;
+  };
+  struct InFlight {
+    size_t fragment = 0;
+    int64_t steps_left = 0;  // inner steps until it is applied
+    std::future<Averaged> running;
+    std::optional<Averaged> settled;
+    double waited_s = 0;  // training's time blocked on it so far
+  };
+
+  at::Tensor flat_parameters(int64_t begin, int64_t size) const;
+  void write_parameters(int64_t begin, const at::Tensor& values, double own_weight);
+  at::Tensor flat_buffers() const;
+  Averaged exchange(size_t fragment, const at::Tensor& pseudo_gradient, const at::Tensor& buffers);
+  void apply(size_t fragment, const Averaged& averaged, double own_weight);
+  // Starts the fragment's exchange: on the worker, or here and applied at once.
+  void launch(size_t fragment, bool background);
+  // Applies the exchange in flight now, the replica's own parameters weighted `own_weight`.
+  void land(double own_weight);
 
   comm::Group& group_;
   std::vector<at::Tensor> parameters_, buffers_;
@@ -85,10 +136,10 @@ class Diloco {
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   at::Tensor anchor_;                       // the shared parameters, flat float32
   at::Tensor momentum_;                     // the outer optimizer's
-  std::vector<compress::ErrorFeedback> scatter_feedback_;
-  compress::ErrorFeedback gather_feedback_;
-  int64_t since_sync_ = 0;
+  std::vector<Fragment> fragments_;
+  std::optional<InFlight> in_flight_;
   DilocoStats stats_;
+  std::unique_ptr<BackgroundWorker> worker_;  // with --sync-delay; last: its jobs use the rest
 };
 
 }  // namespace dtrain::parallel

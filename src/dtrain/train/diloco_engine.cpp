@@ -40,12 +40,17 @@ class DilocoEngine final : public Engine {
     return local_->train_batch(batch, lr, plan, s);
   }
 
-  // The epoch's last step ends with an outer step, inside the epoch's time.
+  // The epoch's last step ends with every fragment's outer step, inside the epoch's time.
   void after_optimizer_step(EpochStats& s, bool last_in_epoch) override {
     const double before = diloco_.sync_seconds();
-    if (!diloco_.after_inner_step() && last_in_epoch) diloco_.sync();
+    diloco_.after_inner_step();
+    if (last_in_epoch) diloco_.sync();
     s.time_comm_s += diloco_.sync_seconds() - before;
   }
+
+  // The group is shared with the checkpointer's collectives and whatever follows training.
+  void announce_checkpoint(const Position& /*at*/) override { diloco_.settle(); }
+  void finish() override { diloco_.settle(); }
 
   BatchResult eval_batch(const data::Batch& batch) override { return local_->eval_batch(batch); }
 
@@ -54,6 +59,8 @@ class DilocoEngine final : public Engine {
     namespace key = metrics::key;
     s.extra[key::kOuterSteps] = d.outer_steps;
     s.extra[key::kOuterSyncS] = d.sync_s;
+    s.extra[key::kOuterExchangeS] = d.exchange_s;
+    s.extra[key::kOuterHiddenS] = d.hidden_s;
     s.extra[key::kOuterWireBytes] = d.wire_bytes;
     s.extra[key::kOuterFp32Bytes] = d.fp32_bytes;
     // Every replica's samples: this rank's bytes per sample of the whole job's data.

@@ -1,0 +1,26 @@
+#include "dtrain/parallel/coded_feedback.h"
+
+#include "dtrain/comm/coded_allreduce.h"
+
+namespace dtrain::parallel {
+
+int64_t coded_mean_with_feedback(comm::Group& group, at::Tensor& values,
+                                 const compress::Codec& codec, FeedbackResiduals& residuals,
+                                 int scatter_tag, int gather_tag) {
+  comm::PieceCoding coding;
+  coding.encode = [&](comm::CodedPhase phase, int peer, const at::Tensor& piece,
+                      at::Tensor& decoded) {
+    return phase == comm::CodedPhase::kScatter
+               ? residuals.scatter.at(static_cast<size_t>(peer)).encode(codec, piece)
+               : residuals.gather.encode(codec, piece, decoded);
+  };
+  coding.decode = [device = values.device()](const std::vector<uint8_t>& bytes) {
+    return compress::decode(bytes.data(), bytes.size(), 1, device);
+  };
+  coding.packet_bytes = [&](int64_t count) {
+    return static_cast<int64_t>(compress::packet_size(codec, {count}));
+  };
+  return comm::coded_all_reduce_mean(group, values, coding, scatter_tag, gather_tag);
+}
+
+}  // namespace dtrain::parallel

@@ -1,0 +1,31 @@
+// The coded all-reduce (comm/coded_allreduce.h) with a codec and error feedback, as DDP's
+// compressed buckets and DiLoCo's outer exchange use it: each destination's piece keeps its
+// own residual, and the owner's coded average one more.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "dtrain/compress/codec.h"
+#include "dtrain/compress/error_feedback.h"
+
+namespace dtrain::comm {
+class Group;
+}
+
+namespace dtrain::parallel {
+
+struct FeedbackResiduals {
+  std::vector<compress::ErrorFeedback> scatter;  // per peer: size it to the group
+  compress::ErrorFeedback gather;
+};
+
+// Averages the 1-D `values` over the group in place, every message coded with `codec`;
+// returns the bytes this rank sent. Collective: every rank calls it with the same tags.
+int64_t coded_mean_with_feedback(comm::Group& group, at::Tensor& values,
+                                 const compress::Codec& codec, FeedbackResiduals& residuals,
+                                 int scatter_tag, int gather_tag);
+
+}  // namespace dtrain::parallel

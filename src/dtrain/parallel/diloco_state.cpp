@@ -1,0 +1,129 @@
+// DiLoCo's state in checkpoints (parallel/diloco.h): what a resumed run needs to continue
+// exactly where the stopped one was, an exchange in flight included.
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+#include "dtrain/parallel/diloco.h"
+
+namespace dtrain::parallel {
+namespace {
+
+std::string residual_name(size_t fragment, const std::string& phase) {
+  return "residual/" + std::to_string(fragment) + "/" + phase;
+}
+
+}  // namespace
+
+std::map<std::string, at::Tensor> Diloco::state() {
+  settle();
+  std::vector<int64_t> since, countdown;
+  for (const auto& f : fragments_) {
+    since.push_back(f.since);
+    countdown.push_back(f.countdown);
+  }
+  std::map<std::string, at::Tensor> out{{"anchor", anchor_},
+                                        {"momentum", momentum_},
+                                        {"since_sync", at::tensor(since, at::kLong)},
+                                        {"countdown", at::tensor(countdown, at::kLong)}};
+  for (size_t i = 0; i < fragments_.size(); ++i) {
+    const Fragment& f = fragments_[i];
+    for (size_t peer = 0; peer < f.feedback.scatter.size(); ++peer)
+      if (f.feedback.scatter[peer].residual().defined())
+        out[residual_name(i, "scatter/" + std::to_string(peer))] =
+            f.feedback.scatter[peer].residual();
+    if (f.feedback.gather.residual().defined())
+      out[residual_name(i, "gather")] = f.feedback.gather.residual();
+  }
+  if (in_flight_) {
+    const Averaged& a = *in_flight_->settled;
+    out["pending/fragment"] = at::tensor({static_cast<int64_t>(in_flight_->fragment)}, at::kLong);
+    out["pending/steps_left"] = at::tensor({in_flight_->steps_left}, at::kLong);
+    out["pending/pseudo_gradient"] = a.pseudo_gradient;
+    if (a.buffers.defined()) out["pending/buffers"] = a.buffers;
+  }
+  return out;
+}
+
+void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
+  const auto fail = [&](const std::string& why) {
+    throw std::runtime_error("the checkpoint's DiLoCo state " + why);
+  };
+  for (const char* name : {"anchor", "momentum", "since_sync", "countdown"})
+    if (!saved.count(name)) fail(std::string("lacks '") + name + "'");
+  for (const char* name : {"anchor", "momentum"}) {
+    const at::Tensor& t = saved.at(name);
+    if (t.scalar_type() != at::kFloat || t.numel() != anchor_.numel())
+      fail(std::string("'") + name + "' has " + std::to_string(t.numel()) + " values, this model " +
+           std::to_string(anchor_.numel()));
+  }
+  const auto fragments = static_cast<int64_t>(fragments_.size());
+  for (const char* name : {"since_sync", "countdown"}) {
+    const at::Tensor& t = saved.at(name);
+    if (t.scalar_type() != at::kLong || t.numel() != fragments)
+      fail("has " + std::to_string(t.numel()) + " fragments, this run --fragments " +
+           std::to_string(fragments));
+    const int64_t low = name == std::string("countdown") ? 1 : 0;
+    if (t.min().item<int64_t>() < low || t.max().item<int64_t>() > config_.sync_every)
+      fail("has inner steps since its last outer step that --sync-every " +
+           std::to_string(config_.sync_every) + " does not allow");
+  }
+  for (const auto& [name, t] : saved) {
+    if (name.rfind("residual/", 0) != 0) continue;
+    if (!codec_) fail("holds error-feedback residuals, and this run's outer exchange is exact");
+    bool known = false;
+    for (size_t i = 0; i < fragments_.size(); ++i) {
+      known |= name == residual_name(i, "gather");
+      for (size_t peer = 0; peer < fragments_[i].feedback.scatter.size(); ++peer)
+        known |= name == residual_name(i, "scatter/" + std::to_string(peer));
+    }
+    if (!known) fail("holds residual '" + name + "', which this group has no place for");
+    if (t.scalar_type() != at::kFloat) fail("holds residual '" + name + "' of another dtype");
+  }
+  if (const auto it = saved.find("pending/fragment"); it != saved.end()) {
+    if (!worker_) fail("holds an exchange in flight, and this run has no --sync-delay");
+    const int64_t f = it->second.numel() == 1 ? it->second.item<int64_t>() : -1;
+    if (f < 0 || f >= fragments) fail("holds an exchange in flight for a fragment this run lacks");
+    const auto steps = saved.find("pending/steps_left");
+    const auto g = saved.find("pending/pseudo_gradient");
+    if (steps == saved.end() || g == saved.end() || steps->second.numel() != 1 ||
+        steps->second.item<int64_t>() < 1 || steps->second.item<int64_t>() > config_.sync_delay ||
+        g->second.scalar_type() != at::kFloat ||
+        g->second.numel() != fragments_[static_cast<size_t>(f)].size)
+      fail("holds an exchange in flight that does not fit this run's fragments and delay");
+    const auto b = saved.find("pending/buffers");
+    if (b != saved.end() && (f != 0 || b->second.numel() != flat_buffers().numel()))
+      fail("holds averaged buffers that do not fit this model");
+  }
+}
+
+void Diloco::restore_state(const std::map<std::string, at::Tensor>& saved) {
+  check_state(saved);
+  anchor_.copy_(saved.at("anchor"));
+  momentum_.copy_(saved.at("momentum"));
+  const at::Tensor since = saved.at("since_sync"), countdown = saved.at("countdown");
+  for (size_t i = 0; i < fragments_.size(); ++i) {
+    Fragment& f = fragments_[i];
+    f.since = since[static_cast<int64_t>(i)].item<int64_t>();
+    f.countdown = countdown[static_cast<int64_t>(i)].item<int64_t>();
+    for (size_t peer = 0; peer < f.feedback.scatter.size(); ++peer) {
+      const auto it = saved.find(residual_name(i, "scatter/" + std::to_string(peer)));
+      if (it != saved.end()) f.feedback.scatter[peer].restore(it->second.clone());
+    }
+    if (const auto it = saved.find(residual_name(i, "gather")); it != saved.end())
+      f.feedback.gather.restore(it->second.clone());
+  }
+  in_flight_.reset();
+  if (const auto it = saved.find("pending/fragment"); it != saved.end()) {
+    in_flight_.emplace();
+    in_flight_->fragment = static_cast<size_t>(it->second.item<int64_t>());
+    in_flight_->steps_left = saved.at("pending/steps_left").item<int64_t>();
+    Averaged a;
+    a.pseudo_gradient = saved.at("pending/pseudo_gradient").clone();
+    if (const auto b = saved.find("pending/buffers"); b != saved.end())
+      a.buffers = b->second.clone();
+    in_flight_->settled = std::move(a);
+  }
+}
+
+}  // namespace dtrain::parallel
