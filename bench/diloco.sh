@@ -6,7 +6,9 @@
 # 200} exact and H = 50 with sortquant:4 and rot:tile:2 outer gradients, and Streaming
 # DiLoCo (H = 50, 5 fragments, each exchange beside the next 5 or 10 inner steps). On
 # loopback and on lab links (RATES, default "loopback 20mbit"; 20mbit with 5 ms one way).
-# SETS picks the groups (default "ddp diloco streaming"). As root.
+# SETS picks the groups (default "ddp diloco streaming"; "replicas": 4 ranks as DDP, as 4
+# replicas and as 2 replicas of 2 ranks, H = 50 rot:tile:2, on loopback only: the lab shapes
+# every link alike, so it has no fast links inside a replica). As root.
 # Writes docs/data/diloco.jsonl (every epoch row and summary, tagged; APPEND=1 adds to it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,11 +20,11 @@ mkdir -p docs/data
 tmp=$(mktemp)
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp"' EXIT
 [ -n "${APPEND:-}" ] || : >"$out"  # APPEND=1: add to the file
-run() {  # run TAG RATE ARGS...
+run() {  # run TAG RATE ARGS... (RANKS: -n, default 2)
   local tag=$1 rate=$2
   shift 2
   echo "diloco.sh: $rate $tag" >&2
-  "$bin" train --no-progress --seed 0 --metrics "$tmp" -n 2 --model cnn --batch-size 64 \
+  "$bin" train --no-progress --seed 0 --metrics "$tmp" -n "${RANKS:-2}" --model cnn --batch-size 64 \
     --optimizer adamw --lr 1e-3 --lr-schedule constant --epochs 1 --limit-train "$samples" \
     "$@" >/dev/null
   sed "s|^{|{\"run\":\"$tag\",\"rate\":\"$rate\",|" "$tmp" >>"$out"
@@ -50,6 +52,13 @@ for rate in ${RATES:-loopback 20mbit}; do
       run "diloco/H50/$codec" "$rate" "${flags[@]}" --parallel diloco --sync-every 50 \
         --compress-outer "$codec"
     done
+  fi
+  if [[ $sets == *" replicas "* && $rate == loopback ]]; then
+    RANKS=4 run "4ranks/ddp/none" "$rate" --parallel ddp
+    RANKS=4 run "4ranks/diloco/4x1/H50/rot:tile:2" "$rate" --parallel diloco --sync-every 50 \
+      --compress-outer rot:tile:2
+    RANKS=4 run "4ranks/diloco/2x2/H50/rot:tile:2" "$rate" --parallel diloco --sync-every 50 \
+      --compress-outer rot:tile:2 --ranks-per-replica 2
   fi
   if [[ $sets == *" streaming "* ]]; then
     streaming=("${flags[@]}" --parallel diloco --sync-every 50 --fragments 5)

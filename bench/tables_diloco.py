@@ -24,6 +24,11 @@ def runs():
 
 def name(tag):
     parts = tag.split("/")
+    if parts[0] == "4ranks":
+        parts = parts[1:]
+        if parts[0] == "diloco":  # diloco/RxK/H/codec: R replicas of K ranks
+            replicas, ranks = parts[1].split("x")
+            return f"DiLoCo {replicas} replicas of {ranks} {parts[2]} {parts[3]}"
     if parts[0] == "ddp":
         return f"DDP {parts[1]}"
     if parts[0] == "diloco":
@@ -34,28 +39,38 @@ def name(tag):
     return f"Streaming {knobs} {parts[-1]}"
 
 
+def is_ddp(tag):
+    return tag.split("/")[-2] == "ddp"
+
+
 def bytes_a_sample(tag, r):
-    """What one rank sent over every replica's samples (DDP: its gradients' wire bytes)."""
-    if not tag.startswith("ddp/"):
+    """What one rank sent over every replica's samples (DDP: its gradients' wire bytes; a
+    replica's inner DDP is not counted: it runs on the replica's own links)."""
+    if not is_ddp(tag):
         return r[K.wire_bytes_per_sample]
     words = r["command"].split()
     return r[K.grad_wire_bytes] / float(words[words.index("--limit-train") + 1])
 
 
-def table(rate, by_tag):
-    base = by_tag.get("ddp/none")
-    ddp = [r for t, r in by_tag.items() if t.startswith("ddp/") and t != "ddp/none"]
+def table(rate, by_tag, prefix=""):
+    by_tag = {t: r for t, r in by_tag.items() if t.startswith(prefix) and
+              (prefix or not t.startswith("4ranks/"))}
+    if not by_tag:
+        return
+    none = prefix + "ddp/none"
+    base = by_tag.get(none)
+    ddp = [r for t, r in by_tag.items() if is_ddp(t) and t != none]
     best = max(ddp, key=lambda r: r[K.samples_per_s]) if ddp else None
-    print(f"{rate}:\n")
+    print(f"{rate}{', 4 ranks' if prefix else ''}:\n")
     print("| method | test acc % | vs DDP none (pt) | samples/s | vs DDP none | vs best compressed "
           "DDP | bytes a sample | vs DDP none | outer steps | waited (s) | exchange (s) | hidden "
           "| compute utilization |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for tag, r in by_tag.items():
         sps, acc = r[K.samples_per_s], 100 * r[K.test_acc]
-        diloco = not tag.startswith("ddp/")
+        diloco = not is_ddp(tag)
         sent = bytes_a_sample(tag, r)
-        fewer = f"1/{bytes_a_sample('ddp/none', base) / sent:.0f}" if base else ""
+        fewer = f"1/{bytes_a_sample(none, base) / sent:.0f}" if base else ""
         cells = [name(tag), f"{acc:.2f}",
                  f"{acc - 100 * base[K.test_acc]:+.2f}" if base else "",
                  f"{sps:.0f}", f"{sps / base[K.samples_per_s]:.2f}x" if base else "",
@@ -77,6 +92,7 @@ def main():
     data = runs()
     for rate in sys.argv[1:] or list(data):
         table(rate, data.get(rate, {}))
+        table(rate, data.get(rate, {}), prefix="4ranks/")
 
 
 if __name__ == "__main__":

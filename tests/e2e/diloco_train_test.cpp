@@ -59,12 +59,58 @@ TEST(DilocoE2eTest, StreamingFragmentsExchangeBesideTheInnerSteps) {
   EXPECT_GT(e["test_acc"].get<double>(), 0.5) << e.dump();
 }
 
+// 4 ranks as 2 replicas of 2: DDP inside each replica, DiLoCo between them.
+TEST(DilocoE2eTest, ReplicasOfTwoRanksTrainAsDdpInsideAndDilocoAcross) {
+  const std::string metrics = "/tmp/dtrain-e2e-hdiloco-" + std::to_string(getpid()) + ".jsonl";
+  testing::Process p({DTRAIN_BINARY,
+                      "train",
+                      "--parallel",
+                      "diloco",
+                      "-n",
+                      "4",
+                      "--ranks-per-replica",
+                      "2",
+                      "--model",
+                      "cnn",
+                      "--limit-train",
+                      "5120",
+                      "--limit-test",
+                      "1000",
+                      "--epochs",
+                      "1",
+                      "--optimizer",
+                      "adamw",
+                      "--lr",
+                      "1e-3",
+                      "--sync-every",
+                      "5",
+                      "--compress-outer",
+                      "sortquant:4",
+                      "--metrics",
+                      metrics,
+                      "--no-progress"});
+  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+  const auto rows = testing::take_json_lines_file(metrics);
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& e = rows[0];
+  EXPECT_EQ(e["steps"], 20) << e.dump();  // 5,120 samples over 4 ranks of 64
+  EXPECT_EQ(e["outer_steps"], 4) << e.dump();
+  EXPECT_GT(e["grad_wire_bytes"].get<double>(), 0) << "DDP inside each replica";
+  // Each rank exchanges its half of the cnn's 421,642 values with the other replica: an
+  // exact ring of 2 would send 4 bytes a value of it per exchange, where one rank per
+  // replica sends twice that.
+  EXPECT_NEAR(e["outer_fp32_bytes"].get<double>(), 4 * 4.0 * 421642 / 2, 64) << e.dump();
+  EXPECT_LT(e["outer_wire_bytes"].get<double>(), e["outer_fp32_bytes"].get<double>() / 5);
+  EXPECT_GT(e["test_acc"].get<double>(), 0.6) << e.dump();
+}
+
 TEST(DilocoE2eTest, FlagsThatDoNotFitAreRefusedBeforeTraining) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--parallel", "ddp", "--sync-every", "5"}, "are for --parallel diloco"},
       {{"--parallel", "diloco", "--compress-grad", "sortquant:8"}, "--compress-outer"},
       {{"--parallel", "diloco", "--outer-momentum", "1"}, "outer-momentum"},
       {{"--parallel", "ddp", "--fragments", "2"}, "are for --parallel diloco"},
+      {{"--parallel", "diloco", "--ranks-per-replica", "3"}, "must divide -n 2 into replicas"},
       {{"--parallel", "diloco", "--sync-every", "10", "--fragments", "2", "--sync-delay", "6"},
        "--sync-delay must be between 0 and --sync-every / --fragments (5)"},
   };

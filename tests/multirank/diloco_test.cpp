@@ -11,6 +11,8 @@
 #include "../support/models.h"
 #include "../support/ranks.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/world.h"
+#include "dtrain/parallel/ddp.h"
 #include "dtrain/parallel/diloco.h"
 
 namespace dtrain::parallel {
@@ -30,9 +32,20 @@ std::pair<at::Tensor, at::Tensor> batch(int replica, int64_t step) {
   return {at::randn({kBatch, 1, 6, 6}, g), at::randint(0, 5, {kBatch}, g)};
 }
 
+// Replica r of K ranks: its ranks' batches together (what DDP over them averages).
+std::pair<at::Tensor, at::Tensor> replica_batch(int replica, int ranks, int64_t step) {
+  std::vector<at::Tensor> xs, ys;
+  for (int j = 0; j < ranks; ++j) {
+    auto [x, y] = batch(replica * ranks + j, step);
+    xs.push_back(x);
+    ys.push_back(y);
+  }
+  return {at::cat(xs), at::cat(ys)};
+}
+
 void inner_step(torch::nn::Sequential& model, torch::optim::Optimizer& opt, int replica,
-                int64_t step) {
-  const auto [x, y] = batch(replica, step);
+                int64_t step, int ranks_per_replica = 1) {
+  const auto [x, y] = replica_batch(replica, ranks_per_replica, step);
   opt.zero_grad();
   torch::nn::functional::cross_entropy(model->forward(x), y).backward();
   opt.step();
@@ -60,7 +73,8 @@ at::Tensor flat(torch::nn::Sequential& model) {
 // m = mu m + g, anchor -= lr (g + mu m), applied at once or `delay` steps later with
 // parameters = alpha parameters + (1 - alpha) anchor. After the last step the exchange in
 // flight lands whole and every fragment with steps since its last exchange has one more.
-std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps = kSteps) {
+std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps = kSteps,
+                                  int ranks_per_replica = 1) {
   std::vector<torch::nn::Sequential> models;
   std::vector<std::unique_ptr<torch::optim::SGD>> opts;
   for (int r = 0; r < kReplicas; ++r) {
@@ -102,7 +116,8 @@ std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps =
     {
       torch::AutoGradMode grad(true);
       for (int r = 0; r < kReplicas; ++r)
-        inner_step(models[static_cast<size_t>(r)], *opts[static_cast<size_t>(r)], r, k);
+        inner_step(models[static_cast<size_t>(r)], *opts[static_cast<size_t>(r)], r, k,
+                   ranks_per_replica);
     }
     const int64_t t = k + 1;
     for (auto& s : since)
@@ -285,6 +300,84 @@ TEST(Diloco, StateTakenInFlightResumesExactly) {
   for (int rank = 0; rank < kReplicas; ++rank)
     for (size_t i = 0; i < whole[rank].size(); ++i)
       EXPECT_TRUE(at::equal(whole[rank][i], resumed[rank][i])) << rank << " " << i;
+}
+
+// Replicas of two ranks (4 ranks): DDP inside each replica, the outer exchange between the
+// replicas' first ranks and between their second ranks, each on its block of the
+// pseudo-gradient, then gathered inside the replica.
+TEST(Diloco, ReplicasOfTwoRanksEqualTheReference) {
+  constexpr int kRanksPerReplica = 2;
+  for (const auto& codec : {compress::CodecSpec{}, compress::parse_codec("rot:tile:4")}) {
+    const bool exact = codec == compress::CodecSpec{};
+    const auto expected = reference({2, 1, 0.5}, kSteps, kRanksPerReplica);
+    std::map<int, std::vector<at::Tensor>> got;
+    std::map<int, DilocoStats> stats;
+    std::mutex mu;
+    // Made here, one after another: the models seed torch's one global generator.
+    std::vector<torch::nn::Sequential> models;
+    for (int r = 0; r < kReplicas * kRanksPerReplica; ++r)
+      models.push_back(make_model());
+    testing::run_ranks(kReplicas * kRanksPerReplica, [&](comm::Group& g) {
+      const int replica = g.rank() / kRanksPerReplica, place = g.rank() % kRanksPerReplica;
+      auto inside =
+          comm::connect_subgroup(g, {replica * kRanksPerReplica, replica * kRanksPerReplica + 1},
+                                 "r" + std::to_string(replica));
+      auto across =
+          comm::connect_subgroup(g, {place, kRanksPerReplica + place}, "p" + std::to_string(place));
+      auto& model = models[static_cast<size_t>(g.rank())];
+      if (g.rank() != 0) {
+        torch::NoGradGuard no_grad;
+        for (auto& p : model->parameters())
+          p.add_(static_cast<double>(g.rank()));  // brought to rank 0's by DDP, then DiLoCo
+      }
+      DistributedDataParallel ddp(*inside, model.ptr(), {});
+      DilocoConfig config;
+      config.sync_every = kSyncEvery;
+      config.outer_lr = kOuterLr;
+      config.outer_momentum = kMomentum;
+      config.codec = codec;
+      config.fragments = 2;
+      config.sync_delay = 1;
+      Diloco diloco(*across, model->parameters(), model->buffers(), config, inside.get());
+      torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
+      for (int64_t k = 0; k < kSteps; ++k) {
+        const auto [x, y] = batch(g.rank(), k);
+        opt.zero_grad();
+        ddp.before_forward();
+        torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+        ddp.finish_backward();
+        opt.step();
+        diloco.after_inner_step();
+      }
+      diloco.sync();
+      std::lock_guard<std::mutex> lock(mu);
+      got[g.rank()] = flat_state(model);
+      stats[g.rank()] = diloco.take_stats();
+    });
+    double worst = 0, scale = 0;
+    for (int rank = 0; rank < kReplicas * kRanksPerReplica; ++rank) {
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_TRUE(at::equal(got[rank][i], got[0][i])) << "rank " << rank << " parameter " << i;
+        worst = std::max(worst, (got[rank][i] - expected[i]).abs().max().item<double>());
+        scale = std::max(scale, expected[i].abs().max().item<double>());
+      }
+      // Each rank's exchanges carry a quarter of the values (its half of each half-model
+      // fragment) both ways: about n bytes of float32 per exchange, not 2 n.
+      const auto n = static_cast<double>(flat(models[0]).numel());
+      const DilocoStats& s = stats[rank];
+      EXPECT_NEAR(static_cast<double>(s.fp32_bytes), n * static_cast<double>(s.outer_steps),
+                  8.0 * static_cast<double>(s.outer_steps));
+      if (exact) {
+        EXPECT_EQ(s.wire_bytes, s.fp32_bytes);
+      }
+    }
+    if (exact) {
+      EXPECT_LE(worst, 1e-5);
+    } else {
+      EXPECT_GT(worst, 0);
+      EXPECT_LT(worst, 0.05 * scale);
+    }
+  }
 }
 
 // BatchNorm's running statistics are averaged exactly at an outer step; its step counter

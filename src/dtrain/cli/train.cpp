@@ -63,7 +63,7 @@ bool diloco_flags_set(const parallel::DilocoConfig& c) {
   return c.sync_every != defaults.sync_every || c.outer_lr != defaults.outer_lr ||
          c.outer_momentum != defaults.outer_momentum || c.codec != defaults.codec ||
          c.fragments != defaults.fragments || c.sync_delay != defaults.sync_delay ||
-         c.merge_alpha != defaults.merge_alpha;
+         c.merge_alpha != defaults.merge_alpha || c.ranks_per_replica != defaults.ranks_per_replica;
 }
 
 const EnumNames<bool> kEdgeNames("edge set", {{false, "client"}, {true, "all"}});
@@ -217,6 +217,11 @@ void register_train(CLI::App& parent, int& exit_code) {
                   "diloco (streaming): inner steps each exchange runs beside, in the "
                   "background, before it is applied (0: it blocks; at most H / F)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  sub->add_option("--ranks-per-replica", lo.ranks_per_replica,
+                  "diloco: K ranks in each replica, training it as DDP does (--algo, "
+                  "--bucket-mb); -n R*K runs R replicas")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   sub->add_option("--merge-alpha", lo.merge_alpha,
                   "diloco (streaming): with --sync-delay, weight of the replica's own "

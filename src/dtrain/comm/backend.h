@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <string>
 
 namespace dtrain::comm {
 
@@ -31,6 +32,9 @@ class Backend {
   std::chrono::milliseconds timeout;
   bool wire_check;  // comm/group.h, Integrity
   int streams = 1;  // Gloo contexts (devices) connected: connections per peer (group.h)
+  bool streams_everywhere = false;  // --streams given: every link, not only long ones
+  // How this rank's Gloo devices were made, so a subgroup connects the same way.
+  std::string gloo_hostname, gloo_interface;
   // NCCL's, running the collectives of tensors on `device`; null where Gloo runs them all.
   c10::intrusive_ptr<c10d::Backend> device_pg;
   c10::Device device{c10::kCPU};

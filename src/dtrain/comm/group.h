@@ -107,6 +107,8 @@ class Group {
   Group& operator=(const Group&) = delete;
 
   int rank() const { return rank_; }
+  // The c10d objects behind it (comm/backend.h: for comm/world.cpp's subgroups only).
+  const Backend& backend() const { return *backend_; }
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 

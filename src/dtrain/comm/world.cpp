@@ -212,6 +212,9 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
                         config.gloo_hostname, config.gloo_interface, bound, streams);
     backend = std::make_unique<Backend>(pg, store, config.timeout, config.wire_check);
     backend->streams = streams;
+    backend->streams_everywhere = config.streams > 0;
+    backend->gloo_hostname = config.gloo_hostname;
+    backend->gloo_interface = config.gloo_interface;
     if (nccl) {
       connecting = "NCCL";
       backend->device_pg =
@@ -258,8 +261,42 @@ std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
   auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "", false, streams);
   auto backend = std::make_unique<Backend>(pg, impl_->store, timeout, true);
   backend->streams = streams;
+  backend->streams_everywhere = true;
+  backend->gloo_hostname = "127.0.0.1";
   auto group = std::make_unique<Group>(std::move(backend));
   if (streams > 1) configure_streams(*group, /*everywhere=*/true);
+  return group;
+}
+
+std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& members,
+                                        const std::string& name) {
+  const auto me = std::find(members.begin(), members.end(), parent.rank());
+  if (me == members.end())
+    throw std::invalid_argument(parent.describe() + ": not a member of subgroup '" + name + "'");
+  for (const int m : members)
+    if (m < 0 || m >= parent.size() || std::count(members.begin(), members.end(), m) != 1)
+      throw std::invalid_argument("subgroup '" + name + "': members must be distinct ranks of " +
+                                  "the group");
+  const Backend& from = parent.backend();
+  const auto rank = static_cast<int>(me - members.begin());
+  const auto size = static_cast<int>(members.size());
+  std::unique_ptr<Backend> backend;
+  try {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/sub/" + name, from.store);
+    auto pg = make_gloo(prefixed, rank, size, from.timeout, from.gloo_hostname, from.gloo_interface,
+                        /*io_thread_batch=*/false, from.streams);
+    backend = std::make_unique<Backend>(pg, from.store, from.timeout, from.wire_check);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw CommError(parent.describe() + ": connecting subgroup '" + name +
+                    "' failed: " + what.substr(0, what.find('\n')));
+  }
+  backend->streams = from.streams;
+  backend->streams_everywhere = from.streams_everywhere;
+  backend->gloo_hostname = from.gloo_hostname;
+  backend->gloo_interface = from.gloo_interface;
+  auto group = std::make_unique<Group>(std::move(backend));
+  if (group->stream_capacity() > 1) configure_streams(*group, from.streams_everywhere);
   return group;
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtrain::comm {
 
@@ -86,6 +87,13 @@ bool launched_by_environment();
 // wire check and the backend of GPU collectives, and where that is NCCL, its communicator
 // is made (comm/nccl_backend.h).
 std::unique_ptr<Group> connect(const WorldConfig& config);
+
+// A group of some of `parent`'s ranks (`members`, by parent rank; a member's rank in the
+// new group is its index there), connected like the parent (store, timeout, wire check,
+// interface, streams) under its own `name`. Collective over the members only: each calls
+// it with the same members and name; groups of other names may connect at the same time.
+std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& members,
+                                        const std::string& name);
 
 // max(1, cores / local ranks): intra-op threads per rank so local ranks do not oversubscribe;
 // the cores this process may use (under taskset, those it left), not all the host has.

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "dtrain/comm/allreduce.h"
+#include "dtrain/comm/collectives.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/tags.h"
 #include "dtrain/metrics/bandwidth.h"
@@ -51,8 +52,11 @@ void check_config(const DilocoConfig& c, int64_t values) {
 }  // namespace
 
 Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
-               std::vector<at::Tensor> buffers, DilocoConfig config)
-    : group_(group), parameters_(std::move(parameters)), config_(std::move(config)) {
+               std::vector<at::Tensor> buffers, DilocoConfig config, comm::Group* replica)
+    : group_(group),
+      replica_(replica != nullptr && replica->size() > 1 ? replica : nullptr),
+      parameters_(std::move(parameters)),
+      config_(std::move(config)) {
   if (parameters_.empty()) throw std::invalid_argument("DiLoCo: the model has no parameters");
   int64_t values = 0;
   for (const auto& p : parameters_) {
@@ -61,6 +65,8 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     values += p.numel();
   }
   check_config(config_, values);
+  if (replica_ != nullptr && values / config_.fragments < replica_->size())
+    throw std::invalid_argument("DiLoCo: fragments smaller than a replica's ranks");
   for (auto& b : buffers)
     if (b.is_floating_point() && b.numel() > 0) buffers_.push_back(b);
   if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);
@@ -142,15 +148,22 @@ Diloco::Averaged Diloco::exchange(size_t fragment, const at::Tensor& pseudo_grad
   const at::NoGradGuard no_grad;
   Fragment& f = fragments_[fragment];
   Averaged out;
-  out.pseudo_gradient = pseudo_gradient;
-  out.fp32_bytes = metrics::ring_allreduce_traffic(pseudo_gradient.numel() * 4, group_.size());
+  // A replica of several ranks: this rank's block only, the others' from its replica after.
+  at::Tensor piece = pseudo_gradient;
+  if (replica_ != nullptr) {
+    const int64_t n = pseudo_gradient.numel();
+    const int parts = replica_->size(), me = replica_->rank();
+    piece = pseudo_gradient.narrow(0, n * me / parts, comm::block_count(n, parts, me)).clone();
+  }
+  out.fp32_bytes = metrics::ring_allreduce_traffic(piece.numel() * 4, group_.size());
   if (!codec_) {
-    exact_mean(group_, out.pseudo_gradient);
+    exact_mean(group_, piece);
     out.wire_bytes = out.fp32_bytes;
   } else {
-    out.wire_bytes = coded_mean_with_feedback(group_, out.pseudo_gradient, *codec_, f.feedback,
-                                              outer_tag(0), outer_tag(1));
+    out.wire_bytes =
+        coded_mean_with_feedback(group_, piece, *codec_, f.feedback, outer_tag(0), outer_tag(1));
   }
+  out.pseudo_gradient = piece;  // whole once gathered (gather_blocks)
   if (buffers.defined()) {
     out.buffers = buffers;
     exact_mean(group_, out.buffers);
@@ -158,6 +171,15 @@ Diloco::Averaged Diloco::exchange(size_t fragment, const at::Tensor& pseudo_grad
   out.seconds = metrics::trace::span_since("communication", "outer exchange", t0,
                                            static_cast<int64_t>(fragment), "fragment");
   return out;
+}
+
+// On the training thread: the replica's ranks are DDP's between inner steps, and its
+// communication thread may use them during one.
+void Diloco::gather_blocks(Averaged& averaged, int64_t size) {
+  if (replica_ == nullptr) return;
+  at::Tensor whole = at::empty({size}, averaged.pseudo_gradient.options());
+  comm::all_gather(*replica_, averaged.pseudo_gradient, whole);
+  averaged.pseudo_gradient = whole;
 }
 
 // Outer SGD with Nesterov momentum on the averaged pseudo-gradient g, as torch.optim.SGD
@@ -203,7 +225,9 @@ void Diloco::launch(size_t fragment, bool background) {
   f.since = 0;
   f.countdown = config_.sync_every;
   if (!background) {
-    apply(fragment, exchange(fragment, g, buffers), 0);
+    Averaged averaged = exchange(fragment, g, buffers);
+    gather_blocks(averaged, f.size);
+    apply(fragment, averaged, 0);
   } else {
     if (in_flight_) throw std::logic_error("DiLoCo: two exchanges in flight");
     in_flight_.emplace();
@@ -219,6 +243,7 @@ void Diloco::settle() {
   if (!in_flight_ || in_flight_->settled) return;
   const auto t0 = metrics::Clock::now();
   in_flight_->settled = in_flight_->running.get();
+  gather_blocks(*in_flight_->settled, fragments_[in_flight_->fragment].size);
   const double waited = metrics::trace::span_since("communication", "outer wait", t0);
   in_flight_->waited_s += waited;
   stats_.sync_s += waited;

@@ -20,6 +20,13 @@
 // kept in part: parameters = alpha local + (1 - alpha) shared. tau must not exceed the gap
 // between two fragments' offsets (at most one exchange in flight).
 //
+// Replicas of several ranks (a DDP group each, `replica`): the pseudo-gradient is the same on
+// every rank of a replica, so rank i of each replica averages only block i of it with rank
+// i of the other replicas (over `group`, the replicas' i-th ranks), and the replica's ranks
+// then all-gather the blocks over their own fast links: the slow links between replicas
+// carry each value once. The gather runs on the training thread (between inner steps,
+// where DDP does not use the replica's group), never on the worker.
+//
 // Collective over the group: every rank must construct it and call after_inner_step(),
 // sync() and settle() at the same points. While an exchange is in flight the group is
 // this object's: call settle() before any other collective on it (checkpoints do).
@@ -46,13 +53,14 @@ class Group;
 namespace dtrain::parallel {
 
 struct DilocoConfig {
-  int64_t sync_every = 50;      // H: inner steps per outer step
-  double outer_lr = 0.7;        // the paper's defaults
-  double outer_momentum = 0.9;  // Nesterov
-  compress::CodecSpec codec;    // of the outer all-reduce; none: exact
-  int64_t fragments = 1;        // F: ranges of the parameters synchronized at staggered steps
-  int64_t sync_delay = 0;       // tau: inner steps an exchange runs beside before it is applied
-  double merge_alpha = 0.5;     // with tau > 0: weight of the replica's own parameters
+  int64_t sync_every = 50;        // H: inner steps per outer step
+  double outer_lr = 0.7;          // the paper's defaults
+  double outer_momentum = 0.9;    // Nesterov
+  compress::CodecSpec codec;      // of the outer all-reduce; none: exact
+  int64_t fragments = 1;          // F: ranges of the parameters synchronized at staggered steps
+  int64_t sync_delay = 0;         // tau: inner steps an exchange runs beside before it is applied
+  double merge_alpha = 0.5;       // with tau > 0: weight of the replica's own parameters
+  int64_t ranks_per_replica = 1;  // K > 1: each replica a DDP group (train/diloco_engine.cpp)
 };
 
 struct DilocoStats {
@@ -67,9 +75,10 @@ struct DilocoStats {
 
 class Diloco {
  public:
-  // Starts every replica from rank 0's parameters and buffers (broadcast).
+  // Starts every replica from rank 0's parameters and buffers (broadcast over `group`).
+  // `group`: one rank of each replica; `replica`: this replica's ranks (null: one rank).
   Diloco(comm::Group& group, std::vector<at::Tensor> parameters, std::vector<at::Tensor> buffers,
-         DilocoConfig config);
+         DilocoConfig config, comm::Group* replica = nullptr);
   ~Diloco();
   Diloco(const Diloco&) = delete;
   Diloco& operator=(const Diloco&) = delete;
@@ -123,7 +132,10 @@ class Diloco {
   at::Tensor flat_parameters(int64_t begin, int64_t size) const;
   void write_parameters(int64_t begin, const at::Tensor& values, double own_weight);
   at::Tensor flat_buffers() const;
+  // The fragment averaged over `group_` (with a replica of several ranks: this rank's block).
   Averaged exchange(size_t fragment, const at::Tensor& pseudo_gradient, const at::Tensor& buffers);
+  // Every block of the replica's ranks into the whole fragment of `size` values.
+  void gather_blocks(Averaged& averaged, int64_t size);
   void apply(size_t fragment, const Averaged& averaged, double own_weight);
   // Starts the fragment's exchange: on the worker, or here and applied at once.
   void launch(size_t fragment, bool background);
@@ -131,6 +143,7 @@ class Diloco {
   void land(double own_weight);
 
   comm::Group& group_;
+  comm::Group* replica_;  // null, or this replica's ranks
   std::vector<at::Tensor> parameters_, buffers_;
   DilocoConfig config_;
   std::unique_ptr<compress::Codec> codec_;  // null: exact

@@ -1,10 +1,15 @@
-// DiLoCo mode: each rank a replica that trains its own data shard with the run's optimizer
-// (a local engine), and every --sync-every steps an outer step over all replicas
-// (parallel/diloco.h). Each epoch's last step ends with an outer step, so evaluation sees
+// DiLoCo mode: each replica trains its own data shard with the run's optimizer (one rank: a
+// local engine; --ranks-per-replica K: a DDP engine over the replica's K ranks), and every
+// --sync-every steps an outer step over all replicas (parallel/diloco.h), between the i-th
+// ranks of the replicas. Each epoch's last step ends with an outer step, so evaluation sees
 // the shared parameters, the same on every replica.
 #include <torch/torch.h>
 
+#include <numeric>
+#include <stdexcept>
+
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/world.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/parallel/diloco.h"
@@ -13,14 +18,45 @@
 namespace dtrain::train {
 namespace {
 
+// Replica r holds ranks [r K, (r + 1) K); the outer exchange runs between the ranks with
+// the same place i in their replicas: i, K + i, 2 K + i, ...
+struct ReplicaGroups {
+  std::unique_ptr<comm::Group> replica, across;
+};
+
+ReplicaGroups connect_replicas(comm::Group& group, int64_t ranks_per_replica) {
+  const int k = static_cast<int>(ranks_per_replica), n = group.size();
+  if (k < 1 || n % k != 0)
+    throw std::invalid_argument("--ranks-per-replica " + std::to_string(ranks_per_replica) +
+                                " must divide -n " + std::to_string(n) + " into replicas");
+  ReplicaGroups g;
+  if (k == 1) return g;
+  const int replica = group.rank() / k, place = group.rank() % k;
+  std::vector<int> members(static_cast<size_t>(k)), across;
+  std::iota(members.begin(), members.end(), replica * k);
+  for (int r = 0; r < n / k; ++r)
+    across.push_back(r * k + place);
+  g.replica = comm::connect_subgroup(group, members, "diloco/replica/" + std::to_string(replica));
+  g.across = comm::connect_subgroup(group, across, "diloco/place/" + std::to_string(place));
+  return g;
+}
+
+std::unique_ptr<Engine> make_inner_engine(comm::Group* replica, torch::nn::Sequential model,
+                                          const TrainConfig& c) {
+  if (replica != nullptr) return make_ddp_engine(*replica, std::move(model), c);
+  return make_local_engine(std::move(model), models::make_loss(c.loss), c.device, c.memory_format);
+}
+
 class DilocoEngine final : public Engine {
  public:
   DilocoEngine(comm::Group& group, torch::nn::Sequential model, const TrainConfig& c)
       : group_(group),
-        local_(make_local_engine(std::move(model), models::make_loss(c.loss), c.device,
-                                 c.memory_format)),
-        diloco_(group, local_->checkpoint_module()->parameters(),
-                local_->checkpoint_module()->buffers(), c.parallel.diloco) {
+        groups_(connect_replicas(group, c.parallel.diloco.ranks_per_replica)),
+        // The replica's DDP engine first: it brings the replica's ranks to the replica's
+        // first rank, and the outer step's broadcast then brings every replica to rank 0.
+        local_(make_inner_engine(groups_.replica.get(), std::move(model), c)),
+        diloco_(groups_.across ? *groups_.across : group, local_->checkpoint_module()->parameters(),
+                local_->checkpoint_module()->buffers(), c.parallel.diloco, groups_.replica.get()) {
     extra_.save = [this] { return diloco_.state(); };
     extra_.check = [this](const auto& saved) { diloco_.check_state(saved); };
     extra_.restore = [this](const auto& saved) { diloco_.restore_state(saved); };
@@ -55,6 +91,7 @@ class DilocoEngine final : public Engine {
   BatchResult eval_batch(const data::Batch& batch) override { return local_->eval_batch(batch); }
 
   void end_epoch(EpochStats& s) override {
+    local_->end_epoch(s);  // a replica's DDP: its own exchange's numbers
     const parallel::DilocoStats d = diloco_.take_stats();
     namespace key = metrics::key;
     s.extra[key::kOuterSteps] = d.outer_steps;
@@ -82,12 +119,15 @@ class DilocoEngine final : public Engine {
   const ExtraState* checkpoint_extra() const override { return &extra_; }
 
   std::string layout() const override {
-    return "DiLoCo over " + std::to_string(group_.size()) + " replicas";
+    const int k = groups_.replica ? groups_.replica->size() : 1;
+    return "DiLoCo over " + std::to_string(group_.size() / k) + " replicas" +
+           (k > 1 ? " of " + std::to_string(k) + " ranks" : "");
   }
 
  private:
   comm::Group& group_;
-  std::unique_ptr<Engine> local_;
+  ReplicaGroups groups_;           // empty with one rank per replica
+  std::unique_ptr<Engine> local_;  // the replica's inner training
   parallel::Diloco diloco_;
   ExtraState extra_;     // diloco_'s state, for checkpoints
   int64_t samples_ = 0;  // this epoch's, this replica
