@@ -40,9 +40,11 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   const auto& candidates = concrete_algorithms();
   const size_t n = candidates.size();
   // Turns alternate the order (ABCD DCBA ...): a drift hits every candidate alike. Small
-  // calls are noisy and cheap, so they take more turns (the same number on every rank).
+  // calls are noisy and cheap, so they take more turns (the same number on every rank): at
+  // 64 KiB on 2 shared cores the same algorithm's mean varies by 2x from run to run, and
+  // 6 turns picked candidates 15-25 % slower than the best (docs/results.md, 2026-11-26).
   const int64_t bytes = flat.numel() * flat.element_size();
-  const int turns = bytes <= (int64_t{1} << 20) ? 6 : bytes <= (int64_t{16} << 20) ? 4 : 2;
+  const int turns = bytes <= (int64_t{1} << 20) ? 16 : bytes <= (int64_t{16} << 20) ? 4 : 2;
   std::vector<std::vector<double>> times(n);
   at::Tensor trial = at::empty_like(flat);
   for (int turn = 0; turn < turns; ++turn) {
@@ -93,23 +95,24 @@ void AllReduceTuner::all_reduce(Group& group, at::Tensor& flat, const AllReduceO
     const int before = state->choice.calibrations;
     state->choice = calibrate(group, flat, run_one);
     state->choice.calibrations = before + 1;
-  } else if (state->calls == kRecheckCalls) {
-    // Have the links changed? The ranks compare their recent mean with the calibration.
-    at::Tensor recent = at::full({1}, state->recent_s / kRecheckCalls, at::kDouble);
+  } else if (static_cast<int>(state->recent_s.size()) == kRecheckCalls) {
+    // Have the links changed? The ranks compare their recent median with the calibration's.
+    at::Tensor recent = at::full({1}, median(state->recent_s), at::kDouble);
     group.native_all_reduce(recent, ReduceOp::kMax);
     const double ratio = recent.item<double>() / std::max(state->choice.seconds, 1e-9);
-    if (ratio > 1.5 || ratio < 1 / 1.5) {
+    const bool drifted = ratio > 1.5 || ratio < 1 / 1.5;
+    state->drifted_checks = drifted ? state->drifted_checks + 1 : 0;
+    if (state->drifted_checks == 2) {
       const int before = state->choice.calibrations;
       state->choice = calibrate(group, flat, run_one);
       state->choice.calibrations = before + 1;
+      state->drifted_checks = 0;
     }
-    state->calls = 0;
-    state->recent_s = 0;
+    state->recent_s.clear();
   }
   const auto start = Clock::now();
   run_one(state->choice.algorithm, flat);
-  state->recent_s += seconds_since(start);
-  ++state->calls;
+  state->recent_s.push_back(seconds_since(start));
 }
 
 const AllReduceTuner::Choice* AllReduceTuner::choice(int tag, at::ScalarType dtype, ReduceOp op,

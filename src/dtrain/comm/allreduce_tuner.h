@@ -4,12 +4,14 @@
 // A kind of call is (channel tag, dtype, op, size class: the bytes' power of two); the world
 // size, device and links are the group's. The first call of a kind times every candidate
 // (ring, butterfly, direct, native) on copies of that call's data, taking turns (ABCD DCBA
-// ...; 6 turns up to 1 MiB, 4 up to 16 MiB, 2 above) and keeping each one's median; a
+// ...; 16 turns up to 1 MiB, 4 up to 16 MiB, 2 above) and keeping each one's median; a
 // candidate's time is the slowest rank's, so every rank reaches the same choice from the
-// same numbers. Later calls of the kind run the choice. Every kRecheckCalls
-// calls of a kind the ranks compare its mean time with the calibration's (one small
-// all-reduce); a change of more than half either way (the link was reshaped, the machine is
-// busier) calibrates the kind again.
+// same numbers. Later calls of the kind run the choice. Every kRecheckCalls calls of a kind
+// the ranks compare the median time of those calls (the slowest rank's) with the
+// calibration's (one small all-reduce); a change of more than half either way at two checks
+// in a row (the link was reshaped, the machine is busier) calibrates the kind again. Medians
+// and the second look keep one noisy stretch of small calls, whose times vary by 2x on a
+// busy machine, from paying for a calibration it does not need.
 //
 // With the wire check on, native (Gloo's own, whose messages carry no check) is chosen only
 // where it beats every checked candidate by more than kNativeMargin (5 %).
@@ -61,8 +63,8 @@ class AllReduceTuner {
   using Kind = std::tuple<int, int, int, int>;  // tag, dtype, op, log2 class
   struct State {
     Choice choice;
-    int calls = 0;
-    double recent_s = 0;  // this rank's time of the calls since the last check
+    std::vector<double> recent_s;  // this rank's time of each call since the last check
+    int drifted_checks = 0;        // checks in a row that found the time out of band
   };
   static Kind kind_of(int tag, at::ScalarType dtype, ReduceOp op, int64_t bytes);
   // Times every candidate on copies of `flat` and keeps the fastest (collective).
