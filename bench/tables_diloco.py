@@ -22,11 +22,15 @@ def runs():
     return out
 
 
+# Tag prefixes of runs that get a table of their own (another world size, another model).
+GROUPS = {"4ranks/": "4 ranks", "mobilenetv2/": "MobileNetV2"}
+
+
 def name(tag):
     parts = tag.split("/")
-    if parts[0] == "4ranks":
+    if parts[0] + "/" in GROUPS:
         parts = parts[1:]
-        if parts[0] == "diloco":  # diloco/RxK/H/codec: R replicas of K ranks
+        if parts[0] == "diloco" and "x" in parts[1]:  # diloco/RxK/H/codec: R replicas of K
             replicas, ranks = parts[1].split("x")
             return f"DiLoCo {replicas} replicas of {ranks} {parts[2]} {parts[3]}"
     if parts[0] == "ddp":
@@ -54,14 +58,14 @@ def bytes_a_sample(tag, r):
 
 def table(rate, by_tag, prefix=""):
     by_tag = {t: r for t, r in by_tag.items() if t.startswith(prefix) and
-              (prefix or not t.startswith("4ranks/"))}
+              (prefix or not any(t.startswith(g) for g in GROUPS))}
     if not by_tag:
         return
     none = prefix + "ddp/none"
     base = by_tag.get(none)
     ddp = [r for t, r in by_tag.items() if is_ddp(t) and t != none]
     best = max(ddp, key=lambda r: r[K.samples_per_s]) if ddp else None
-    print(f"{rate}{', 4 ranks' if prefix else ''}:\n")
+    print(f"{rate}{', ' + GROUPS[prefix] if prefix else ''}:\n")
     print("| method | test acc % | vs DDP none (pt) | samples/s | vs DDP none | vs best compressed "
           "DDP | bytes a sample | vs DDP none | outer steps | waited (s) | exchange (s) | hidden "
           "| compute utilization |")
@@ -92,7 +96,8 @@ def main():
     data = runs()
     for rate in sys.argv[1:] or list(data):
         table(rate, data.get(rate, {}))
-        table(rate, data.get(rate, {}), prefix="4ranks/")
+        for prefix in GROUPS:
+            table(rate, data.get(rate, {}), prefix=prefix)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 # (pip: run it while nothing else uses the venv). Writes docs/data/torchft.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lab_rate.sh
 bin=${DTRAIN:-build/dtrain}
 py=${PYTHON:-.venv/bin/python}
 export PYTHONPATH=${PYTHONPATH:-$PWD/build/python}  # the package beside this build
@@ -42,14 +43,7 @@ cli_run() {  # cli_run TAG RATE ROUND ARGS...
   head -1 "$tmp" | sed "s|^{|{\"run\":\"$name\",\"rate\":\"$rate\",\"round\":$round,|" >>"$out"
 }
 for rate in ${RATES:-loopback 20mbit}; do
-  "$bin" netlab down "$lab" >/dev/null 2>&1 || true
-  flags=()
-  if [ "$rate" != loopback ]; then
-    delay=0
-    [ "$rate" = 20mbit ] && delay=5ms
-    "$bin" netlab up "$lab" --hosts 2 --rate "$rate" --delay "$delay" >/dev/null
-    flags=(--netlab "$lab")
-  fi
+  lab_for_rate "$rate"
   for round in $(seq 1 "${ROUNDS:-1}"); do
     python_run torchft/H50/none "$rate" "$round" --impl torchft
     python_run python/H50/none "$rate" "$round" --impl dtrain

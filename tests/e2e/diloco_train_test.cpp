@@ -11,19 +11,29 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(DilocoE2eTest, TwoReplicasWithTwoBitOuterGradientsLearn) {
-  const std::string metrics = "/tmp/dtrain-e2e-diloco-" + std::to_string(getpid()) + ".jsonl";
-  // 2,560 samples: 20 inner steps of 64 per replica, an outer step every 5.
-  testing::Process p(
-      {DTRAIN_BINARY,  "train", "--parallel",       "diloco",     "-n",           "2",
-       "--model",      "cnn",   "--limit-train",    "2560",       "--limit-test", "1000",
-       "--epochs",     "1",     "--optimizer",      "adamw",      "--lr",         "1e-3",
-       "--sync-every", "5",     "--compress-outer", "rot:tile:2", "--metrics",    metrics,
-       "--no-progress"});
-  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
+// One `dtrain train --parallel diloco` run of the cnn (1 epoch, AdamW 1e-3, 1,000 test
+// samples) with `flags`; its epoch row, and its stderr in `err` when asked.
+nlohmann::json epoch_row(const std::vector<std::string>& flags, std::string* err = nullptr) {
+  static int run = 0;
+  const std::string metrics =
+      "/tmp/dtrain-e2e-diloco-" + std::to_string(getpid()) + "-" + std::to_string(run++) + ".jsonl";
+  std::vector<std::string> args{
+      DTRAIN_BINARY,  "train", "--parallel",  "diloco", "--model",      "cnn",
+      "--epochs",     "1",     "--optimizer", "adamw",  "--lr",         "1e-3",
+      "--limit-test", "1000",  "--metrics",   metrics,  "--no-progress"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  testing::Process p(args);
+  EXPECT_EQ(p.wait_for(300s), 0) << p.err();
+  if (err != nullptr) *err = p.err();
   const auto rows = testing::take_json_lines_file(metrics);
-  ASSERT_EQ(rows.size(), 2u);
-  const auto& e = rows[0];
+  EXPECT_EQ(rows.size(), 2u) << p.err();  // the epoch and the summary
+  return rows.empty() ? nlohmann::json::object() : rows[0];
+}
+
+TEST(DilocoE2eTest, TwoReplicasWithTwoBitOuterGradientsLearn) {
+  const nlohmann::json row = epoch_row(
+      {"-n", "2", "--limit-train", "2560", "--sync-every", "5", "--compress-outer", "rot:tile:2"});
+  const auto& e = row;
   EXPECT_EQ(e["steps"], 20) << e.dump();
   EXPECT_EQ(e["outer_steps"], 4) << e.dump();
   const auto sent = e["outer_wire_bytes"].get<double>(), fp32 = e["outer_fp32_bytes"].get<double>();
@@ -38,17 +48,10 @@ TEST(DilocoE2eTest, TwoReplicasWithTwoBitOuterGradientsLearn) {
 // Streaming: 4 fragments, each exchanged every 8 steps at offsets 0, 2, 4, 6 and applied
 // 2 steps later, beside the inner steps.
 TEST(DilocoE2eTest, StreamingFragmentsExchangeBesideTheInnerSteps) {
-  const std::string metrics = "/tmp/dtrain-e2e-sdiloco-" + std::to_string(getpid()) + ".jsonl";
-  testing::Process p(
-      {DTRAIN_BINARY,      "train",       "--parallel",    "diloco", "-n",           "2",
-       "--model",          "cnn",         "--limit-train", "2560",   "--limit-test", "1000",
-       "--epochs",         "1",           "--optimizer",   "adamw",  "--lr",         "1e-3",
-       "--sync-every",     "8",           "--fragments",   "4",      "--sync-delay", "2",
-       "--compress-outer", "sortquant:4", "--metrics",     metrics,  "--no-progress"});
-  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
-  const auto rows = testing::take_json_lines_file(metrics);
-  ASSERT_EQ(rows.size(), 2u);
-  const auto& e = rows[0];
+  const nlohmann::json row =
+      epoch_row({"-n", "2", "--limit-train", "2560", "--sync-every", "8", "--fragments", "4",
+                 "--sync-delay", "2", "--compress-outer", "sortquant:4"});
+  const auto& e = row;
   // 20 steps: ten exchanges start at steps 2, 4, ..., 20 (fragments 1, 2, 3, 0, 1, ...); the
   // one from step 20 lands at once, and fragments 0, 1 and 3, trained since their last, have
   // one more at the epoch's end.
@@ -61,38 +64,10 @@ TEST(DilocoE2eTest, StreamingFragmentsExchangeBesideTheInnerSteps) {
 
 // 4 ranks as 2 replicas of 2: DDP inside each replica, DiLoCo between them.
 TEST(DilocoE2eTest, ReplicasOfTwoRanksTrainAsDdpInsideAndDilocoAcross) {
-  const std::string metrics = "/tmp/dtrain-e2e-hdiloco-" + std::to_string(getpid()) + ".jsonl";
-  testing::Process p({DTRAIN_BINARY,
-                      "train",
-                      "--parallel",
-                      "diloco",
-                      "-n",
-                      "4",
-                      "--ranks-per-replica",
-                      "2",
-                      "--model",
-                      "cnn",
-                      "--limit-train",
-                      "5120",
-                      "--limit-test",
-                      "1000",
-                      "--epochs",
-                      "1",
-                      "--optimizer",
-                      "adamw",
-                      "--lr",
-                      "1e-3",
-                      "--sync-every",
-                      "5",
-                      "--compress-outer",
-                      "sortquant:4",
-                      "--metrics",
-                      metrics,
-                      "--no-progress"});
-  ASSERT_EQ(p.wait_for(300s), 0) << p.err();
-  const auto rows = testing::take_json_lines_file(metrics);
-  ASSERT_EQ(rows.size(), 2u);
-  const auto& e = rows[0];
+  const nlohmann::json row =
+      epoch_row({"-n", "4", "--ranks-per-replica", "2", "--limit-train", "5120", "--sync-every",
+                 "5", "--compress-outer", "sortquant:4"});
+  const auto& e = row;
   EXPECT_EQ(e["steps"], 20) << e.dump();  // 5,120 samples over 4 ranks of 64
   EXPECT_EQ(e["outer_steps"], 4) << e.dump();
   EXPECT_GT(e["grad_wire_bytes"].get<double>(), 0) << "DDP inside each replica";
@@ -104,12 +79,35 @@ TEST(DilocoE2eTest, ReplicasOfTwoRanksTrainAsDdpInsideAndDilocoAcross) {
   EXPECT_GT(e["test_acc"].get<double>(), 0.6) << e.dump();
 }
 
+// --compress-outer auto on loopback: the exchange is cheap beside the steps, so it stays
+// exact, and the row and the log say what was chosen.
+TEST(DilocoE2eTest, CompressOuterAutoKeepsTheExactExchangeOnLoopback) {
+  std::string err;
+  const nlohmann::json row = epoch_row(
+      {"-n", "2", "--limit-train", "1280", "--sync-every", "5", "--compress-outer", "auto"}, &err);
+  EXPECT_EQ(row["outer_codec"], "none") << row.dump();
+  EXPECT_EQ(row["outer_wire_bytes"], row["outer_fp32_bytes"]);
+  EXPECT_NE(err.find("--compress-outer auto chose none ("), std::string::npos) << err;
+}
+
+// A replica killed mid-training, with an exchange running beside the steps: the other
+// fails within seconds, naming it, instead of waiting for it.
+TEST(DilocoE2eTest, AKilledReplicaMakesTheOtherFailNamingIt) {
+  const int port = 31000 + static_cast<int>(getpid() % 1000);
+  auto ranks = testing::start_ranks({DTRAIN_BINARY, "train", "--parallel", "diloco", "--model",
+                                     "cnn", "--epochs", "20", "--sync-every", "2", "--fragments",
+                                     "2", "--sync-delay", "1", "--timeout", "20", "--no-progress"},
+                                    2, port);
+  testing::kill_and_expect_clear_failures(ranks, 1, 6s, 25s);
+}
+
 TEST(DilocoE2eTest, FlagsThatDoNotFitAreRefusedBeforeTraining) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--parallel", "ddp", "--sync-every", "5"}, "are for --parallel diloco"},
       {{"--parallel", "diloco", "--compress-grad", "sortquant:8"}, "--compress-outer"},
       {{"--parallel", "diloco", "--outer-momentum", "1"}, "outer-momentum"},
       {{"--parallel", "ddp", "--fragments", "2"}, "are for --parallel diloco"},
+      {{"--parallel", "ddp", "--compress-outer", "auto"}, "--compress-outer auto is for"},
       {{"--parallel", "diloco", "--ranks-per-replica", "3"}, "must divide -n 2 into replicas"},
       {{"--parallel", "diloco", "--sync-every", "10", "--fragments", "2", "--sync-delay", "6"},
        "--sync-delay must be between 0 and --sync-every / --fragments (5)"},

@@ -6,6 +6,7 @@
 #include "dtrain/base/names.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
+#include "dtrain/cli/diloco_options.h"
 #include "dtrain/cli/tracing.h"
 #include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/group.h"
@@ -56,15 +57,8 @@ struct Options {
   std::string compress_candidates = names_of(parallel::default_auto_candidates());
   int compress_min_bits = 8;
   double compress_runoff = parallel::AutoCompress{}.runoff_window;
+  bool compress_outer_auto = false;
 };
-
-bool diloco_flags_set(const parallel::DilocoConfig& c) {
-  const parallel::DilocoConfig defaults;
-  return c.sync_every != defaults.sync_every || c.outer_lr != defaults.outer_lr ||
-         c.outer_momentum != defaults.outer_momentum || c.codec != defaults.codec ||
-         c.fragments != defaults.fragments || c.sync_delay != defaults.sync_delay ||
-         c.merge_alpha != defaults.merge_alpha || c.ranks_per_replica != defaults.ranks_per_replica;
-}
 
 const EnumNames<bool> kEdgeNames("edge set", {{false, "client"}, {true, "all"}});
 const EnumNames<at::ScalarType> kCacheDtypes("cache dtype", {{at::kFloat, "float32"},
@@ -191,43 +185,7 @@ void register_train(CLI::App& parent, int& exit_code) {
   add_typed_option(sub, "--parallel", c.parallel.mode, train::parse_parallel_mode,
                    "none, pipeline (one stage per rank, -n S), ddp (data parallel, -n N) or "
                    "diloco (-n R replicas training alone, averaged every --sync-every steps)");
-  auto& lo = c.parallel.diloco;
-  sub->add_option("--sync-every", lo.sync_every,
-                  "diloco: H, inner optimizer steps between outer steps (each epoch's last step "
-                  "also ends with one)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
-      ->capture_default_str();
-  sub->add_option("--outer-lr", lo.outer_lr, "diloco: the outer optimizer's learning rate")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  sub->add_option("--outer-momentum", lo.outer_momentum,
-                  "diloco: the outer optimizer's Nesterov momentum, in [0, 1)")
-      ->check(CLI::Range(0.0, 0.999999))
-      ->capture_default_str();
-  add_typed_option(sub, "--compress-outer", lo.codec, compress::parse_codec,
-                   "diloco: codec of the outer all-reduce of pseudo-gradients, with error "
-                   "feedback (default none: exact)",
-                   "none");
-  sub->add_option("--fragments", lo.fragments,
-                  "diloco (streaming): F equal ranges of the parameters, fragment f exchanged "
-                  "every --sync-every steps at offset f H / F")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
-  sub->add_option("--sync-delay", lo.sync_delay,
-                  "diloco (streaming): inner steps each exchange runs beside, in the "
-                  "background, before it is applied (0: it blocks; at most H / F)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
-      ->capture_default_str();
-  sub->add_option("--ranks-per-replica", lo.ranks_per_replica,
-                  "diloco: K ranks in each replica, training it as DDP does (--algo, "
-                  "--bucket-mb); -n R*K runs R replicas")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
-  sub->add_option("--merge-alpha", lo.merge_alpha,
-                  "diloco (streaming): with --sync-delay, weight of the replica's own "
-                  "parameters when a delayed outer step lands")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+  add_diloco_options(sub, c.parallel.diloco, o->compress_outer_auto);
   auto& d = c.parallel.ddp;
   add_typed_option(sub, "--algo", d.algorithm, comm::parse_algorithm,
                    "ddp: all-reduce algorithm (ring, butterfly, direct, native, auto)");
@@ -372,6 +330,10 @@ void register_train(CLI::App& parent, int& exit_code) {
         throw std::invalid_argument("--delta codes with a fixed --compress codec, not auto");
       if (pc.activation_codec == compress::CodecSpec{})
         throw std::invalid_argument("--delta needs a lossy --compress codec to code the changes");
+    }
+    if (o->compress_outer_auto) {
+      if (!diloco) throw std::invalid_argument("--compress-outer auto is for --parallel diloco");
+      o->config.parallel.diloco.auto_codec = auto_options(*o);
     }
     if (o->compress_auto || o->compress_grad_auto) {
       const auto options = auto_options(*o);

@@ -44,6 +44,7 @@ inline constexpr char kCudaMaxReservedMaxBytes[] = "cuda_max_reserved_max_bytes"
 // sent, bytes sent per training sample (all replicas' samples), compute time over the
 // epoch's wall time.
 inline constexpr char kOuterSteps[] = "outer_steps";
+inline constexpr char kOuterCodec[] = "outer_codec";  // --compress-outer's, or auto's choice
 inline constexpr char kOuterSyncS[] = "outer_sync_s";
 inline constexpr char kOuterExchangeS[] = "outer_exchange_s";
 inline constexpr char kOuterHiddenS[] = "outer_hidden_s";

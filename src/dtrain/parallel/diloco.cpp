@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <iostream>
 #include <stdexcept>
+#include <tuple>
 
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/collectives.h"
@@ -13,12 +15,14 @@
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
 #include "dtrain/parallel/coded_feedback.h"
+#include "dtrain/parallel/diloco_auto.h"
 
 namespace dtrain::parallel {
 namespace {
 
+// Phases 0 and 1: the coded exchange's two; 2 and 3: auto's link probe.
 int outer_tag(int phase) {
-  static const comm::TagLayout layout(comm::TagSpace::kOuter, {{"phase", 1}});
+  static const comm::TagLayout layout(comm::TagSpace::kOuter, {{"phase", 2}});
   return layout.make({phase});
 }
 
@@ -69,7 +73,9 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     throw std::invalid_argument("DiLoCo: fragments smaller than a replica's ranks");
   for (auto& b : buffers)
     if (b.is_floating_point() && b.numel() > 0) buffers_.push_back(b);
-  if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);
+  codec_pending_ = config_.auto_codec.has_value();
+  if (!codec_pending_ && config_.codec != compress::CodecSpec{})
+    codec_ = compress::make_codec(config_.codec);
   // Every replica starts where rank 0 does.
   const at::NoGradGuard no_grad;
   for (auto& t : parameters_) {
@@ -95,6 +101,31 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     fragments_.push_back(std::move(fragment));
   }
   if (config_.sync_delay > 0) worker_ = std::make_unique<BackgroundWorker>("diloco exchange");
+  started_ = metrics::Clock::now();
+}
+
+void Diloco::choose_codec() {
+  const std::vector<compress::CodecSpec> candidates = eligible_candidates(*config_.auto_codec);
+  OuterSetting setting;
+  at::Tensor step = at::tensor(
+      {metrics::since(started_) / static_cast<double>(std::max<int64_t>(1, stats_.inner_steps))},
+      at::kDouble);
+  group_.native_all_reduce(step, comm::ReduceOp::kMax);
+  setting.step_s = step.item<double>();
+  std::tie(setting.rate_bytes_per_s, setting.latency_s) =
+      probe_outer_link(group_, outer_tag(2), outer_tag(3));
+  // What this rank exchanges: fragment 0, or its block of it in a replica of several ranks.
+  setting.values = fragments_.front().size / (replica_ != nullptr ? replica_->size() : 1);
+  setting.replicas = group_.size();
+  setting.sync_every = config_.sync_every;
+  setting.fragments = config_.fragments;
+  setting.sync_delay = config_.sync_delay;
+  const OuterChoice choice = choose_outer_codec(candidates, setting);
+  config_.codec = candidates[choice.chosen];
+  if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);
+  codec_pending_ = false;
+  if (group_.rank() == 0 && (replica_ == nullptr || replica_->rank() == 0))
+    std::cerr << "diloco: " << describe(choice, candidates, setting) << std::endl;
 }
 
 Diloco::~Diloco() = default;
@@ -208,6 +239,7 @@ void Diloco::apply(size_t fragment, const Averaged& averaged, double own_weight)
 }
 
 void Diloco::launch(size_t fragment, bool background) {
+  if (codec_pending_) choose_codec();  // nothing in flight yet: the group is free
   const auto t0 = metrics::Clock::now();
   Fragment& f = fragments_[fragment];
   at::Tensor g;
@@ -294,6 +326,7 @@ bool Diloco::sync() {
 }
 
 DilocoStats Diloco::take_stats() {
+  stats_.codec = codec_pending_ ? "auto" : compress::to_string(config_.codec);
   const DilocoStats out = stats_;
   stats_ = DilocoStats{};
   return out;

@@ -43,6 +43,8 @@
 #include <vector>
 
 #include "dtrain/compress/codec.h"
+#include "dtrain/metrics/timer.h"
+#include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/background_worker.h"
 #include "dtrain/parallel/coded_feedback.h"
 
@@ -61,6 +63,8 @@ struct DilocoConfig {
   int64_t sync_delay = 0;         // tau: inner steps an exchange runs beside before it is applied
   double merge_alpha = 0.5;       // with tau > 0: weight of the replica's own parameters
   int64_t ranks_per_replica = 1;  // K > 1: each replica a DDP group (train/diloco_engine.cpp)
+  // --compress-outer auto: `codec` chosen from these at the first exchange (diloco_auto.h).
+  std::optional<AutoCompress> auto_codec;
 };
 
 struct DilocoStats {
@@ -71,6 +75,7 @@ struct DilocoStats {
   int64_t wire_bytes = 0;   // bytes this rank sent in outer exchanges
   int64_t fp32_bytes = 0;   // what an exact fp32 ring all-reduce would have sent
   int64_t inner_steps = 0;
+  std::string codec;  // the outer exchange's, as it stands ("auto" until chosen)
 };
 
 class Diloco {
@@ -137,6 +142,8 @@ class Diloco {
   // Every block of the replica's ranks into the whole fragment of `size` values.
   void gather_blocks(Averaged& averaged, int64_t size);
   void apply(size_t fragment, const Averaged& averaged, double own_weight);
+  // --compress-outer auto: probes the link, times the steps so far, picks the codec.
+  void choose_codec();
   // Starts the fragment's exchange: on the worker, or here and applied at once.
   void launch(size_t fragment, bool background);
   // Applies the exchange in flight now, the replica's own parameters weighted `own_weight`.
@@ -147,6 +154,8 @@ class Diloco {
   std::vector<at::Tensor> parameters_, buffers_;
   DilocoConfig config_;
   std::unique_ptr<compress::Codec> codec_;  // null: exact
+  bool codec_pending_ = false;              // auto, not chosen yet
+  metrics::Clock::time_point started_;      // for auto: the steps' time before the choice
   at::Tensor anchor_;                       // the shared parameters, flat float32
   at::Tensor momentum_;                     // the outer optimizer's
   std::vector<Fragment> fragments_;

@@ -2,7 +2,9 @@
 // exactly where the stopped one was, an exchange in flight included.
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "dtrain/parallel/diloco.h"
 
@@ -11,6 +13,21 @@ namespace {
 
 std::string residual_name(size_t fragment, const std::string& phase) {
   return "residual/" + std::to_string(fragment) + "/" + phase;
+}
+
+template <class Fail>
+compress::CodecSpec parse_saved_codec(const at::Tensor& bytes, const Fail& fail) {
+  if (bytes.scalar_type() != at::kByte || bytes.dim() != 1 || bytes.numel() > 256)
+    fail("holds a malformed outer codec");
+  const at::Tensor host = bytes.contiguous();
+  const std::string name(reinterpret_cast<const char*>(host.data_ptr<uint8_t>()),
+                         static_cast<size_t>(host.numel()));
+  try {
+    return compress::parse_codec(name);
+  } catch (const std::invalid_argument& e) {
+    fail("holds an outer codec that does not parse: " + std::string(e.what()));
+  }
+  return {};
 }
 
 }  // namespace
@@ -34,6 +51,11 @@ std::map<std::string, at::Tensor> Diloco::state() {
             f.feedback.scatter[peer].residual();
     if (f.feedback.gather.residual().defined())
       out[residual_name(i, "gather")] = f.feedback.gather.residual();
+  }
+  if (config_.auto_codec && !codec_pending_) {
+    // The choice travels with the residuals it made: a resumed run does not choose again.
+    const std::string name = compress::to_string(config_.codec);
+    out["outer_codec"] = at::tensor(std::vector<uint8_t>(name.begin(), name.end()), at::kByte);
   }
   if (in_flight_) {
     const Averaged& a = *in_flight_->settled;
@@ -68,9 +90,16 @@ void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
       fail("has inner steps since its last outer step that --sync-every " +
            std::to_string(config_.sync_every) + " does not allow");
   }
+  std::optional<compress::CodecSpec> chosen;
+  if (const auto it = saved.find("outer_codec"); it != saved.end()) {
+    if (!config_.auto_codec)
+      fail("holds a codec chosen by --compress-outer auto, and this run's is fixed");
+    chosen = parse_saved_codec(it->second, fail);
+  }
+  const bool coded = codec_ != nullptr || (chosen && *chosen != compress::CodecSpec{});
   for (const auto& [name, t] : saved) {
     if (name.rfind("residual/", 0) != 0) continue;
-    if (!codec_) fail("holds error-feedback residuals, and this run's outer exchange is exact");
+    if (!coded) fail("holds error-feedback residuals, and this run's outer exchange is exact");
     bool known = false;
     for (size_t i = 0; i < fragments_.size(); ++i) {
       known |= name == residual_name(i, "gather");
@@ -99,6 +128,11 @@ void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
 
 void Diloco::restore_state(const std::map<std::string, at::Tensor>& saved) {
   check_state(saved);
+  if (const auto it = saved.find("outer_codec"); it != saved.end()) {
+    config_.codec = parse_saved_codec(it->second, [](const std::string&) {});
+    codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
+    codec_pending_ = false;
+  }
   anchor_.copy_(saved.at("anchor"));
   momentum_.copy_(saved.at("momentum"));
   const at::Tensor since = saved.at("since_sync"), countdown = saved.at("countdown");

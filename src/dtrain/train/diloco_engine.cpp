@@ -13,6 +13,7 @@
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/parallel/diloco.h"
+#include "dtrain/train/batchnorm_statistics.h"
 #include "dtrain/train/engine.h"
 
 namespace dtrain::train {
@@ -56,10 +57,18 @@ class DilocoEngine final : public Engine {
         // first rank, and the outer step's broadcast then brings every replica to rank 0.
         local_(make_inner_engine(groups_.replica.get(), std::move(model), c)),
         diloco_(groups_.across ? *groups_.across : group, local_->checkpoint_module()->parameters(),
-                local_->checkpoint_module()->buffers(), c.parallel.diloco, groups_.replica.get()) {
-    extra_.save = [this] { return diloco_.state(); };
+                local_->checkpoint_module()->buffers(), c.parallel.diloco, groups_.replica.get()),
+        batchnorm_(local_->checkpoint_module()) {
+    extra_.save = [this] {
+      auto state = diloco_.state();
+      state.merge(batchnorm_.state());
+      return state;
+    };
     extra_.check = [this](const auto& saved) { diloco_.check_state(saved); };
-    extra_.restore = [this](const auto& saved) { diloco_.restore_state(saved); };
+    extra_.restore = [this](const auto& saved) {
+      diloco_.restore_state(saved);
+      batchnorm_.restore(saved);
+    };
   }
 
   c10::Device input_device() const override { return local_->input_device(); }
@@ -73,15 +82,18 @@ class DilocoEngine final : public Engine {
   BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan& plan,
                           EpochStats& s) override {
     samples_ += batch.labels.size(0);
+    batchnorm_.remember(batch.inputs);
     return local_->train_batch(batch, lr, plan, s);
   }
 
-  // The epoch's last step ends with every fragment's outer step, inside the epoch's time.
+  // The epoch's last step ends with every fragment's outer step, inside the epoch's time,
+  // and BatchNorm statistics taken anew under the shared weights (batchnorm_statistics.h).
   void after_optimizer_step(EpochStats& s, bool last_in_epoch) override {
     const double before = diloco_.sync_seconds();
     diloco_.after_inner_step();
     if (last_in_epoch) diloco_.sync();
     s.time_comm_s += diloco_.sync_seconds() - before;
+    if (last_in_epoch) batchnorm_.recompute(group_);
   }
 
   // The group is shared with the checkpointer's collectives and whatever follows training.
@@ -95,6 +107,7 @@ class DilocoEngine final : public Engine {
     const parallel::DilocoStats d = diloco_.take_stats();
     namespace key = metrics::key;
     s.extra[key::kOuterSteps] = d.outer_steps;
+    s.extra[key::kOuterCodec] = d.codec;
     s.extra[key::kOuterSyncS] = d.sync_s;
     s.extra[key::kOuterExchangeS] = d.exchange_s;
     s.extra[key::kOuterHiddenS] = d.hidden_s;
@@ -129,8 +142,9 @@ class DilocoEngine final : public Engine {
   ReplicaGroups groups_;           // empty with one rank per replica
   std::unique_ptr<Engine> local_;  // the replica's inner training
   parallel::Diloco diloco_;
-  ExtraState extra_;     // diloco_'s state, for checkpoints
-  int64_t samples_ = 0;  // this epoch's, this replica
+  BatchNormStatistics batchnorm_;  // after the outer step that ends an epoch
+  ExtraState extra_;               // diloco_'s state, for checkpoints
+  int64_t samples_ = 0;            // this epoch's, this replica
 };
 
 }  // namespace

@@ -1,0 +1,90 @@
+#include "dtrain/parallel/diloco_auto.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include "dtrain/comm/group.h"
+#include "dtrain/comm/link_probe.h"
+#include "dtrain/parallel/auto_codec.h"
+
+namespace dtrain::parallel {
+
+OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidates,
+                               const OuterSetting& s) {
+  if (candidates.empty()) throw std::invalid_argument("--compress-outer auto: no candidates");
+  if (!(s.rate_bytes_per_s > 0) || s.replicas < 2 || s.values < 1)
+    throw std::invalid_argument("--compress-outer auto: no link to choose for");
+  const int p = s.replicas;
+  const double messages = 2.0 * (p - 1);
+  OuterChoice out;
+  out.budget_s = kExposedShare * static_cast<double>(s.sync_every) /
+                 static_cast<double>(s.fragments) * s.step_s;
+  for (const auto& c : candidates) {
+    double bytes;
+    if (c == compress::CodecSpec{}) {
+      bytes = messages / p * 4.0 * static_cast<double>(s.values);
+    } else {
+      const int64_t piece = (s.values + p - 1) / p;
+      bytes =
+          messages * static_cast<double>(compress::packet_size(*compress::make_codec(c), {piece}));
+    }
+    const double exchange = bytes / s.rate_bytes_per_s + messages * s.latency_s;
+    out.exchange_s.push_back(exchange);
+    out.exposed_s.push_back(std::max(0.0, exchange - static_cast<double>(s.sync_delay) * s.step_s));
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (out.exposed_s[i] <= out.budget_s) {
+      out.chosen = i;
+      return out;
+    }
+  }
+  const double least = *std::min_element(out.exposed_s.begin(), out.exposed_s.end());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (out.exposed_s[i] <= least * (1 + kPreferenceMargin)) {
+      out.chosen = i;
+      break;
+    }
+  }
+  return out;
+}
+
+std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag) {
+  double rate = 1e30, latency = 0;
+  for (int r = 1; r < group.size(); ++r) {
+    if (group.rank() != 0 && group.rank() != r) continue;
+    const comm::LinkProbe probe =
+        comm::probe_link(group, group.rank() == 0 ? r : 0, group.rank() == 0, ping_tag, data_tag,
+                         comm::Duplex::kBothWaysAtOnce);
+    if (group.rank() != 0) continue;
+    rate = std::min({rate, probe.out_bytes_per_s, probe.in_bytes_per_s});
+    latency = std::max(latency, probe.latency_s);
+  }
+  // Rank 0's numbers to every rank.
+  at::Tensor numbers = at::tensor({rate, latency}, at::kDouble);
+  group.native_broadcast(numbers, 0);
+  return {numbers[0].item<double>(), numbers[1].item<double>()};
+}
+
+std::string describe(const OuterChoice& choice, const std::vector<compress::CodecSpec>& candidates,
+                     const OuterSetting& s) {
+  std::ostringstream line;
+  char buffer[96];
+  std::snprintf(buffer, sizeof buffer, "%.1f Mbit/s, %.1f ms one way, %.1f ms a step",
+                s.rate_bytes_per_s * 8 / 1e6, s.latency_s * 1e3, s.step_s * 1e3);
+  line << "--compress-outer auto chose " << compress::to_string(candidates[choice.chosen]) << " ("
+       << buffer << "; waits per exchange:";
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::snprintf(buffer, sizeof buffer, " %s %.0f ms", compress::to_string(candidates[i]).c_str(),
+                  choice.exposed_s[i] * 1e3);
+    line << buffer << (i + 1 < candidates.size() ? "," : "");
+  }
+  std::snprintf(buffer, sizeof buffer, "; budget %.0f ms)", choice.budget_s * 1e3);
+  line << buffer;
+  return line.str();
+}
+
+}  // namespace dtrain::parallel

@@ -1,0 +1,59 @@
+// `--compress-outer auto`: DiLoCo's outer codec chosen from the measured link and step time
+// (parallel/diloco.h calls it once, at the first outer exchange).
+//
+// An exchange of a fragment of n values over p replicas sends, per rank, 2 (p - 1) messages:
+// exact (a ring), 2 (p - 1) / p * 4n bytes; coded (comm/coded_allreduce.h), 2 (p - 1)
+// packets of a piece of n / p values. Its time is bytes / rate + 2 (p - 1) latencies; the
+// inner steps hide tau of them (--sync-delay), so what the training waits is
+//   exposed = max(0, exchange - tau * step).
+// One exchange happens every H / F steps (--sync-every, --fragments). The choice is the
+// first candidate (least lossy first) whose exposed time is at most kExposedShare of those
+// steps' time, so the replicas compute at least 95 % of the time; where none is, the one
+// with the least exposed time (an earlier one within kPreferenceMargin of it wins). Codec
+// time is not counted: a codec codes 1-3 GB/s a core, far faster than a link slow enough
+// for the choice to matter.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtrain/compress/codec.h"
+
+namespace dtrain::comm {
+class Group;
+}
+
+namespace dtrain::parallel {
+
+inline constexpr double kExposedShare = 0.05;
+
+struct OuterSetting {
+  double step_s = 0;            // one inner step (the slowest replica's)
+  double rate_bytes_per_s = 0;  // the slowest link's, both ways at once
+  double latency_s = 0;         // one way, per message
+  int64_t values = 0;           // in one fragment
+  int replicas = 2;             // p (the group the exchange runs over)
+  int64_t sync_every = 50, fragments = 1, sync_delay = 0;
+};
+
+struct OuterChoice {
+  size_t chosen = 0;
+  std::vector<double> exchange_s;  // per candidate
+  std::vector<double> exposed_s;   // per candidate
+  double budget_s = 0;             // kExposedShare of the steps between exchanges
+};
+
+// Pure: the choice for `setting` among `candidates` (in preference order, none first).
+OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidates,
+                               const OuterSetting& setting);
+
+// Collective over `group`: the slowest link between rank 0 and every other rank, probed
+// both ways at once; every rank returns the same {rate, latency}.
+std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag);
+
+// One line for people: the choice, the numbers it came from.
+std::string describe(const OuterChoice& choice, const std::vector<compress::CodecSpec>& candidates,
+                     const OuterSetting& setting);
+
+}  // namespace dtrain::parallel

@@ -1,0 +1,65 @@
+// --compress-outer auto's choice (parallel/diloco_auto.h), from numbers given here.
+#include <gtest/gtest.h>
+
+#include "dtrain/parallel/diloco_auto.h"
+
+namespace dtrain::parallel {
+namespace {
+
+const std::vector<compress::CodecSpec> kCandidates = {
+    compress::parse_codec("none"), compress::parse_codec("fp16"),
+    compress::parse_codec("sortquant:8"), compress::parse_codec("rot:tile:2")};
+
+// The cnn (421,642 values) over 2 replicas, H = 50, a step of 8.5 ms.
+OuterSetting cnn(double mbit_per_s, double latency_ms) {
+  OuterSetting s;
+  s.step_s = 0.0085;
+  s.rate_bytes_per_s = mbit_per_s * 1e6 / 8;
+  s.latency_s = latency_ms / 1e3;
+  s.values = 421642;
+  s.replicas = 2;
+  return s;
+}
+
+TEST(OuterCodecChoiceTest, AFastLinkKeepsTheExchangeExact) {
+  const OuterChoice c = choose_outer_codec(kCandidates, cnn(10000, 0.05));
+  EXPECT_EQ(c.chosen, 0u);
+  // An exact ring of 2 sends the 1.69 MB once each way: 1.35 ms at 10 Gbit/s, 2 latencies.
+  EXPECT_NEAR(c.exchange_s[0], 4.0 * 421642 * 8 / 10e9 + 2 * 0.05e-3, 1e-9);
+  EXPECT_NEAR(c.budget_s, 0.05 * 50 * 0.0085, 1e-12);
+}
+
+TEST(OuterCodecChoiceTest, ASlowLinkTakesTheLeastExposedWhenNoneFitsTheBudget) {
+  const OuterChoice c = choose_outer_codec(kCandidates, cnn(20, 5));
+  // 0.67 s exact against a 21 ms budget: no candidate fits; the 2-bit one waits least.
+  EXPECT_EQ(c.chosen, 3u);
+  for (size_t i = 1; i < kCandidates.size(); ++i)
+    EXPECT_LT(c.exposed_s[i], c.exposed_s[i - 1]) << i;
+  // The least lossy candidate that fits wins where one does: 100 Mbit/s and a 4x longer round.
+  OuterSetting longer = cnn(100, 0.5);
+  longer.sync_every = 200;
+  EXPECT_EQ(choose_outer_codec(kCandidates, longer).chosen, 1u);  // fp16: 69 of 85 ms
+}
+
+TEST(OuterCodecChoiceTest, StreamingHidesALessLossyCodecBehindTheDelay) {
+  OuterSetting s = cnn(20, 5);
+  s.fragments = 5;
+  s.sync_delay = 10;  // 85 ms of steps beside each exchange of a fifth of the model
+  s.values = 421642 / 5;
+  const OuterChoice c = choose_outer_codec(kCandidates, s);
+  EXPECT_EQ(c.chosen, 1u) << "fp16's 77 ms hide behind 85 ms; exact's 145 ms do not";
+  EXPECT_EQ(c.exposed_s[1], 0);
+  EXPECT_GT(c.exposed_s[0], c.budget_s);
+}
+
+TEST(OuterCodecChoiceTest, NearTiesGoToTheLessLossyAndBadInputsAreErrors) {
+  // Latency-bound: every candidate waits about the same 2 x 200 ms.
+  OuterSetting s = cnn(10000, 200);
+  EXPECT_EQ(choose_outer_codec(kCandidates, s).chosen, 0u);
+  s.rate_bytes_per_s = 0;
+  EXPECT_THROW(choose_outer_codec(kCandidates, s), std::invalid_argument);
+  EXPECT_THROW(choose_outer_codec({}, cnn(20, 5)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dtrain::parallel
