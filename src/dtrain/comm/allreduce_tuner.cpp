@@ -47,6 +47,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   const int turns = bytes <= (int64_t{1} << 20) ? 16 : bytes <= (int64_t{16} << 20) ? 4 : 2;
   std::vector<std::vector<double>> times(n);
   at::Tensor trial = at::empty_like(flat);
+  const auto began = Clock::now();
   for (int turn = 0; turn < turns; ++turn) {
     for (size_t i = 0; i < n; ++i) {
       const size_t c = turn % 2 == 0 ? i : n - 1 - i;
@@ -54,6 +55,13 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
       const auto start = Clock::now();
       run_one(candidates[c], trial);
       times[c].push_back(seconds_since(start));
+    }
+    // Calls this slow are steady (a long link's round trips, a large message): the ranks
+    // stop together once the turns so far took kCalibrationBudgetS (the slowest rank's).
+    if (turn + 1 < turns) {
+      at::Tensor spent = at::full({1}, seconds_since(began), at::kDouble);
+      group.native_all_reduce(spent, ReduceOp::kMax);
+      if (spent.item<double>() >= kCalibrationBudgetS) break;
     }
   }
   // The slowest rank's time decides: an all-reduce is as slow as its slowest rank.

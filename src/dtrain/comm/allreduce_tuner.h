@@ -4,7 +4,8 @@
 // A kind of call is (channel tag, dtype, op, size class: the bytes' power of two); the world
 // size, device and links are the group's. The first call of a kind times every candidate
 // (ring, butterfly, direct, native) on copies of that call's data, taking turns (ABCD DCBA
-// ...; 16 turns up to 1 MiB, 4 up to 16 MiB, 2 above) and keeping each one's median; a
+// ...; 16 turns up to 1 MiB, 4 up to 16 MiB, 2 above, fewer once the turns took
+// kCalibrationBudgetS: slow calls are steady) and keeping each one's median; a
 // candidate's time is the slowest rank's, so every rank reaches the same choice from the
 // same numbers. Later calls of the kind run the choice. Every kRecheckCalls calls of a kind
 // the ranks compare the median time of those calls (the slowest rank's) with the
@@ -41,6 +42,9 @@ class AllReduceTuner {
  public:
   static constexpr int kRecheckCalls = 100;
   static constexpr double kNativeMargin = 0.05;
+  // A calibration takes no more turns once its turns took this long (every rank agrees):
+  // on a link of 25 ms one way, one turn of the four candidates at 1 MiB takes 0.3-0.6 s.
+  static constexpr double kCalibrationBudgetS = 0.25;
 
   // What a kind was calibrated to, for reports (bench collective's `chosen`).
   struct Choice {
