@@ -12,6 +12,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/layout.h"
 #include "dtrain/comm/tags.h"
+#include "dtrain/comm/world.h"
 #include "dtrain/compress/codec.h"
 #include "dtrain/compress/error_feedback.h"
 #include "dtrain/metrics/bandwidth.h"
@@ -111,9 +112,19 @@ void DistributedDataParallel::make_buckets() {
   }
   // A bucket of whole bytes reaches a cap of c MiB at ceil(c MiB) bytes.
   const auto cap = [](double mb) { return static_cast<int64_t>(std::ceil(mb * 1024 * 1024)); };
+  // On a long link every bucket pays round trips that backward cannot hide: there the first
+  // bucket is not made small (one bucket fewer a step). The ranks agree on the longest link.
+  at::Tensor longest = at::zeros({1}, at::kDouble);
+  for (int peer = 0; peer < group_.size(); ++peer)
+    if (peer != group_.rank())
+      longest[0] = std::max(longest[0].item<double>(), group_.round_trip(peer));
+  group_.native_all_reduce(longest, comm::ReduceOp::kMax);
+  const double first_mb = longest.item<double>() >= comm::kLongRttSeconds
+                              ? std::max(config_.first_bucket_mb, config_.bucket_mb)
+                              : config_.first_bucket_mb;
   slots_.resize(params_.size());
   for (const auto& members :
-       assign_buckets(bytes, needs_grad, cap(config_.first_bucket_mb), cap(config_.bucket_mb))) {
+       assign_buckets(bytes, needs_grad, cap(first_mb), cap(config_.bucket_mb))) {
     auto b = std::make_unique<Bucket>();
     int64_t elements = 0;
     for (const size_t k : members) {

@@ -8,9 +8,11 @@
 // - Parameters are grouped into buckets in reverse registration order (roughly the order
 //   backward produces their gradients); a bucket closes once it reaches its cap (so it may
 //   exceed it by one parameter); the first bucket's cap is small so communication starts
-//   early. Each parameter's .grad becomes a view into its bucket's flat buffer (PyTorch's
-//   gradient_as_bucket_view): once autograd has accumulated a gradient, a hook moves it
-//   into the view if it is not there already (a gradient allocated afresh after
+//   early, except where a link's round trip is long (comm::kLongRttSeconds, as measured at
+//   connect): there every bucket costs round trips backward cannot hide, and the first
+//   bucket takes the regular cap. Each parameter's .grad becomes a view into its bucket's flat
+//   buffer (PyTorch's gradient_as_bucket_view): once autograd has accumulated a gradient, a hook
+//   moves it into the view if it is not there already (a gradient allocated afresh after
 //   zero_grad() is copied once; one accumulated into .grad in place costs nothing) and
 //   points .grad at the view. A full bucket is handed to a communication thread that
 //   all-reduces it in place (in bucket order, the same on every rank) while backward goes
