@@ -15,7 +15,6 @@ rank sent, TCP/IP headers included)."""
 import argparse, json, os, resource, time
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -117,26 +116,14 @@ def main():
     total, steps, loss_sum, seen = 0.0, 0, 0.0, 0
     tx_start = tx_bytes(a.count_iface)
     for epoch in range(a.epochs):
-        model.train()
         g = torch.Generator().manual_seed(epoch)
         perm = torch.randperm(len(y), generator=g)[rank::world]
         start = time.perf_counter()
-        loss_sum, seen = 0.0, 0
-        for i in range(0, len(perm), a.batch_size):
-            idx = perm[i : i + a.batch_size]
-            loss = F.cross_entropy(model(x[idx]), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            loss_sum += loss.item() * len(idx)
-            seen += len(idx)
-            steps += 1
+        loss_sum, seen, epoch_steps = pytorch_models.train_pass(model, opt, x, y, perm, a.batch_size)
+        steps += epoch_steps
         total += time.perf_counter() - start
     tx_per_step = (tx_bytes(a.count_iface) - tx_start) / steps
-    model.eval()
-    with torch.no_grad():
-        correct = sum((model(tx[i : i + 500]).argmax(1) == ty[i : i + 500]).sum().item()
-                      for i in range(0, len(ty), 500))
+    test_acc = pytorch_models.test_accuracy(model, tx, ty)
     stats = torch.tensor([total, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0,
                           tx_per_step], dtype=torch.float64)
     dist.all_reduce(stats, op=dist.ReduceOp.MAX)
@@ -153,7 +140,7 @@ def main():
                           "epoch_s": stats[0].item() / a.epochs, "step_s": stats[0].item() / steps,
                           "samples_per_s": sums[1].item() / stats[0].item(),
                           "peak_rss_max_bytes": int(stats[1].item()),
-                          "train_loss": (sums[0] / sums[1]).item(), "test_acc": correct / len(ty),
+                          "train_loss": (sums[0] / sums[1]).item(), "test_acc": test_acc,
                           "wire_ratio": wire_ratio, "threads": a.threads,
                           "tx_bytes_per_step_max": stats[2].item() if a.count_iface else None,
                           "torch": torch.__version__}), flush=True)

@@ -22,7 +22,6 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 import pytorch_models
 
@@ -97,24 +96,12 @@ def main():
     perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))[rank::world]
     dist.barrier()
     start = time.perf_counter()
-    loss_sum, seen, steps = 0.0, 0, 0
     with wrapper:
-        model.train()
-        for i in range(0, len(perm) - a.batch_size + 1, a.batch_size):
-            idx = perm[i : i + a.batch_size]
-            loss = F.cross_entropy(model(x[idx]), y[idx])
-            inner.zero_grad()
-            loss.backward()
-            inner.step()
-            loss_sum += loss.item() * len(idx)
-            seen += len(idx)
-            steps += 1
+        loss_sum, seen, steps = pytorch_models.train_pass(model, inner, x, y, perm, a.batch_size,
+                                                          drop_last=True)
     elapsed = time.perf_counter() - start
     stats = wrapper.stats() if a.impl == "dtrain" else {}
-    model.eval()
-    with torch.no_grad():
-        correct = sum((model(tx[i : i + 500]).argmax(1) == ty[i : i + 500]).sum().item()
-                      for i in range(0, len(ty), 500))
+    test_acc = pytorch_models.test_accuracy(model, tx, ty)
     times = torch.tensor([elapsed], dtype=torch.float64)
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     totals = torch.tensor([seen, loss_sum], dtype=torch.float64)
@@ -125,7 +112,7 @@ def main():
                           "replicas": world, "steps": steps, "elapsed_s": times.item(),
                           "samples_per_s": totals[0].item() / times.item(),
                           "train_loss": (totals[1] / totals[0]).item(),
-                          "test_acc": correct / len(ty), "dtrain_stats": stats,
+                          "test_acc": test_acc, "dtrain_stats": stats,
                           "torch": torch.__version__}), flush=True)
     if close is not None:
         close()

@@ -1,11 +1,13 @@
 """The PyTorch twins of dtrain's zoo models and data used by the side-by-side benchmarks
-(same layers, shapes and parameter counts as src/dtrain/models and src/dtrain/data)."""
+(same layers, shapes and parameter counts as src/dtrain/models and src/dtrain/data), and
+the plain training pass and test accuracy those benchmarks share."""
 import gzip
 import struct
 
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 def read_idx(path):
@@ -84,3 +86,31 @@ def mlp_blocks(inputs, depth, hidden=512, classes=10):
     blocks += [nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU()) for _ in range(depth - 1)]
     blocks.append(nn.Linear(hidden, classes))
     return blocks
+
+
+def train_pass(model, optimizer, x, y, order, batch_size, drop_last=False):
+    """One pass over the samples `order` in batches of `batch_size` (the last partial one
+    dropped when `drop_last`): cross-entropy, backward, an optimizer step each. Returns the
+    loss summed over samples, the samples and the steps."""
+    model.train()
+    loss_sum, seen, steps = 0.0, 0, 0
+    end = len(order) - batch_size + 1 if drop_last else len(order)
+    for i in range(0, end, batch_size):
+        idx = order[i : i + batch_size]
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        loss_sum += loss.item() * len(idx)
+        seen += len(idx)
+        steps += 1
+    return loss_sum, seen, steps
+
+
+def test_accuracy(model, tx, ty, chunk=500):
+    """The share of `tx` whose arg-max class is `ty`, evaluated in chunks."""
+    model.eval()
+    with torch.no_grad():
+        correct = sum((model(tx[i : i + chunk]).argmax(1) == ty[i : i + chunk]).sum().item()
+                      for i in range(0, len(ty), chunk))
+    return correct / len(ty)
