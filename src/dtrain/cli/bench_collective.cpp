@@ -49,7 +49,6 @@ struct Options {
   c10::Device device{c10::kCPU};
 };
 
-
 Op parse_op(const std::string& s) {
   if (s == "all_reduce") return Op::kAllReduce;
   if (s == "broadcast") return Op::kBroadcast;
@@ -149,12 +148,10 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
     measured = measured && (peer == g.rank() || g.round_trip(peer) >= 0);
   if (!measured) comm::measure_round_trips(g);
   // The longest round trip and the most streams of any link: the same on every rank.
-  at::Tensor link = at::zeros({2}, at::kDouble);
-  for (int peer = 0; peer < p; ++peer) {
-    if (peer == g.rank()) continue;
-    link[0] = std::max(link[0].item<double>(), g.round_trip(peer));
-    link[1] = std::max(link[1].item<double>(), static_cast<double>(g.streams(peer)));
-  }
+  at::Tensor link = at::tensor({g.longest_round_trip(), 0.0}, at::kDouble);
+  for (int peer = 0; peer < p; ++peer)
+    if (peer != g.rank())
+      link[1] = std::max(link[1].item<double>(), static_cast<double>(g.streams(peer)));
   g.native_all_reduce(link, comm::ReduceOp::kMax);
 
   std::vector<metrics::Row> rows;

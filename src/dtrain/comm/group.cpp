@@ -172,4 +172,11 @@ void Group::reset_link_stats() {
     a = PeerAccount{};
 }
 
+double Group::longest_round_trip() const {
+  double longest = 0;
+  for (int peer = 0; peer < size_; ++peer)
+    if (peer != rank_) longest = std::max(longest, round_trip(peer));
+  return longest;
+}
+
 }  // namespace dtrain::comm

@@ -195,6 +195,8 @@ class Group {
   void set_round_trip(int peer, double seconds) {
     round_trips_.at(static_cast<size_t>(peer)) = seconds;
   }
+  // The longest round trip of this rank's links that were measured (0 where none was).
+  double longest_round_trip() const;
 
   LinkStats link_stats(int peer) const;
   void reset_link_stats();

@@ -159,6 +159,22 @@ LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_
   return {rate_of(out, scale), rate_of(in, scale), rtt / 2};
 }
 
+SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag) {
+  SlowestLink s;
+  for (int r = 1; r < group.size(); ++r) {
+    if (group.rank() != 0 && group.rank() != r) continue;
+    const LinkProbe p = probe_link(group, group.rank() == 0 ? r : 0, group.rank() == 0, ping_tag,
+                                   data_tag, Duplex::kBothWaysAtOnce);
+    if (group.rank() != 0) continue;
+    if (p.out_bytes_per_s < s.rate_bytes_per_s)
+      s = {0, r, p.out_bytes_per_s, p.latency_s, s.longest_latency_s};
+    if (p.in_bytes_per_s < s.rate_bytes_per_s)
+      s = {r, 0, p.in_bytes_per_s, p.latency_s, s.longest_latency_s};
+    s.longest_latency_s = std::max(s.longest_latency_s, p.latency_s);
+  }
+  return s;
+}
+
 double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
   at::Tensor ping = at::zeros({8}, at::kByte);
   double rtt = 1e30;

@@ -34,6 +34,17 @@ enum class Duplex { kOneWayAtATime, kBothWaysAtOnce };
 LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int data_tag,
                      Duplex duplex = Duplex::kOneWayAtATime);
 
+// The slowest directed link between rank 0 and each other rank, probed with
+// Duplex::kBothWaysAtOnce (as an all-reduce uses its links). Collective: every rank calls
+// it; the result is rank 0's (the other ranks get the defaults).
+struct SlowestLink {
+  int src = 0, dst = 0;
+  double rate_bytes_per_s = 1e30;  // the slowest direction's
+  double latency_s = 0;            // that link's, one way
+  double longest_latency_s = 0;    // the longest of every link's
+};
+SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag);
+
 // One way's latency alone: half the best of three 8-byte round trips (both ranks call it).
 double probe_latency(Group& group, int peer, bool initiator, int ping_tag);
 

@@ -114,10 +114,7 @@ void DistributedDataParallel::make_buckets() {
   const auto cap = [](double mb) { return static_cast<int64_t>(std::ceil(mb * 1024 * 1024)); };
   // On a long link every bucket pays round trips that backward cannot hide: there the first
   // bucket is not made small (one bucket fewer a step). The ranks agree on the longest link.
-  at::Tensor longest = at::zeros({1}, at::kDouble);
-  for (int peer = 0; peer < group_.size(); ++peer)
-    if (peer != group_.rank())
-      longest[0] = std::max(longest[0].item<double>(), group_.round_trip(peer));
+  at::Tensor longest = at::full({1}, group_.longest_round_trip(), at::kDouble);
   group_.native_all_reduce(longest, comm::ReduceOp::kMax);
   const double first_mb = longest.item<double>() >= comm::kLongRttSeconds
                               ? std::max(config_.first_bucket_mb, config_.bucket_mb)

@@ -73,16 +73,8 @@ std::optional<Slowest> slowest_from_step(comm::Group& g, const StepTraffic& traf
 }
 
 Slowest probe_from_rank0(comm::Group& g) {
-  Slowest s;
-  for (int r = 1; r < g.size(); ++r) {
-    if (g.rank() != 0 && g.rank() != r) continue;
-    const comm::LinkProbe p = comm::probe_link(g, g.rank() == 0 ? r : 0, g.rank() == 0, kPingTag,
-                                               kDataTag, comm::Duplex::kBothWaysAtOnce);
-    if (g.rank() != 0) continue;
-    if (p.out_bytes_per_s < s.rate) s = {0, r, p.out_bytes_per_s, p.latency_s};
-    if (p.in_bytes_per_s < s.rate) s = {r, 0, p.in_bytes_per_s, p.latency_s};
-  }
-  return s;
+  const comm::SlowestLink l = comm::probe_slowest_from_rank0(g, kPingTag, kDataTag);
+  return {l.src, l.dst, l.rate_bytes_per_s, l.latency_s};
 }
 
 // One step's cost of exchanging `gradients` under `spec` (see the header for the traffic).

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/collectives.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/tags.h"
@@ -16,6 +15,7 @@
 #include "dtrain/metrics/trace.h"
 #include "dtrain/parallel/coded_feedback.h"
 #include "dtrain/parallel/diloco_auto.h"
+#include "dtrain/parallel/exact_mean.h"
 
 namespace dtrain::parallel {
 namespace {
@@ -24,15 +24,6 @@ namespace {
 int outer_tag(int phase) {
   static const comm::TagLayout layout(comm::TagSpace::kOuter, {{"phase", 2}});
   return layout.make({phase});
-}
-
-// The ring, not --algo auto: auto times every algorithm on a kind's first call, which rare
-// outer steps never pay back (on a 20 Mbit/s link that calibration took 12 s).
-void exact_mean(comm::Group& group, at::Tensor& values) {
-  comm::AllReduceOptions o;
-  o.op = comm::ReduceOp::kAvg;
-  o.algorithm = comm::Algorithm::kRing;
-  comm::all_reduce(group, values, o);
 }
 
 void check_config(const DilocoConfig& c, int64_t values) {
@@ -130,46 +121,46 @@ void Diloco::choose_codec() {
 
 Diloco::~Diloco() = default;
 
+// Calls part(p, start, from, count) for each parameter p holding values of [begin, end) of
+// the parameters' concatenation: p's values [start, start + count) are the range's
+// [from, from + count).
+template <class Part>
+void Diloco::each_part(int64_t begin, int64_t end, Part part) const {
+  int64_t offset = 0;
+  for (const auto& p : parameters_) {
+    const int64_t from = std::max(begin, offset), to = std::min(end, offset + p.numel());
+    if (from < to) part(p, from - offset, from - begin, to - from);
+    offset += p.numel();
+  }
+}
+
 // The parameters' values in [begin, begin + size) of their concatenation, flat.
 at::Tensor Diloco::flat_parameters(int64_t begin, int64_t size) const {
   std::vector<at::Tensor> parts;
-  int64_t offset = 0;
-  for (const auto& p : parameters_) {
-    const int64_t from = std::max(begin, offset), to = std::min(begin + size, offset + p.numel());
-    if (from < to) parts.push_back(p.detach().reshape({-1}).narrow(0, from - offset, to - from));
-    offset += p.numel();
-  }
+  each_part(begin, begin + size, [&](const at::Tensor& p, int64_t start, int64_t, int64_t count) {
+    parts.push_back(p.detach().reshape({-1}).narrow(0, start, count));
+  });
   return at::cat(parts);
 }
 
 // parameters[begin, begin + n) = own_weight * themselves + (1 - own_weight) * values.
 void Diloco::write_parameters(int64_t begin, const at::Tensor& values, double own_weight) {
-  const int64_t end = begin + values.numel();
-  int64_t offset = 0;
-  for (auto& p : parameters_) {
-    const int64_t from = std::max(begin, offset), to = std::min(end, offset + p.numel());
-    if (from < to) {
-      // A view where the layout allows (contiguous), else a copy written back below.
-      at::Tensor flat = p.detach().reshape({-1});
-      at::Tensor part = flat.narrow(0, from - offset, to - from);
-      const at::Tensor source = values.narrow(0, from - begin, to - from).to(p.device());
-      if (own_weight == 0)
-        part.copy_(source);
-      else
-        part.mul_(own_weight).add_(source, 1 - own_weight);
-      if (!p.is_contiguous()) p.detach().copy_(flat.view(p.sizes()));
-    }
-    offset += p.numel();
-  }
+  each_part(begin, begin + values.numel(),
+            [&](const at::Tensor& p, int64_t start, int64_t from, int64_t count) {
+              // A view where the layout allows (contiguous), else a copy written back below.
+              at::Tensor flat = p.detach().reshape({-1});
+              at::Tensor part = flat.narrow(0, start, count);
+              const at::Tensor source = values.narrow(0, from, count).to(p.device());
+              if (own_weight == 0)
+                part.copy_(source);
+              else
+                part.mul_(own_weight).add_(source, 1 - own_weight);
+              if (!p.is_contiguous()) p.detach().copy_(flat.view(p.sizes()));
+            });
 }
 
-// One message for all of them: on a long link each message costs a round trip.
 at::Tensor Diloco::flat_buffers() const {
-  if (buffers_.empty()) return {};
-  std::vector<at::Tensor> parts;
-  for (const auto& b : buffers_)
-    parts.push_back(b.to(at::kCPU, at::kFloat).reshape({-1}));
-  return at::cat(parts);
+  return buffers_.empty() ? at::Tensor() : flatten_to_host(buffers_);
 }
 
 // May run on the worker: touches only the fragment's residuals, the codec and the group.
@@ -225,13 +216,7 @@ void Diloco::apply(size_t fragment, const Averaged& averaged, double own_weight)
   momentum.mul_(mu).add_(g);
   anchor.sub_(g.add(momentum, mu), config_.outer_lr);
   write_parameters(f.begin, anchor, own_weight);
-  if (averaged.buffers.defined()) {
-    int64_t offset = 0;
-    for (auto& b : buffers_) {
-      b.copy_(averaged.buffers.narrow(0, offset, b.numel()).view_as(b));
-      offset += b.numel();
-    }
-  }
+  if (averaged.buffers.defined()) copy_from_flat(averaged.buffers, buffers_);
   ++stats_.outer_steps;
   stats_.exchange_s += averaged.seconds;
   stats_.wire_bytes += averaged.wire_bytes;

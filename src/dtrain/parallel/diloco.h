@@ -134,6 +134,8 @@ class Diloco {
     double waited_s = 0;  // training's time blocked on it so far
   };
 
+  template <class Part>
+  void each_part(int64_t begin, int64_t end, Part part) const;
   at::Tensor flat_parameters(int64_t begin, int64_t size) const;
   void write_parameters(int64_t begin, const at::Tensor& values, double own_weight);
   at::Tensor flat_buffers() const;

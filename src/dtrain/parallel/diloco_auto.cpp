@@ -53,18 +53,10 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
 }
 
 std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag) {
-  double rate = 1e30, latency = 0;
-  for (int r = 1; r < group.size(); ++r) {
-    if (group.rank() != 0 && group.rank() != r) continue;
-    const comm::LinkProbe probe =
-        comm::probe_link(group, group.rank() == 0 ? r : 0, group.rank() == 0, ping_tag, data_tag,
-                         comm::Duplex::kBothWaysAtOnce);
-    if (group.rank() != 0) continue;
-    rate = std::min({rate, probe.out_bytes_per_s, probe.in_bytes_per_s});
-    latency = std::max(latency, probe.latency_s);
-  }
+  const comm::SlowestLink slowest = comm::probe_slowest_from_rank0(group, ping_tag, data_tag);
   // Rank 0's numbers to every rank.
-  at::Tensor numbers = at::tensor({rate, latency}, at::kDouble);
+  at::Tensor numbers =
+      at::tensor({slowest.rate_bytes_per_s, slowest.longest_latency_s}, at::kDouble);
   group.native_broadcast(numbers, 0);
   return {numbers[0].item<double>(), numbers[1].item<double>()};
 }

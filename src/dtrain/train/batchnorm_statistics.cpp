@@ -5,8 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "dtrain/comm/allreduce.h"
-#include "dtrain/comm/group.h"
+#include "dtrain/parallel/exact_mean.h"
 
 namespace dtrain::train {
 namespace {
@@ -68,22 +67,10 @@ void BatchNormStatistics::recompute(comm::Group& group) {
   model_->train(was_training);
   for (size_t i = 0; i < norms.size(); ++i)
     norms[i].set_momentum(momenta[i]);
-  // Every rank's statistics, averaged: one message.
-  std::vector<at::Tensor> parts;
+  std::vector<at::Tensor> statistics;
   for (const auto& n : norms)
-    for (const auto& t : n.statistics)
-      parts.push_back(t.to(at::kCPU, at::kFloat).reshape({-1}));
-  at::Tensor flat = at::cat(parts);
-  comm::AllReduceOptions o;
-  o.op = comm::ReduceOp::kAvg;
-  o.algorithm = comm::Algorithm::kRing;
-  comm::all_reduce(group, flat, o);
-  int64_t offset = 0;
-  for (auto& n : norms)
-    for (auto& t : n.statistics) {
-      t.copy_(flat.narrow(0, offset, t.numel()).view_as(t));
-      offset += t.numel();
-    }
+    statistics.insert(statistics.end(), n.statistics.begin(), n.statistics.end());
+  parallel::exact_means(group, statistics);
 }
 
 std::map<std::string, at::Tensor> BatchNormStatistics::state() const {
