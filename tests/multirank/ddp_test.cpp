@@ -115,14 +115,17 @@ class DdpEquivalence : public ::testing::TestWithParam<std::tuple<int, std::stri
 TEST_P(DdpEquivalence, EqualsSingleProcessOnTheConcatenatedBatch) {
   const auto [world, algo] = GetParam();
   DdpConfig c;
-  c.algorithm = comm::parse_algorithm(algo);
+  // "armed": auto scheduled for a long link, where exact buckets post their receives when
+  // backward starts and start as they complete (comm/armed_all_reduce.h).
+  c.algorithm = comm::parse_algorithm(algo == "armed" ? "auto" : algo);
+  c.link = algo == "armed" ? LinkSchedule::kLong : LinkSchedule::kShort;
   c.bucket_mb = 0.002;  // ~500 floats: many buckets, reduced while backward goes on
   c.first_bucket_mb = 0.0005;
   std::vector<DdpStats> stats;
   const auto got = run_ddp(world, c, 1, &stats);
   expect_close(got, reference(world * kPerRank));
   for (const auto& s : stats) {
-    EXPECT_GT(s.reductions, kSteps * 3);
+    EXPECT_GE(s.reductions, kSteps * 3);  // several buckets a step (long links: 3)
     // fc1 36x32+32, fc2 and fc3 32x32+32, head 32x5+5
     EXPECT_EQ(s.grad_bytes, kSteps * 4 * (1184 + 1056 + 1056 + 165));
   }
@@ -131,7 +134,7 @@ TEST_P(DdpEquivalence, EqualsSingleProcessOnTheConcatenatedBatch) {
 INSTANTIATE_TEST_SUITE_P(WorldsAndAlgorithms, DdpEquivalence,
                          ::testing::Combine(::testing::Values(2, 3, 4),
                                             ::testing::Values("ring", "butterfly", "direct",
-                                                              "native", "auto")),
+                                                              "native", "auto", "armed")),
                          [](const auto& info) {
                            return std::to_string(std::get<0>(info.param)) + "ranks_" +
                                   std::get<1>(info.param);
@@ -215,6 +218,74 @@ TEST(Ddp, AccumulationEqualsOneLargerBatchAndSkipsCommunication) {
   run_ddp(2, c, 1, &one);
   // Reductions happen on synchronized micro-steps only: as many as without accumulation.
   EXPECT_EQ(two[0].reductions, one[0].reductions);
+  // Scheduled for a long link: receives are armed only for synchronized backwards.
+  c.link = LinkSchedule::kLong;
+  std::vector<DdpStats> armed, armed_one;
+  expect_close(run_ddp(2, c, 2, &armed), reference(2 * kPerRank * 2));
+  run_ddp(2, c, 1, &armed_one);
+  EXPECT_EQ(armed[0].reductions, armed_one[0].reductions);
+}
+
+// BatchNorm's running statistics: broadcast before each forward (short links) or sent when
+// the previous synchronized backward starts (long links, buffer_broadcast.h). Every forward
+// starts from rank 0's buffers either way, so the two schedules end with the same
+// parameters and the same statistics on every rank, bit for bit.
+TEST(Ddp, TheEarlyBufferBroadcastTrainsWhatTheBroadcastAtTheForwardDoes) {
+  constexpr int kWorld = 3;
+  const auto batches = global_batches(kWorld * kPerRank, 4);
+  using State = std::map<int, std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>>;
+  auto train = [&](LinkSchedule link) {
+    std::vector<torch::nn::Sequential> models;
+    for (int r = 0; r < kWorld; ++r) {
+      torch::manual_seed(11 + static_cast<uint64_t>(r));
+      models.push_back(torch::nn::Sequential(torch::nn::Flatten(), torch::nn::Linear(36, 16),
+                                             torch::nn::BatchNorm1d(16), torch::nn::ReLU(),
+                                             torch::nn::Linear(16, 5)));
+    }
+    State out;
+    std::mutex mu;
+    testing::run_ranks(kWorld, [&](comm::Group& g) {
+      auto model = models[static_cast<size_t>(g.rank())];
+      DdpConfig c;
+      c.link = link;
+      DistributedDataParallel ddp(g, model.ptr(), c);
+      auto opt = make_sgd(model->parameters());
+      for (size_t step = 0; step < batches.size(); ++step) {
+        const auto& [x, y] = batches[step];
+        opt.zero_grad();
+        ddp.set_sync(step != 1);  // one no_sync step: the next forward broadcasts itself
+        ddp.before_forward();
+        const at::Tensor xs = x.narrow(0, g.rank() * kPerRank, kPerRank);
+        torch::nn::functional::cross_entropy(model->forward(xs),
+                                             y.narrow(0, g.rank() * kPerRank, kPerRank))
+            .backward();
+        ddp.finish_backward();
+        opt.step();
+      }
+      std::vector<at::Tensor> params, buffers;
+      for (const auto& p : model->parameters())
+        params.push_back(p.detach().clone());
+      for (const auto& b : model->buffers())
+        buffers.push_back(b.clone());
+      std::lock_guard<std::mutex> lock(mu);
+      out[g.rank()] = {params, buffers};
+    });
+    return out;
+  };
+  const State at_forward = train(LinkSchedule::kShort);
+  const State early = train(LinkSchedule::kLong);
+  for (int r = 0; r < kWorld; ++r) {
+    const auto& [p_short, b_short] = at_forward.at(r);
+    const auto& [p_long, b_long] = early.at(r);
+    for (size_t i = 0; i < p_short.size(); ++i)
+      EXPECT_TRUE(at::equal(p_short[i], p_long[i])) << "rank " << r << " parameter " << i;
+    ASSERT_EQ(b_short.size(), b_long.size());
+    for (size_t i = 0; i < b_long.size(); ++i)
+      EXPECT_TRUE(at::equal(b_long[i], b_short[i])) << "rank " << r << " buffer " << i;
+  }
+  // Each rank's last forward updated its own statistics from its own rows: different
+  // buffers, so a broadcast that never happened (or came at the wrong forward) would show.
+  EXPECT_FALSE(at::equal(at_forward.at(1).second[0], at_forward.at(0).second[0]));
 }
 
 TEST(Ddp, GradientsAreViewsIntoTheBucketWhicheverWayTheyAreZeroed) {

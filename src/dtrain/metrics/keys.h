@@ -34,6 +34,7 @@ inline constexpr char kCommHiddenFraction[] = "comm_hidden_fraction";
 inline constexpr char kGradBytes[] = "grad_bytes";
 inline constexpr char kGradWireBytes[] = "grad_wire_bytes";
 inline constexpr char kBuckets[] = "buckets";
+inline constexpr char kArmedBuckets[] = "armed_buckets";  // receives posted at backward's start
 inline constexpr char kPeakRssMaxBytes[] = "peak_rss_max_bytes";
 inline constexpr char kCudaMaxAllocatedMaxBytes[] = "cuda_max_allocated_max_bytes";  // GPU runs
 inline constexpr char kCudaMaxReservedMaxBytes[] = "cuda_max_reserved_max_bytes";

@@ -5,10 +5,12 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
 
+#include "dtrain/comm/armed_all_reduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/layout.h"
 #include "dtrain/comm/tags.h"
@@ -20,6 +22,7 @@
 #include "dtrain/metrics/trace.h"
 #include "dtrain/parallel/bucket_assignment.h"
 #include "dtrain/parallel/bucket_staging.h"
+#include "dtrain/parallel/buffer_broadcast.h"
 #include "dtrain/parallel/coded_feedback.h"
 #include "dtrain/parallel/parameter_agreement.h"
 
@@ -34,6 +37,8 @@ int exchange_tag(int phase, size_t bucket) {
   static const comm::TagLayout layout(comm::TagSpace::kDdp, {{"phase", 1}, {"bucket", 23}});
   return layout.make({phase, static_cast<int64_t>(bucket)});
 }
+// The early buffer broadcast's messages: a bucket number no model reaches.
+constexpr size_t kBufferBroadcastSlot = (size_t{1} << 23) - 1;
 
 // Runs after autograd has accumulated a parameter's gradient into .grad (a post hook of
 // its AccumulateGrad node, where PyTorch's reducer hooks in too): .grad then already holds
@@ -62,6 +67,8 @@ struct DistributedDataParallel::Bucket {
   bool submitted = false;
   // Compressed path: residuals of the pieces sent to each owner, and of the owned sum.
   FeedbackResiduals feedback;
+  // Exact buckets on a long link: receives posted when backward starts (armed_all_reduce.h).
+  std::unique_ptr<comm::ArmedAllReduce> armed;
 };
 
 DistributedDataParallel::DistributedDataParallel(comm::Group& group,
@@ -78,6 +85,19 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
   copy_rank0_state(named);
   for (auto& [name, p] : named)
     params_.push_back(p);
+  // Long links change the schedule (below, and the contract in ddp.h). The ranks agree on
+  // the longest link's round trip, as measured at connect.
+  at::Tensor longest = at::full({1}, group_.longest_round_trip(), at::kDouble);
+  group_.native_all_reduce(longest, comm::ReduceOp::kMax);
+  long_link_ = group_.size() > 1 && (config_.link == LinkSchedule::kMeasured
+                                         ? longest.item<double>() >= comm::kLongRttSeconds
+                                         : config_.link == LinkSchedule::kLong);
+  bool buffers_on_cpu = true;
+  for (const auto& b : model_->buffers())
+    buffers_on_cpu = buffers_on_cpu && b.device().is_cpu();
+  buffers_ = std::make_unique<BufferBroadcast>(
+      group_, model_, config_.broadcast_buffers && long_link_ && buffers_on_cpu,
+      exchange_tag(0, kBufferBroadcastSlot));
   make_buckets();
   hook_gradients();
   worker_ = std::thread([this] {
@@ -112,13 +132,16 @@ void DistributedDataParallel::make_buckets() {
   }
   // A bucket of whole bytes reaches a cap of c MiB at ceil(c MiB) bytes.
   const auto cap = [](double mb) { return static_cast<int64_t>(std::ceil(mb * 1024 * 1024)); };
-  // On a long link every bucket pays round trips that backward cannot hide: there the first
-  // bucket is not made small (one bucket fewer a step). The ranks agree on the longest link.
-  at::Tensor longest = at::full({1}, group_.longest_round_trip(), at::kDouble);
-  group_.native_all_reduce(longest, comm::ReduceOp::kMax);
-  const double first_mb = longest.item<double>() >= comm::kLongRttSeconds
-                              ? std::max(config_.first_bucket_mb, config_.bucket_mb)
-                              : config_.first_bucket_mb;
+  // On a long link every bucket pays latency that backward cannot hide: there the first
+  // bucket is not made small (one bucket fewer a step).
+  const double first_mb =
+      long_link_ ? std::max(config_.first_bucket_mb, config_.bucket_mb) : config_.first_bucket_mb;
+  // There, too, Gloo's rendezvous would cost each message a round trip: exact buckets
+  // reduced in host memory post their receives when backward starts (--algo auto only;
+  // a codec that may change would share their tags).
+  const bool arm_exact = long_link_ && config_.algorithm == comm::Algorithm::kAuto &&
+                         config_.gradient_codec.id == compress::CodecId::kNone &&
+                         !config_.codec_may_change;
   slots_.resize(params_.size());
   for (const auto& members :
        assign_buckets(bytes, needs_grad, cap(first_mb), cap(config_.bucket_mb))) {
@@ -142,6 +165,9 @@ void DistributedDataParallel::make_buckets() {
     const bool always_coded =
         config_.gradient_codec.id != compress::CodecId::kNone && !config_.codec_may_change;
     b->staging = BucketStaging::make(b->flat, on_device || always_coded);
+    if (arm_exact && !on_device)
+      b->armed = std::make_unique<comm::ArmedAllReduce>(
+          group_, elements, exchange_tag(0, buckets_.size()), exchange_tag(1, buckets_.size()));
     b->pending = b->params.size();
     b->feedback.scatter.resize(static_cast<size_t>(group_.size()));
     buckets_.push_back(std::move(b));
@@ -183,7 +209,13 @@ DistributedDataParallel::~DistributedDataParallel() {
 }
 
 void DistributedDataParallel::on_accumulated(size_t k) {
-  if (!sync_) return;  // local accumulation: .grad keeps the running sum
+  if (!sync_) return;        // local accumulation: .grad keeps the running sum
+  if (!backward_started_) {  // the step's first gradient: its receives can go out now
+    backward_started_ = true;
+    for (auto& b : buckets_)
+      if (b->armed) b->armed->arm();
+    if (config_.broadcast_buffers) buffers_->start_early();
+  }
   adopt_gradient(k);
   Slot& slot = slots_[k];
   slot.ready = true;
@@ -202,7 +234,12 @@ void DistributedDataParallel::adopt_gradient(size_t k) {
 }
 
 void DistributedDataParallel::mark_ready(size_t bucket) {
-  buckets_[bucket]->staging->start_download();
+  Bucket& b = *buckets_[bucket];
+  b.staging->start_download();
+  // An armed bucket on the CPU sends its contributions now, from this thread: the
+  // communication thread may still be waiting for an earlier bucket's exchange, and the
+  // link would idle a one-way delay per bucket. (Staged GPU buckets start in finish().)
+  if (b.armed && b.flat.device().is_cpu()) b.armed->start(b.flat);
   {
     std::lock_guard<std::mutex> lock(mu_);
     buckets_[bucket]->submitted = true;
@@ -227,7 +264,7 @@ void DistributedDataParallel::communicate() {
       at::Tensor& values = staging.wait_download();
       // Exact buckets on a GPU are reduced there by NCCL; coded ones are coded where they
       // lie (on the GPU: compress/tensor_coding.h) and their packets cross over Gloo.
-      sent = codec_->spec().id == compress::CodecId::kNone ? reduce(values)
+      sent = codec_->spec().id == compress::CodecId::kNone ? reduce(index, values)
                                                            : reduce_compressed(index, values);
       staging.start_upload();
     } catch (...) {
@@ -251,7 +288,11 @@ void DistributedDataParallel::communicate() {
   }
 }
 
-int64_t DistributedDataParallel::reduce(at::Tensor& values) {
+int64_t DistributedDataParallel::reduce(size_t index, at::Tensor& values) {
+  if (buckets_[index]->armed) {
+    buckets_[index]->armed->finish(values, comm::ReduceOp::kAvg);
+    return metrics::ring_allreduce_traffic(values.numel() * 4, group_.size());
+  }
   comm::AllReduceOptions o;
   o.op = comm::ReduceOp::kAvg;
   o.algorithm = config_.algorithm;
@@ -266,31 +307,10 @@ int64_t DistributedDataParallel::reduce_compressed(size_t index, at::Tensor& val
 }
 
 void DistributedDataParallel::before_forward() {
-  if (!config_.broadcast_buffers || group_.size() == 1) return;
-  const auto t0 = Clock::now();
-  torch::NoGradGuard no_grad;
-  // One broadcast of every buffer's bytes (BatchNorm has float statistics and an int64
-  // counter): on a long link each message costs a round trip (one per dtype was 2).
-  std::vector<at::Tensor> buffers, bytes;
-  for (auto b : model_->buffers()) {
-    if (b.numel() == 0) continue;
-    buffers.push_back(b);
-    bytes.push_back(b.contiguous().view({-1}).view(at::kByte));
-  }
-  if (!buffers.empty()) {
-    at::Tensor flat = at::cat(bytes);
-    group_.native_broadcast(flat, 0);
-    int64_t offset = 0;
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      const int64_t n = bytes[i].numel();
-      // A copy starts at offset 0: viewing bytes as a wider type needs aligned storage.
-      buffers[i].copy_(
-          flat.narrow(0, offset, n).clone().view(buffers[i].scalar_type()).view_as(buffers[i]));
-      offset += n;
-    }
-  }
+  if (!config_.broadcast_buffers) return;
+  const double took = buffers_->before_forward();
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.broadcast_s += since(t0);
+  stats_.broadcast_s += took;
 }
 
 void DistributedDataParallel::finish_backward() {
@@ -324,11 +344,22 @@ void DistributedDataParallel::finish_backward() {
   }
   for (auto& s : slots_)
     s.ready = false;
+  backward_started_ = false;
   if (failure) std::rethrow_exception(failure);
+  const double buffers_s = buffers_->finish();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.broadcast_s += buffers_s;
+  }
   // .grad is the bucket view of every parameter: the averages are in place (on a GPU, once
   // the training stream has waited for their copy back).
   for (auto& b : buckets_)
     b->staging->finish();
+}
+
+size_t DistributedDataParallel::armed_buckets() const {
+  return static_cast<size_t>(std::count_if(buckets_.begin(), buckets_.end(),
+                                           [](const auto& b) { return b->armed != nullptr; }));
 }
 
 DdpStats DistributedDataParallel::take_stats() {

@@ -10,11 +10,12 @@
 //   exceed it by one parameter); the first bucket's cap is small so communication starts
 //   early, except where a link's round trip is long (comm::kLongRttSeconds, as measured at
 //   connect): there every bucket costs round trips backward cannot hide, and the first
-//   bucket takes the regular cap. Each parameter's .grad becomes a view into its bucket's flat
-//   buffer (PyTorch's gradient_as_bucket_view): once autograd has accumulated a gradient, a hook
-//   moves it into the view if it is not there already (a gradient allocated afresh after
-//   zero_grad() is copied once; one accumulated into .grad in place costs nothing) and
-//   points .grad at the view. A full bucket is handed to a communication thread that
+//   bucket takes the regular cap, and exact buckets reduced in host memory (--algo auto) post
+//   their receives when backward starts (comm/armed_all_reduce.h). Each parameter's .grad becomes a
+//   view into its bucket's flat buffer (PyTorch's gradient_as_bucket_view): once autograd has
+//   accumulated a gradient, a hook moves it into the view if it is not there already (a gradient
+//   allocated afresh after zero_grad() is copied once; one accumulated into .grad in place costs
+//   nothing) and points .grad at the view. A full bucket is handed to a communication thread that
 //   all-reduces it in place (in bucket order, the same on every rank) while backward goes
 //   on. finish_backward() waits for the rest: the averages are then in .grad, with no
 //   copy out. .grad therefore shares memory with the bucket: assigning a new tensor to
@@ -25,8 +26,10 @@
 //   codec packets (each rank owns 1/p of the bucket, decodes and sums the p pieces) and an
 //   all-gather of the owners' re-encoded sums, with error feedback (a residual per bucket
 //   and per owned piece) so what the codec drops is added back at the next step.
-// - broadcast_buffers: before every forward, rank 0's buffers (BatchNorm running
-//   statistics) are copied to all ranks (PyTorch's default). Models whose BatchNorms are
+// - broadcast_buffers: every forward runs with rank 0's buffers (BatchNorm running
+//   statistics) on every rank (PyTorch's default): copied before the forward, or on long
+//   links (CPU buffers) sent when the previous synchronized backward starts
+//   (buffer_broadcast.h). Models whose BatchNorms are
 //   SyncBatchNorm keep identical statistics by construction and can turn this off.
 // - Every rank must run the same number of synchronized backwards.
 #pragma once
@@ -59,7 +62,14 @@ class ErrorFeedback;
 
 namespace dtrain::parallel {
 
+class BufferBroadcast;
+
+// Whether DDP schedules for a long link (the contract above): as measured at connect, or
+// as the caller says (tests; a link the probe misjudges).
+enum class LinkSchedule { kMeasured, kShort, kLong };
+
 struct DdpConfig {
+  LinkSchedule link = LinkSchedule::kMeasured;
   double bucket_mb = 25;
   double first_bucket_mb = 1;
   comm::Algorithm algorithm = comm::Algorithm::kAuto;
@@ -103,6 +113,8 @@ class DistributedDataParallel {
   void set_gradient_codec(const compress::CodecSpec& spec);
   // Elements per bucket, in reduction order.
   std::vector<int64_t> bucket_sizes() const;
+  // Buckets whose receives are posted when backward starts (long links: the contract above).
+  size_t armed_buckets() const;
 
   // Error-feedback residuals, for checkpoints, between steps: those a lossy codec has
   // filled (an exact run has none), named "bucket<b>/scatter<q>" (what the pieces sent to
@@ -136,7 +148,7 @@ class DistributedDataParallel {
   void communicate();
   // Both average a bucket's values in place (its host copy, or the bucket itself where it
   // stays on its GPU: NCCL's, or a fixed codec's) and return the bytes this rank sent.
-  int64_t reduce(at::Tensor& values);
+  int64_t reduce(size_t bucket, at::Tensor& values);
   int64_t reduce_compressed(size_t bucket, at::Tensor& values);
 
   comm::Group& group_;
@@ -157,8 +169,10 @@ class DistributedDataParallel {
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::unique_ptr<compress::Codec> codec_;
+  std::unique_ptr<BufferBroadcast> buffers_;
+  bool long_link_ = false;  // some link's round trip >= comm::kLongRttSeconds (ranks agree)
   bool sync_ = true;
-  bool backward_started_ = false;
+  bool backward_started_ = false;  // this step's first gradient has been accumulated
 
   std::mutex mu_;
   std::condition_variable cv_;

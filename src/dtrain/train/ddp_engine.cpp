@@ -109,6 +109,7 @@ class DdpEngine final : public Engine {
     s.extra[key::kGradBytes] = d.grad_bytes;
     s.extra[key::kGradWireBytes] = d.wire_bytes;
     s.extra[key::kBuckets] = static_cast<int64_t>(ddp_->bucket_sizes().size());
+    s.extra[key::kArmedBuckets] = static_cast<int64_t>(ddp_->armed_buckets());
     if (tuner_) {
       tuner_->end_epoch();
       s.extra[key::kAutoLinks] = tuner_->rows();
