@@ -72,6 +72,22 @@ class Lab {
   bool ok_ = false;
 };
 
+// `dtrain train -n 2 --epochs 1` with `flags`, on `lab` (loopback where null): the epoch's
+// metrics row.
+nlohmann::json one_epoch(const Lab* lab, const std::vector<std::string>& flags) {
+  const std::string metrics = "/tmp/dtrain-netlab-train-" + std::to_string(getpid()) + ".jsonl";
+  std::vector<std::string> argv{DTRAIN_BINARY,   "train",     "-n",        "2",
+                                "--epochs",      "1",         "--metrics", metrics,
+                                "--no-progress", "--timeout", "60"};
+  if (lab) argv.insert(argv.end(), {"--netlab", lab->name()});
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  Process p(argv);
+  EXPECT_EQ(p.wait_for(240s), 0) << p.err();
+  const auto rows = testing::take_json_lines_file(metrics);
+  EXPECT_EQ(rows.size(), 2u);  // the epoch and the summary
+  return rows.empty() ? nlohmann::json() : rows[0];
+}
+
 // bench p2p between the lab's two hosts: bytes/s of the bandwidth test.
 double measured_bytes_per_s(const Lab& lab, const std::string& size) {
   Process p({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--netlab", lab.name(), "--sizes", size,
@@ -121,48 +137,13 @@ TEST(NetlabTest, DdpOnALongLinkArmsItsBucketsAndTrainsAsOnLoopback) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2", "--rate", "1gbit", "--delay", "3ms"});
   ASSERT_TRUE(lab.ok());
-  const std::string metrics = "/tmp/dtrain-netlab-armed-" + std::to_string(getpid()) + ".jsonl";
-  auto train = [&](bool on_lab) {
-    std::vector<std::string> argv{DTRAIN_BINARY,
-                                  "train",
-                                  "-n",
-                                  "2",
-                                  "--parallel",
-                                  "ddp",
-                                  "--model",
-                                  "resnet18",
-                                  "--width",
-                                  "0.125",
-                                  "--dataset",
-                                  "synthetic",
-                                  "--input-shape",
-                                  "3,16,16",
-                                  "--num-classes",
-                                  "4",
-                                  "--synthetic-size",
-                                  "256",
-                                  "--limit-test",
-                                  "64",
-                                  "--batch-size",
-                                  "16",
-                                  "--epochs",
-                                  "1",
-                                  "--seed",
-                                  "7",
-                                  "--metrics",
-                                  metrics,
-                                  "--no-progress",
-                                  "--timeout",
-                                  "60"};
-    if (on_lab) argv.insert(argv.end(), {"--netlab", lab.name()});
-    Process p(argv);
-    EXPECT_EQ(p.wait_for(240s), 0) << p.err();
-    const auto rows = testing::take_json_lines_file(metrics);
-    EXPECT_EQ(rows.size(), 2u);
-    return rows.empty() ? nlohmann::json() : rows[0];
-  };
-  const auto loopback = train(false);
-  const auto long_link = train(true);
+  const std::vector<std::string> flags{"--parallel",       "ddp",     "--model",       "resnet18",
+                                       "--width",          "0.125",   "--dataset",     "synthetic",
+                                       "--input-shape",    "3,16,16", "--num-classes", "4",
+                                       "--synthetic-size", "256",     "--limit-test",  "64",
+                                       "--batch-size",     "16",      "--seed",        "7"};
+  const auto loopback = one_epoch(nullptr, flags);
+  const auto long_link = one_epoch(&lab, flags);
   EXPECT_EQ(loopback.value("armed_buckets", -1), 0) << loopback.dump();
   EXPECT_GE(long_link.value("armed_buckets", -1), 1) << long_link.dump();
   EXPECT_EQ(long_link.value("armed_buckets", -1), long_link.value("buckets", -2));
@@ -441,35 +422,9 @@ TEST(NetlabTest, DelayShowsInTheLatencyAndLossLeavesTheResultAlone) {
     EXPECT_GT(delayed_us - base_us, 4500) << base_us << " -> " << delayed_us;
     EXPECT_LT(delayed_us - base_us, 6500) << base_us << " -> " << delayed_us;
 
-    const std::string metrics = "/tmp/dtrain-netlab-loss-" + std::to_string(getpid()) + ".jsonl";
     auto train = [&] {
-      Process p({DTRAIN_BINARY,
-                 "train",
-                 "-n",
-                 "2",
-                 "--netlab",
-                 lab.name(),
-                 "--parallel",
-                 "ddp",
-                 "--model",
-                 "mlp",
-                 "--limit-train",
-                 "1024",
-                 "--limit-test",
-                 "256",
-                 "--epochs",
-                 "1",
-                 "--seed",
-                 "7",
-                 "--metrics",
-                 metrics,
-                 "--no-progress",
-                 "--timeout",
-                 "60"});
-      EXPECT_EQ(p.wait_for(240s), 0) << p.err();
-      const auto rows = testing::take_json_lines_file(metrics);
-      EXPECT_EQ(rows.size(), 2u);
-      return rows.empty() ? nlohmann::json() : rows[0];
+      return one_epoch(&lab, {"--parallel", "ddp", "--model", "mlp", "--limit-train", "1024",
+                              "--limit-test", "256", "--seed", "7"});
     };
     lab.run({"set", lab.name(), "--delay", "0", "--loss", "0"});
     const auto clean = train();
