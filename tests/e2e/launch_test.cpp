@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <dirent.h>
+
+#include <fstream>
 #include <sstream>
 
 #include "../support/e2e.h"
@@ -97,6 +100,51 @@ TEST(BenchCollectiveTest, SweepsWorldSizesWithExactResults) {
     EXPECT_NEAR(row["busbw_gbps"].get<double>(),
                 row["algbw_gbps"].get<double>() * 2.0 * (p_ - 1) / p_, 1e-9);
   }
+}
+
+// --algo auto's choices carried to the next run of the same topology (comm/auto_cache.h):
+// the second run calibrates nothing and runs the first run's choice; another world size is
+// another topology (a file of its own); a corrupt file is reported and calibrated over.
+TEST(BenchCollectiveTest, AutoChoicesCarryToTheNextRunOfTheSameTopology) {
+  // (No std::filesystem here: LibTorch's copy of it can be the one that gets linked.)
+  const std::string dir = testing::temp_dir("dtrain-auto-cache");
+  auto run = [&](const std::string& world) {
+    Process p({DTRAIN_BINARY, "bench", "collective", "-n", world, "--sizes", "64K", "--algo",
+               "auto", "--warmup", "1", "--iters", "2", "--timeout", "60"},
+              {{"DTRAIN_AUTO_CACHE", dir}});
+    EXPECT_EQ(p.wait_for(120s), 0) << p.err();
+    return p.err();
+  };
+  auto chosen = [](const std::string& err) {
+    const auto at = err.find("auto chose ");
+    return at == std::string::npos ? "" : err.substr(at + 11, err.find(' ', at + 11) - at - 11);
+  };
+  auto files = [&] {
+    std::vector<std::string> out;
+    DIR* d = opendir(dir.c_str());
+    while (const dirent* e = d ? readdir(d) : nullptr)
+      if (std::string(e->d_name).size() > 5) out.push_back(dir + "/" + e->d_name);
+    if (d) closedir(d);
+    return out;
+  };
+  const std::string first = run("2");
+  EXPECT_NE(first.find("1 calibration(s))"), std::string::npos) << first;
+  ASSERT_EQ(files().size(), 1u);
+  const std::string second = run("2");
+  EXPECT_NE(second.find("0 calibration(s), from an earlier run"), std::string::npos) << second;
+  EXPECT_EQ(chosen(second), chosen(first));
+  EXPECT_FALSE(chosen(first).empty()) << first;
+  const std::string three = run("3");
+  EXPECT_NE(three.find("1 calibration(s))"), std::string::npos) << three;
+  EXPECT_EQ(files().size(), 2u);
+  for (const auto& f : files())
+    std::ofstream(f) << "{not json";
+  const std::string corrupt = run("2");
+  EXPECT_NE(corrupt.find("ignoring"), std::string::npos) << corrupt;
+  EXPECT_NE(corrupt.find("1 calibration(s))"), std::string::npos) << corrupt;
+  for (const auto& f : files())
+    std::remove(f.c_str());
+  rmdir(dir.c_str());
 }
 
 TEST(BenchCollectiveTest, OtherOpsAndDtypesAreChecked) {

@@ -232,7 +232,11 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
                       << " for " << metrics::human_bytes(static_cast<double>(moved)) << " (";
             for (const auto& [candidate, seconds] : chosen->candidates)
               std::cerr << comm::to_string(candidate) << " " << seconds * 1e6 << " us; ";
-            std::cerr << chosen->calibrations << " calibration(s))" << std::endl;
+            std::cerr << chosen->calibrations << " calibration(s)"
+                      << (chosen->from_cache && chosen->calibrations == 0
+                              ? ", from an earlier run (DTRAIN_AUTO_CACHE)"
+                              : "")
+                      << ")" << std::endl;
           }
         }
       }

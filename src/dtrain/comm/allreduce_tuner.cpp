@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "dtrain/comm/group.h"
 
 namespace dtrain::comm {
@@ -99,10 +101,19 @@ void AllReduceTuner::all_reduce(Group& group, at::Tensor& flat, const AllReduceO
     const std::lock_guard<std::mutex> lock(mutex_);
     state = &states_[kind];
   }
-  if (state->choice.calibrations == 0) {
-    const int before = state->choice.calibrations;
-    state->choice = calibrate(group, flat, run_one);
-    state->choice.calibrations = before + 1;
+  // A new calibration replaces the kind's choice under the lock (export_choices reads it
+  // from another channel's thread) and goes to the cache.
+  auto recalibrate = [&] {
+    Choice fresh = calibrate(group, flat, run_one);
+    fresh.calibrations = state->choice.calibrations + 1;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      state->choice = std::move(fresh);
+    }
+    if (save_) save_(export_choices());
+  };
+  if (state->choice.calibrations == 0 && !state->choice.from_cache) {
+    recalibrate();
   } else if (static_cast<int>(state->recent_s.size()) == kRecheckCalls) {
     // Have the links changed? The ranks compare their recent median with the calibration's.
     at::Tensor recent = at::full({1}, median(state->recent_s), at::kDouble);
@@ -111,9 +122,7 @@ void AllReduceTuner::all_reduce(Group& group, at::Tensor& flat, const AllReduceO
     const bool drifted = ratio > 1.5 || ratio < 1 / 1.5;
     state->drifted_checks = drifted ? state->drifted_checks + 1 : 0;
     if (state->drifted_checks == 2) {
-      const int before = state->choice.calibrations;
-      state->choice = calibrate(group, flat, run_one);
-      state->choice.calibrations = before + 1;
+      recalibrate();
       state->drifted_checks = 0;
     }
     state->recent_s.clear();
@@ -121,6 +130,60 @@ void AllReduceTuner::all_reduce(Group& group, at::Tensor& flat, const AllReduceO
   const auto start = Clock::now();
   run_one(state->choice.algorithm, flat);
   state->recent_s.push_back(seconds_since(start));
+}
+
+std::string AllReduceTuner::export_choices() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const auto& [kind, state] : states_) {
+    const Choice& c = state.choice;
+    if (c.calibrations == 0 && !c.from_cache) continue;
+    nlohmann::json candidates = nlohmann::json::object();
+    for (const auto& [algorithm, seconds] : c.candidates)
+      candidates[to_string(algorithm)] = seconds;
+    kinds.push_back({{"tag", std::get<0>(kind)},
+                     {"dtype", std::get<1>(kind)},
+                     {"op", std::get<2>(kind)},
+                     {"log2_bytes", std::get<3>(kind)},
+                     {"algorithm", to_string(c.algorithm)},
+                     {"seconds", c.seconds},
+                     {"candidates", candidates}});
+  }
+  return nlohmann::json{{"dtrain_auto_choices", 1}, {"kinds", kinds}}.dump(1);
+}
+
+void AllReduceTuner::import_choices(const std::string& text) {
+  std::map<Kind, Choice> loaded;
+  try {
+    const auto doc = nlohmann::json::parse(text);
+    if (doc.value("dtrain_auto_choices", 0) != 1)
+      throw std::runtime_error("not a dtrain auto-choice file (version 1)");
+    for (const auto& k : doc.at("kinds")) {
+      const Kind kind{k.at("tag").get<int>(), k.at("dtype").get<int>(), k.at("op").get<int>(),
+                      k.at("log2_bytes").get<int>()};
+      if (std::get<3>(kind) < 0 || std::get<3>(kind) > 62)
+        throw std::runtime_error("size class out of range");
+      Choice c;
+      c.algorithm = parse_algorithm(k.at("algorithm").get<std::string>());
+      if (c.algorithm == Algorithm::kAuto) throw std::runtime_error("a choice cannot be auto");
+      c.seconds = k.at("seconds").get<double>();
+      for (const auto& [name, seconds] : k.at("candidates").items())
+        c.candidates[parse_algorithm(name)] = seconds.get<double>();
+      if (!(c.seconds > 0) || !std::isfinite(c.seconds))
+        throw std::runtime_error("a time that is not a positive number");
+      c.from_cache = true;
+      loaded[kind] = std::move(c);
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("auto-choice cache: ") + e.what());
+  }
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [kind, c] : loaded)
+    states_[kind].choice = std::move(c);
+}
+
+void AllReduceTuner::on_calibrated(std::function<void(const std::string&)> save) {
+  save_ = std::move(save);
 }
 
 const AllReduceTuner::Choice* AllReduceTuner::choice(int tag, at::ScalarType dtype, ReduceOp op,

@@ -17,6 +17,9 @@
 // With the wire check on, native (Gloo's own, whose messages carry no check) is chosen only
 // where it beats every checked candidate by more than kNativeMargin (5 %).
 //
+// Choices can outlive the run: comm/auto_cache.h keeps them in a file per topology
+// (DTRAIN_AUTO_CACHE), so a later run on the same hosts and links skips the calibration.
+//
 // Contract: every rank runs the same kinds in the same order on a channel (each channel is
 // one thread's: DDP's buckets, SyncBatchNorm's statistics), as every collective requires.
 // Results are bitwise the same on every rank; with 3 ranks or more two algorithms add in
@@ -51,7 +54,8 @@ class AllReduceTuner {
     Algorithm algorithm = Algorithm::kRing;
     double seconds = 0;                      // its median at calibration (slowest rank)
     std::map<Algorithm, double> candidates;  // every candidate's
-    int calibrations = 0;
+    int calibrations = 0;                    // in this run
+    bool from_cache = false;                 // taken from an earlier run (auto_cache.h)
   };
 
   // Runs an all-reduce of `options` (algorithm kAuto) on `flat` by `run_one` (one concrete
@@ -62,6 +66,15 @@ class AllReduceTuner {
 
   // The choice for this kind of call, if calibrated (bench reports).
   const Choice* choice(int tag, at::ScalarType dtype, ReduceOp op, int64_t bytes) const;
+
+  // Choices across runs (comm/auto_cache.h). export_choices: every calibrated kind as JSON.
+  // import_choices: kinds of `json` (export_choices' format) start from those choices, not a
+  // calibration (the re-check still re-calibrates a kind whose calls drift); every rank
+  // must import the same text. Throws std::runtime_error naming what is malformed, having
+  // imported nothing. on_calibrated: `save` gets export_choices() after each calibration.
+  std::string export_choices() const;
+  void import_choices(const std::string& json);
+  void on_calibrated(std::function<void(const std::string&)> save);
 
  private:
   using Kind = std::tuple<int, int, int, int>;  // tag, dtype, op, log2 class
@@ -74,8 +87,9 @@ class AllReduceTuner {
   // Times every candidate on copies of `flat` and keeps the fastest (collective).
   Choice calibrate(Group& group, const at::Tensor& flat, const RunOne& run_one) const;
 
-  mutable std::mutex mutex_;  // the map only: a kind is one channel's, one thread's
+  mutable std::mutex mutex_;  // the map and the choices: a kind is one channel's, one thread's
   std::map<Kind, State> states_;
+  std::function<void(const std::string&)> save_;
 };
 
 }  // namespace dtrain::comm

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "dtrain/base/parse.h"
+#include "dtrain/comm/auto_cache.h"
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/error.h"
@@ -231,6 +232,7 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   }
   auto group = std::make_unique<Group>(std::move(backend));
   if (streams > 1) configure_streams(*group, config.streams > 0);
+  share_auto_cache(*group, auto_cache_dir());
   return group;
 }
 
