@@ -1,6 +1,7 @@
 """A plain TCP ping-pong between a lab's two hosts, beside what a faithful link would give:
-what the lab itself costs a message (the impairer, tbf, veth), apart from dtrain and Gloo.
-Needs root and a lab that is up (`dtrain netlab up NAME --hosts 2 ...`).
+what one connection pays a message on the lab (the impairer, tbf, veth, and the hosts'
+congestion control: under bbr, pacing), apart from dtrain and Gloo. Needs root and a lab
+that is up (`dtrain netlab up NAME --hosts 2 ...`).
 
     python3 bench/lab_pingpong.py NAME [--rate-bits 1e9] [--delay-ms 25] [--rounds 8]
 
