@@ -87,7 +87,7 @@ TEST(BenchCollectiveTest, SweepsWorldSizesWithExactResults) {
              "1", "--iters", "2", "--format", "jsonl", "--timeout", "60"});
   ASSERT_EQ(p.wait_for(120s), 0) << p.err();
   const auto rows = json_lines(p.out());
-  ASSERT_EQ(rows.size(), 2u * 2u * 4u) << p.out();  // worlds x sizes x algos
+  ASSERT_EQ(rows.size(), 2u * 2u * 5u) << p.out();  // worlds x sizes x algos
   for (const auto& row : rows) {
     for (const char* key :
          {"bench", "op", "algo", "world", "bytes", "count", "dtype", "time_us", "algbw_gbps",

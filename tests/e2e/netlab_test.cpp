@@ -140,7 +140,7 @@ TEST(NetlabTest, DdpOnALongLinkArmsItsBucketsAndTrainsAsOnLoopback) {
   const std::vector<std::string> flags{"--parallel",       "ddp",     "--model",       "resnet18",
                                        "--width",          "0.125",   "--dataset",     "synthetic",
                                        "--input-shape",    "3,16,16", "--num-classes", "4",
-                                       "--synthetic-size", "256",     "--limit-test",  "64",
+                                       "--synthetic-size", "128",     "--limit-test",  "32",
                                        "--batch-size",     "16",      "--seed",        "7"};
   const auto loopback = one_epoch(nullptr, flags);
   const auto long_link = one_epoch(&lab, flags);

@@ -69,7 +69,8 @@ TEST_P(AllReduceTest, EveryAlgoOpDtypeCountIsExact) {
 TEST_P(AllReduceTest, LargeFloatVectorWithNonIntegerValuesIsIdenticalOnAllRanks) {
   const int world = GetParam();
   const int64_t count = (1 << 18) + 3;  // > 1 MiB: ring segments, butterfly halving
-  std::vector<at::Tensor> results(static_cast<size_t>(world) * 4);
+  const size_t algos = concrete_algorithms().size();
+  std::vector<at::Tensor> results(static_cast<size_t>(world) * algos);
   std::vector<at::Tensor> inputs;
   at::Tensor reference = at::zeros({count}, at::kDouble);
   at::manual_seed(100);  // the global generator is not per thread: draw inputs up front
@@ -78,23 +79,21 @@ TEST_P(AllReduceTest, LargeFloatVectorWithNonIntegerValuesIsIdenticalOnAllRanks)
     reference += inputs.back().to(at::kDouble);
   }
   testing::run_ranks(world, [&](Group& g) {
-    int slot = 0;
+    size_t slot = 0;
     for (Algorithm algo : concrete_algorithms()) {
       at::Tensor x = inputs[static_cast<size_t>(g.rank())].clone();
       AllReduceOptions opts;
       opts.algorithm = algo;
       all_reduce(g, x, opts);
-      results[static_cast<size_t>(g.rank() * 4 + slot++)] = x;
+      results[static_cast<size_t>(g.rank()) * algos + slot++] = x;
     }
   });
-  for (int slot = 0; slot < 4; ++slot) {
-    const std::string algo = to_string(concrete_algorithms()[static_cast<size_t>(slot)]);
-    const double diff =
-        (results[static_cast<size_t>(slot)].to(at::kDouble) - reference).abs().max().item<double>();
+  for (size_t slot = 0; slot < algos; ++slot) {
+    const std::string algo = to_string(concrete_algorithms()[slot]);
+    const double diff = (results[slot].to(at::kDouble) - reference).abs().max().item<double>();
     EXPECT_LT(diff, 1e-5 * world) << algo;
     for (int r = 1; r < world; ++r) {
-      EXPECT_TRUE(
-          at::equal(results[static_cast<size_t>(slot)], results[static_cast<size_t>(r * 4 + slot)]))
+      EXPECT_TRUE(at::equal(results[slot], results[static_cast<size_t>(r) * algos + slot]))
           << algo << ": rank " << r << " differs from rank 0";
     }
   }

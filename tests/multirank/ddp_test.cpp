@@ -134,7 +134,8 @@ TEST_P(DdpEquivalence, EqualsSingleProcessOnTheConcatenatedBatch) {
 INSTANTIATE_TEST_SUITE_P(WorldsAndAlgorithms, DdpEquivalence,
                          ::testing::Combine(::testing::Values(2, 3, 4),
                                             ::testing::Values("ring", "butterfly", "direct",
-                                                              "native", "auto", "armed")),
+                                                              "exchange", "native", "auto",
+                                                              "armed")),
                          [](const auto& info) {
                            return std::to_string(std::get<0>(info.param)) + "ranks_" +
                                   std::get<1>(info.param);

@@ -11,7 +11,7 @@ namespace {
 
 TEST(ParseTest, AlgorithmsAndOpsRoundTrip) {
   for (Algorithm a : {Algorithm::kRing, Algorithm::kButterfly, Algorithm::kDirect,
-                      Algorithm::kNative, Algorithm::kAuto}) {
+                      Algorithm::kExchange, Algorithm::kNative, Algorithm::kAuto}) {
     EXPECT_EQ(parse_algorithm(to_string(a)), a);
   }
   for (ReduceOp op :

@@ -67,8 +67,13 @@ std::vector<std::string> valid_algos(Op op, const c10::Device& device) {
     return {};
   }
   switch (op) {
-    case Op::kAllReduce:
-      return {"ring", "butterfly", "direct", "native", "auto"};
+    case Op::kAllReduce: {
+      std::vector<std::string> names;
+      for (const comm::Algorithm a : comm::concrete_algorithms())
+        names.push_back(comm::to_string(a));
+      names.push_back("auto");
+      return names;
+    }
     case Op::kBroadcast:
       return {"tree", "scatter", "native", "auto"};
     case Op::kReduceScatter:
@@ -81,8 +86,12 @@ std::vector<std::string> valid_algos(Op op, const c10::Device& device) {
 std::string default_algos(Op op, const c10::Device& device) {
   if (device.is_cuda()) return "native";
   switch (op) {
-    case Op::kAllReduce:
-      return "ring,butterfly,direct,native";
+    case Op::kAllReduce: {  // every concrete one (auto is what they are compared with)
+      std::string names;
+      for (const comm::Algorithm a : comm::concrete_algorithms())
+        names += (names.empty() ? "" : ",") + comm::to_string(a);
+      return names;
+    }
     case Op::kBroadcast:
       return "tree,scatter,native";
     default:
@@ -294,9 +303,10 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
   sub->add_option("--op", o->op, "all_reduce, broadcast, reduce_scatter, all_gather")
       ->capture_default_str();
   sub->add_option("--algo", o->algos,
-                  "comma list; all_reduce: ring, butterfly, direct, native, auto; broadcast: "
-                  "tree, scatter, native, auto; reduce_scatter/all_gather: ring "
-                  "(default: all of them but auto)");
+                  "comma list; all_reduce: " + comm::algorithm_names() +
+                      "; broadcast: "
+                      "tree, scatter, native, auto; reduce_scatter/all_gather: ring "
+                      "(default: all of them but auto)");
   sub->add_option("--sizes", o->sizes, "bytes per rank buffer: MIN:MAX (times --factor), or a list")
       ->capture_default_str();
   sub->add_option("--factor", o->factor, "size multiplier for MIN:MAX")->capture_default_str();

@@ -188,7 +188,7 @@ void register_train(CLI::App& parent, int& exit_code) {
   add_diloco_options(sub, c.parallel.diloco, o->compress_outer_auto);
   auto& d = c.parallel.ddp;
   add_typed_option(sub, "--algo", d.algorithm, comm::parse_algorithm,
-                   "ddp: all-reduce algorithm (ring, butterfly, direct, native, auto)");
+                   "ddp: all-reduce algorithm (" + comm::algorithm_names() + ")");
   sub->add_option("--bucket-mb", d.bucket_mb, "ddp: gradient bucket size in MiB (first bucket: 1)")
       ->capture_default_str();
   sub->add_flag("--sync-bn", d.sync_bn, "ddp: BatchNorm statistics over the global batch");

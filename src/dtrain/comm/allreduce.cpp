@@ -7,6 +7,7 @@
 #include "dtrain/base/names.h"
 #include "dtrain/comm/algorithms.h"
 #include "dtrain/comm/allreduce_tuner.h"
+#include "dtrain/comm/armed_all_reduce.h"
 #include "dtrain/comm/group.h"
 
 namespace dtrain::comm {
@@ -15,6 +16,7 @@ namespace {
 const EnumNames<Algorithm> kAlgorithmNames("algorithm", {{Algorithm::kRing, "ring"},
                                                          {Algorithm::kButterfly, "butterfly"},
                                                          {Algorithm::kDirect, "direct"},
+                                                         {Algorithm::kExchange, "exchange"},
                                                          {Algorithm::kNative, "native"},
                                                          {Algorithm::kAuto, "auto"}});
 }
@@ -29,8 +31,16 @@ std::string to_string(Algorithm algo) {
 
 const std::vector<Algorithm>& concrete_algorithms() {
   static const std::vector<Algorithm> all{Algorithm::kRing, Algorithm::kButterfly,
-                                          Algorithm::kDirect, Algorithm::kNative};
+                                          Algorithm::kDirect, Algorithm::kExchange,
+                                          Algorithm::kNative};
   return all;
+}
+
+std::string algorithm_names(const std::string& separator) {
+  std::string out;
+  for (const Algorithm a : concrete_algorithms())
+    out += to_string(a) + separator;
+  return out + to_string(Algorithm::kAuto);
 }
 
 bool runs_off_cpu(Algorithm algo) {
@@ -63,6 +73,12 @@ void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& option
       case Algorithm::kDirect:
         detail::direct_all_reduce(group, buffer, options.op, options.tag);
         return;
+      case Algorithm::kExchange: {
+        ArmedAllReduce exchange(group, buffer.numel(), options.tag, options.tag + 1,
+                                buffer.scalar_type());
+        exchange.run(buffer, options.op);
+        return;
+      }
       case Algorithm::kNative:
         group.native_all_reduce(buffer, options.op);
         return;

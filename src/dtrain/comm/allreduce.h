@@ -7,6 +7,9 @@
 //              all-gather; non-powers of two fold the extra ranks in first; small
 //              messages use recursive doubling on the whole vector (log2 p latency)
 //   direct     each rank reduces its own slice from all others, then sends it to all
+//   exchange   direct with every receive posted at the start (armed_all_reduce.h); with
+//              2 ranks one exchange of the whole vector: a message's round trip paid once,
+//              for long links (uses the tag and tag + 1)
 //   native     the backend's own all_reduce (Gloo; NCCL on a GPU, comm/collective_backend.h)
 //   auto       the fastest of them on this group for this kind of call, by measurement
 //              (allreduce_tuner.h)
@@ -30,11 +33,13 @@ namespace dtrain::comm {
 
 class Group;
 
-enum class Algorithm { kRing, kButterfly, kDirect, kNative, kAuto };
+enum class Algorithm { kRing, kButterfly, kDirect, kExchange, kNative, kAuto };
 
 Algorithm parse_algorithm(const std::string& name);
 std::string to_string(Algorithm algo);
 const std::vector<Algorithm>& concrete_algorithms();
+// "ring, butterfly, ..., auto": every name, for help texts.
+std::string algorithm_names(const std::string& separator = ", ");
 
 // Whether `algo` takes a tensor off the CPU: native, and auto (which then means native).
 bool runs_off_cpu(Algorithm algo);

@@ -9,15 +9,20 @@
 
 namespace dtrain::comm {
 
-ArmedAllReduce::ArmedAllReduce(Group& group, int64_t count, int contribution_tag, int reduced_tag)
-    : group_(group), count_(count), contribution_tag_(contribution_tag), reduced_tag_(reduced_tag) {
+ArmedAllReduce::ArmedAllReduce(Group& group, int64_t count, int contribution_tag, int reduced_tag,
+                               at::ScalarType dtype)
+    : group_(group),
+      count_(count),
+      dtype_(dtype),
+      contribution_tag_(contribution_tag),
+      reduced_tag_(reduced_tag) {
   if (count < 0) throw std::invalid_argument("armed all-reduce: negative count");
   const int p = group_.size();
   if (p <= 1) return;
   const BlockLayout blocks{count_, p};
   const int64_t own = p == 2 ? count_ : blocks.size(group_.rank());
-  contributions_ = at::empty({(p - 1) * own}, at::kFloat);
-  if (p > 2) reduced_ = at::empty({count_ - own}, at::kFloat);
+  contributions_ = at::empty({(p - 1) * own}, dtype_);
+  if (p > 2) reduced_ = at::empty({count_ - own}, dtype_);
 }
 
 void ArmedAllReduce::arm() {
@@ -48,12 +53,13 @@ void ArmedAllReduce::arm() {
 
 namespace {
 
-void check_buffer(const at::Tensor& flat, int64_t count) {
-  if (flat.scalar_type() != at::kFloat || !flat.device().is_cpu() || !flat.is_contiguous() ||
+void check_buffer(const at::Tensor& flat, int64_t count, at::ScalarType dtype) {
+  if (flat.scalar_type() != dtype || !flat.device().is_cpu() || !flat.is_contiguous() ||
       flat.numel() != count)
-    throw std::invalid_argument("armed all-reduce: needs a contiguous CPU float32 buffer of " +
-                                std::to_string(count) + " values, got " +
-                                std::to_string(flat.numel()));
+    throw std::invalid_argument("armed all-reduce: needs a contiguous CPU buffer of " +
+                                std::to_string(count) + " " + at::toString(dtype) +
+                                " values, got " + std::to_string(flat.numel()) + " " +
+                                at::toString(flat.scalar_type()));
 }
 
 }  // namespace
@@ -64,7 +70,7 @@ void ArmedAllReduce::run(at::Tensor& flat, ReduceOp op) {
 }
 
 void ArmedAllReduce::start(const at::Tensor& flat) {
-  check_buffer(flat, count_);
+  check_buffer(flat, count_, dtype_);
   if (started_) throw std::logic_error("armed all-reduce: started twice without finish()");
   const int p = group_.size();
   started_ = true;
@@ -83,7 +89,7 @@ void ArmedAllReduce::start(const at::Tensor& flat) {
 
 void ArmedAllReduce::finish(at::Tensor& flat, ReduceOp op) {
   if (!started_) start(flat);
-  check_buffer(flat, count_);
+  check_buffer(flat, count_, dtype_);
   started_ = false;
   const int p = group_.size();
   const int r = group_.rank();

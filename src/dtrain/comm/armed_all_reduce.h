@@ -7,7 +7,9 @@
 // 4 one-way delays before any byte of bandwidth counts. arm() posts every receive of the
 // next run() into buffers of its own while the data is still being computed (DDP arms its
 // buckets when backward starts): by the time run() sends, the notices have crossed, and
-// each message costs one one-way delay.
+// each message costs one one-way delay. Run per call without arming ahead (all_reduce's
+// "exchange" algorithm), it still saves the later messages' round trips: 2 ranks pay one
+// rendezvous and one transfer, where the ring pays two of each.
 //
 // The algorithm: with 2 ranks each sends its whole buffer and both sum the two in rank
 // order (1 message, the ring's bytes); with p > 2 each rank sends block j to rank j, which
@@ -34,16 +36,17 @@ namespace dtrain::comm {
 
 class ArmedAllReduce {
  public:
-  // float32 buffers of `count` values on the CPU; contributions carry `contribution_tag`,
+  // Buffers of `count` values of `dtype` on the CPU; contributions carry `contribution_tag`,
   // reduced blocks (p > 2) `reduced_tag`.
-  ArmedAllReduce(Group& group, int64_t count, int contribution_tag, int reduced_tag);
+  ArmedAllReduce(Group& group, int64_t count, int contribution_tag, int reduced_tag,
+                 at::ScalarType dtype = at::kFloat);
   ArmedAllReduce(const ArmedAllReduce&) = delete;
   ArmedAllReduce& operator=(const ArmedAllReduce&) = delete;
 
   // Posts every receive of the next run(). A no-op when already armed.
   void arm();
   bool armed() const { return armed_; }
-  // Reduces `flat` (float32, contiguous, CPU, `count` values) in place across the ranks,
+  // Reduces `flat` (contiguous, CPU, `count` values of the dtype) in place across the ranks,
   // then leaves the object disarmed. Throws CommError (group.h) on a failed message.
   // run() is start() then finish(): start() sends this rank's contributions (arming first
   // if need be) and returns; finish() waits for the others, reduces and (p > 2) exchanges
@@ -58,6 +61,7 @@ class ArmedAllReduce {
  private:
   Group& group_;
   const int64_t count_;
+  const at::ScalarType dtype_;
   const int contribution_tag_;
   const int reduced_tag_;
   // Where the armed receives land: 2 ranks, the peer's whole buffer; p > 2, the p - 1
