@@ -13,7 +13,7 @@ lab=links$$
 mkdir -p docs/data
 tmp=$(mktemp)
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp"' EXIT
-algos=ring,butterfly,direct,native,auto
+algos=ring,butterfly,direct,exchange,native,auto
 tagged() {  # tagged FIELDS: prefixes every JSON line of stdin with FIELDS
   sed "s/^{/{$1,/"
 }
