@@ -3,8 +3,8 @@
 //
 // A kind of call is (channel tag, dtype, op, size class: the bytes' power of two); the world
 // size, device and links are the group's. The first call of a kind times every candidate
-// (ring, butterfly, direct, native) on copies of that call's data, taking turns (ABCD DCBA
-// ...; 16 turns up to 1 MiB, 4 up to 16 MiB, 2 above, fewer once the turns took
+// (ring, butterfly, direct, exchange, native) on copies of that call's data, taking turns
+// (ABCDE EDCBA ...; 16 turns up to 1 MiB, 4 up to 16 MiB, 2 above, fewer once the turns took
 // kCalibrationBudgetS: slow calls are steady) and keeping each one's median; a
 // candidate's time is the slowest rank's, so every rank reaches the same choice from the
 // same numbers. Later calls of the kind run the choice. Every kRecheckCalls calls of a kind
