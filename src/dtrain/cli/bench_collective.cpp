@@ -67,13 +67,8 @@ std::vector<std::string> valid_algos(Op op, const c10::Device& device) {
     return {};
   }
   switch (op) {
-    case Op::kAllReduce: {
-      std::vector<std::string> names;
-      for (const comm::Algorithm a : comm::concrete_algorithms())
-        names.push_back(comm::to_string(a));
-      names.push_back("auto");
-      return names;
-    }
+    case Op::kAllReduce:
+      return split_list(comm::algorithm_names(","));
     case Op::kBroadcast:
       return {"tree", "scatter", "native", "auto"};
     case Op::kReduceScatter:
@@ -86,12 +81,8 @@ std::vector<std::string> valid_algos(Op op, const c10::Device& device) {
 std::string default_algos(Op op, const c10::Device& device) {
   if (device.is_cuda()) return "native";
   switch (op) {
-    case Op::kAllReduce: {  // every concrete one (auto is what they are compared with)
-      std::string names;
-      for (const comm::Algorithm a : comm::concrete_algorithms())
-        names += (names.empty() ? "" : ",") + comm::to_string(a);
-      return names;
-    }
+    case Op::kAllReduce:  // every concrete one (auto is what they are compared with)
+      return comm::algorithm_names(",", /*with_auto=*/false);
     case Op::kBroadcast:
       return "tree,scatter,native";
     default:

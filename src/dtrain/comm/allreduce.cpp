@@ -36,11 +36,11 @@ const std::vector<Algorithm>& concrete_algorithms() {
   return all;
 }
 
-std::string algorithm_names(const std::string& separator) {
+std::string algorithm_names(const std::string& separator, bool with_auto) {
   std::string out;
   for (const Algorithm a : concrete_algorithms())
-    out += to_string(a) + separator;
-  return out + to_string(Algorithm::kAuto);
+    out += (out.empty() ? "" : separator) + to_string(a);
+  return with_auto ? out + separator + to_string(Algorithm::kAuto) : out;
 }
 
 bool runs_off_cpu(Algorithm algo) {

@@ -38,8 +38,8 @@ enum class Algorithm { kRing, kButterfly, kDirect, kExchange, kNative, kAuto };
 Algorithm parse_algorithm(const std::string& name);
 std::string to_string(Algorithm algo);
 const std::vector<Algorithm>& concrete_algorithms();
-// "ring, butterfly, ..., auto": every name, for help texts.
-std::string algorithm_names(const std::string& separator = ", ");
+// "ring, butterfly, ..., auto": every name (or every concrete one), for help texts and lists.
+std::string algorithm_names(const std::string& separator = ", ", bool with_auto = true);
 
 // Whether `algo` takes a tensor off the CPU: native, and auto (which then means native).
 bool runs_off_cpu(Algorithm algo);

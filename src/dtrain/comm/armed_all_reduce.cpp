@@ -9,49 +9,12 @@
 
 namespace dtrain::comm {
 
-ArmedAllReduce::ArmedAllReduce(Group& group, int64_t count, int contribution_tag, int reduced_tag,
-                               at::ScalarType dtype)
-    : group_(group),
-      count_(count),
-      dtype_(dtype),
-      contribution_tag_(contribution_tag),
-      reduced_tag_(reduced_tag) {
-  if (count < 0) throw std::invalid_argument("armed all-reduce: negative count");
-  const int p = group_.size();
-  if (p <= 1) return;
-  const BlockLayout blocks{count_, p};
-  const int64_t own = p == 2 ? count_ : blocks.size(group_.rank());
-  contributions_ = at::empty({(p - 1) * own}, dtype_);
-  if (p > 2) reduced_ = at::empty({count_ - own}, dtype_);
-}
-
-void ArmedAllReduce::arm() {
-  const int p = group_.size();
-  if (armed_ || p <= 1) {
-    armed_ = p > 1;
-    return;
-  }
-  const int r = group_.rank();
-  const BlockLayout blocks{count_, p};
-  const int64_t own = p == 2 ? count_ : blocks.size(r);
-  for (int i = 1; i < p; ++i) {  // contributions in the order peers are staggered below
-    const int peer = wrap(r - i, p);
-    at::Tensor into = slice(contributions_, (i - 1) * own, own);
-    contribution_recvs_.push_back(group_.irecv(into, peer, contribution_tag_));
-  }
-  if (p > 2) {
-    int64_t offset = 0;
-    for (int j = 0; j < p; ++j) {
-      if (j == r) continue;
-      at::Tensor into = slice(reduced_, offset, blocks.size(j));
-      reduced_recvs_.push_back(group_.irecv(into, j, reduced_tag_));
-      offset += blocks.size(j);
-    }
-  }
-  armed_ = true;
-}
-
 namespace {
+
+int64_t own_count(const Group& group, int64_t count) {
+  const int p = group.size();
+  return p == 2 ? count : BlockLayout{count, p}.size(group.rank());
+}
 
 void check_buffer(const at::Tensor& flat, int64_t count, at::ScalarType dtype) {
   if (flat.scalar_type() != dtype || !flat.device().is_cpu() || !flat.is_contiguous() ||
@@ -63,6 +26,63 @@ void check_buffer(const at::Tensor& flat, int64_t count, at::ScalarType dtype) {
 }
 
 }  // namespace
+
+ArmedAllReduce::ArmedAllReduce(Group& group, int64_t count, int contribution_tag, int reduced_tag,
+                               at::ScalarType dtype)
+    : group_(group),
+      count_(count),
+      dtype_(dtype),
+      contribution_tag_(contribution_tag),
+      reduced_tag_(reduced_tag),
+      own_(count < 0 ? 0 : own_count(group, count)) {
+  if (count < 0) throw std::invalid_argument("armed all-reduce: negative count");
+  const int p = group_.size();
+  if (p <= 1) return;
+  const int64_t contributions = (p - 1) * own_;
+  const int64_t reduced = p > 2 ? count_ - own_ : 0;
+  const int64_t values = contributions + own_ + reduced;
+  scratch_ = group_.take_scratch(values * at::elementSize(dtype_));
+  const at::Tensor all = scratch_.narrow(0, 0, values * at::elementSize(dtype_)).view(dtype_);
+  contributions_ = all.narrow(0, 0, contributions);
+  sum_ = all.narrow(0, contributions, own_);
+  reduced_ = all.narrow(0, contributions + own_, reduced);
+}
+
+ArmedAllReduce::~ArmedAllReduce() {
+  const auto busy = [](const std::vector<Request>& requests) {
+    for (const auto& r : requests)
+      if (r.pending()) return true;
+    return false;
+  };
+  if (scratch_.defined() && !busy(contribution_recvs_) && !busy(reduced_recvs_) && !busy(sends_))
+    group_.give_back_scratch(std::move(scratch_));
+}
+
+at::Tensor ArmedAllReduce::reduced_block(int j) const {
+  const BlockLayout blocks{count_, group_.size()};
+  // reduced_ holds every block but this rank's, in rank order.
+  const int64_t begin = blocks.begin(j) - (j > group_.rank() ? own_ : 0);
+  return slice(reduced_, begin, blocks.size(j));
+}
+
+void ArmedAllReduce::arm() {
+  const int p = group_.size();
+  if (armed_ || p <= 1) return;
+  const int r = group_.rank();
+  for (int i = 1; i < p; ++i) {  // contributions in the order peers are staggered below
+    const int peer = wrap(r - i, p);
+    at::Tensor into = slice(contributions_, (i - 1) * own_, own_);
+    contribution_recvs_.push_back(group_.irecv(into, peer, contribution_tag_));
+  }
+  if (p > 2) {
+    for (int j = 0; j < p; ++j) {
+      if (j == r) continue;
+      at::Tensor into = reduced_block(j);
+      reduced_recvs_.push_back(group_.irecv(into, j, reduced_tag_));
+    }
+  }
+  armed_ = true;
+}
 
 void ArmedAllReduce::run(at::Tensor& flat, ReduceOp op) {
   start(flat);
@@ -98,40 +118,35 @@ void ArmedAllReduce::finish(at::Tensor& flat, ReduceOp op) {
     return;
   }
   const BlockLayout blocks{count_, p};
-  const int64_t own_count = p == 2 ? count_ : blocks.size(r);
-  at::Tensor own = p == 2 ? flat : slice(flat, blocks.begin(r), own_count);
+  at::Tensor own = p == 2 ? flat : slice(flat, blocks.begin(r), own_);
   std::vector<Request> sends = std::move(sends_);
   sends_.clear();
   // The contribution from rank j sits at place (r - j) mod p - 1 of contributions_.
   auto contribution = [&](int j) {
-    return slice(contributions_, (wrap(r - j, p) - 1) * own_count, own_count);
+    return slice(contributions_, (wrap(r - j, p) - 1) * own_, own_);
   };
   for (auto& req : contribution_recvs_)
     req.wait();
   contribution_recvs_.clear();
-  // Reduce in rank order, so every rank computes the same sums whatever arrived first.
-  at::Tensor acc = r == 0 ? own.clone() : contribution(0).clone();
+  // Sum in rank order, so every rank computes the same sums whatever arrived first.
+  sum_.copy_(r == 0 ? own : contribution(0));
   for (int j = 1; j < p; ++j) {
-    combine_into(acc, j == r ? own : contribution(j), op);
+    combine_into(sum_, j == r ? own : contribution(j), op);
   }
-  finalize_reduction(acc, op, p);
+  finalize_reduction(sum_, op, p);
   // With 2 ranks the send reads all of flat: it must be done before flat changes.
   for (auto& req : sends)
     req.wait();
   sends.clear();
-  own.copy_(acc);
+  own.copy_(sum_);
   if (p == 2) return;
   for (int j = 0; j < p; ++j)
     if (j != r) sends.push_back(group_.isend(own, j, reduced_tag_));
   for (auto& req : reduced_recvs_)
     req.wait();
   reduced_recvs_.clear();
-  int64_t offset = 0;
-  for (int j = 0; j < p; ++j) {
-    if (j == r) continue;
-    slice(flat, blocks.begin(j), blocks.size(j)).copy_(slice(reduced_, offset, blocks.size(j)));
-    offset += blocks.size(j);
-  }
+  for (int j = 0; j < p; ++j)
+    if (j != r) slice(flat, blocks.begin(j), blocks.size(j)).copy_(reduced_block(j));
   for (auto& req : sends)
     req.wait();
 }

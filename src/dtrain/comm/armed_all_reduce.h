@@ -40,6 +40,8 @@ class ArmedAllReduce {
   // reduced blocks (p > 2) `reduced_tag`.
   ArmedAllReduce(Group& group, int64_t count, int contribution_tag, int reduced_tag,
                  at::ScalarType dtype = at::kFloat);
+  // Gives the staging memory back to the group (unless a receive may still write to it).
+  ~ArmedAllReduce();
   ArmedAllReduce(const ArmedAllReduce&) = delete;
   ArmedAllReduce& operator=(const ArmedAllReduce&) = delete;
 
@@ -64,10 +66,17 @@ class ArmedAllReduce {
   const at::ScalarType dtype_;
   const int contribution_tag_;
   const int reduced_tag_;
-  // Where the armed receives land: 2 ranks, the peer's whole buffer; p > 2, the p - 1
-  // contributions to this rank's block, then the other ranks' reduced blocks.
+  const int64_t own_;  // values this rank reduces: all of them with 2 ranks, else its block
+  // One buffer from the group's scratch (Group::take_scratch: reused from call to call when
+  // all_reduce's "exchange" makes one per call), viewed as: where the armed receives land
+  // (2 ranks, the peer's whole buffer; p > 2, the p - 1 contributions to this rank's
+  // block), the sum in rank order, and (p > 2) the other ranks' reduced blocks.
+  at::Tensor scratch_;
   at::Tensor contributions_;
+  at::Tensor sum_;
   at::Tensor reduced_;
+  // Where rank j's reduced block lands in reduced_ (p > 2, j != this rank).
+  at::Tensor reduced_block(int j) const;
   std::vector<Request> contribution_recvs_;
   std::vector<Request> reduced_recvs_;
   std::vector<Request> sends_;

@@ -214,7 +214,7 @@ void DistributedDataParallel::on_accumulated(size_t k) {
     backward_started_ = true;
     for (auto& b : buckets_)
       if (b->armed) b->armed->arm();
-    if (config_.broadcast_buffers) buffers_->start_early();
+    buffers_->start_early();  // a no-op unless the early schedule was chosen
   }
   adopt_gradient(k);
   Slot& slot = slots_[k];

@@ -9,13 +9,14 @@
 //   backward produces their gradients); a bucket closes once it reaches its cap (so it may
 //   exceed it by one parameter); the first bucket's cap is small so communication starts
 //   early, except where a link's round trip is long (comm::kLongRttSeconds, as measured at
-//   connect): there every bucket costs round trips backward cannot hide, and the first
-//   bucket takes the regular cap, and exact buckets reduced in host memory (--algo auto) post
-//   their receives when backward starts (comm/armed_all_reduce.h). Each parameter's .grad becomes a
-//   view into its bucket's flat buffer (PyTorch's gradient_as_bucket_view): once autograd has
-//   accumulated a gradient, a hook moves it into the view if it is not there already (a gradient
-//   allocated afresh after zero_grad() is copied once; one accumulated into .grad in place costs
-//   nothing) and points .grad at the view. A full bucket is handed to a communication thread that
+//   connect, or DdpConfig::link): there every bucket costs round trips backward cannot
+//   hide, so the first bucket takes the regular cap, and exact buckets reduced in host
+//   memory (--algo auto) post their receives when backward starts (comm/armed_all_reduce.h).
+//   Each parameter's .grad becomes a view into its bucket's flat buffer (PyTorch's
+//   gradient_as_bucket_view): once autograd has accumulated a gradient, a hook moves it
+//   into the view if it is not there already (a gradient allocated afresh after
+//   zero_grad() is copied once; one accumulated into .grad in place costs nothing) and
+//   points .grad at the view. A full bucket is handed to a communication thread that
 //   all-reduces it in place (in bucket order, the same on every rank) while backward goes
 //   on. finish_backward() waits for the rest: the averages are then in .grad, with no
 //   copy out. .grad therefore shares memory with the bucket: assigning a new tensor to
@@ -29,8 +30,8 @@
 // - broadcast_buffers: every forward runs with rank 0's buffers (BatchNorm running
 //   statistics) on every rank (PyTorch's default): copied before the forward, or on long
 //   links (CPU buffers) sent when the previous synchronized backward starts
-//   (buffer_broadcast.h). Models whose BatchNorms are
-//   SyncBatchNorm keep identical statistics by construction and can turn this off.
+//   (buffer_broadcast.h). Models whose BatchNorms are SyncBatchNorm keep identical
+//   statistics by construction and can turn this off.
 // - Every rank must run the same number of synchronized backwards.
 #pragma once
 
