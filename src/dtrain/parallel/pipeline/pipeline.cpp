@@ -12,6 +12,7 @@
 #include "dtrain/metrics/trace.h"
 #include "dtrain/models/batch_context.h"
 #include "dtrain/models/registry.h"
+#include "dtrain/parallel/pipeline/pipeline_step.h"
 
 namespace dtrain::parallel::pipeline {
 namespace {
@@ -160,24 +161,6 @@ void Pipeline::check_mask(int64_t batch, const at::Tensor& mask) const {
                                 std::to_string(batch) + ", " + std::to_string(config_.mask_length) +
                                 "]");
 }
-
-struct Pipeline::Live {
-  at::Tensor input, output, loss;
-};
-
-struct Pipeline::Step {
-  bool training = false;
-  int64_t batch = 0;
-  std::vector<int64_t> sizes;  // samples per micro-batch
-  const Schedule* schedule = nullptr;
-  int last_stage = 0;
-  int loss_rank = 0;
-  std::vector<at::Tensor> input_chunks, label_chunks, mask_chunks;  // driver only
-  std::vector<at::Tensor> id_chunks;         // delta coding, training: every rank
-  std::map<std::pair<int, int>, Live> live;  // (stage, micro-batch) awaiting backward
-  std::map<int, at::Tensor> received_masks;  // followers: by micro-batch
-  StepResult result;
-};
 
 StepResult Pipeline::run(bool training, int64_t batch, const at::Tensor& inputs,
                          const at::Tensor& labels, const at::Tensor& mask, const at::Tensor& ids) {

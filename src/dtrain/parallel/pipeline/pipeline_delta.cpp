@@ -8,6 +8,7 @@
 #include "dtrain/metrics/trace.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/parallel/pipeline/pipeline.h"
+#include "dtrain/parallel/pipeline/pipeline_step.h"
 
 namespace dtrain::parallel::pipeline {
 namespace {
