@@ -36,6 +36,10 @@ TEST(TagsTest, SpacesAndChannelsNeverCollide) {
   for (auto c : {CollectiveChannel::kAllReduce, CollectiveChannel::kBroadcast,
                  CollectiveChannel::kScatterGather, CollectiveChannel::kSyncBatchNorm})
     EXPECT_TRUE(seen.insert(collective_tag(c)).second);
+  // An algorithm's second phase (tag + 1: all_reduce's exchange) meets no other collective.
+  for (auto c : {CollectiveChannel::kAllReduce, CollectiveChannel::kBroadcast,
+                 CollectiveChannel::kScatterGather, CollectiveChannel::kSyncBatchNorm})
+    EXPECT_EQ(seen.count(collective_tag(c) + 1), 0u) << static_cast<int>(c);
   EXPECT_TRUE(seen.insert(report_tag()).second);
   EXPECT_TRUE(seen.insert(trace_tag()).second);
   const TagLayout ddp(TagSpace::kDdp, {{"phase", 1}, {"bucket", 23}});

@@ -47,8 +47,9 @@ int TagLayout::make(std::initializer_list<int64_t> values) const {
 }
 
 int collective_tag(CollectiveChannel channel) {
-  static const TagLayout layout(TagSpace::kCollective, {{"collective", 8}});
-  return layout.make({static_cast<int64_t>(channel)});
+  // The phase field stays 0 here: an algorithm's second phase adds 1 (tags.h).
+  static const TagLayout layout(TagSpace::kCollective, {{"collective", 8}, {"phase", 16}});
+  return layout.make({static_cast<int64_t>(channel), 0});
 }
 
 namespace {
@@ -71,8 +72,9 @@ int connect_probe_tag() {
 }
 
 std::string describe_tag(int tag) {
-  static const char* const kSpaceNames[] = {"unregistered", "collective", "pipeline", "DDP",
-                                            "report",       "benchmark",  "tuning"};
+  static const char* const kSpaceNames[] = {"unregistered", "collective",  "pipeline",
+                                            "DDP",          "report",      "benchmark",
+                                            "tuning",       "DiLoCo outer"};
   const int space = tag >> kFieldBits;
   const int known = static_cast<int>(sizeof(kSpaceNames) / sizeof(kSpaceNames[0]));
   char hex[16];
