@@ -249,6 +249,11 @@ TEST(Ddp, TheEarlyBufferBroadcastTrainsWhatTheBroadcastAtTheForwardDoes) {
       auto model = models[static_cast<size_t>(g.rank())];
       DdpConfig c;
       c.link = link;
+      // The long link arms its buckets (--algo auto); the short one reduces them by the same
+      // exchange per call (rank-order sums: the same bits). auto there would choose by timing,
+      // and another algorithm sums in another order.
+      c.algorithm =
+          link == LinkSchedule::kLong ? comm::Algorithm::kAuto : comm::Algorithm::kExchange;
       DistributedDataParallel ddp(g, model.ptr(), c);
       auto opt = make_sgd(model->parameters());
       for (size_t step = 0; step < batches.size(); ++step) {
