@@ -7,8 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <set>
+#include <string>
+
 #include "../support/e2e.h"
 #include "../support/sockets.h"
+#include "dtrain/base/crc32c.h"
 #include "dtrain/comm/launch.h"
 
 namespace dtrain {
@@ -191,6 +195,29 @@ TEST(WireCheckE2eTest, MeasuringTheCheckIsForPipelines) {
   EXPECT_NE(p.wait_for(30s), 0);
   EXPECT_NE(p.err().find("--measure-wire-check is for --parallel pipeline"), std::string::npos)
       << p.err();
+}
+
+// bench checksum: a row per op and kernel this CPU has (and the baselines), each a real
+// rate; a malformed size is refused with a message, not measured.
+TEST(ChecksumBenchTest, EveryKernelOfThisCpuIsMeasuredAndBadSizesAreRefused) {
+  testing::Process p(
+      {DTRAIN_BINARY, "bench", "checksum", "--sizes", "64K", "--reps", "1", "--format", "jsonl"});
+  ASSERT_EQ(p.wait_for(60s), 0) << p.err();
+  const auto rows = testing::json_lines(p.out());
+  const size_t kernels = static_cast<size_t>(crc32c_kernel()) + 1;
+  ASSERT_EQ(rows.size(), 2 + 3 * kernels) << p.out();
+  std::set<std::string> seen;
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("bench"), "checksum");
+    EXPECT_EQ(row.at("bytes"), 65536);
+    EXPECT_GT(row.at("bandwidth_gbps").get<double>(), 0.0) << row;
+    seen.insert(row.at("op").get<std::string>() + " " + row.at("impl").get<std::string>());
+  }
+  EXPECT_TRUE(seen.count("crc tables") && seen.count("crc+sum tables") && seen.count("copy none"));
+  EXPECT_TRUE(seen.count(std::string("crc+copy ") + to_string(crc32c_kernel())));
+  testing::Process bad({DTRAIN_BINARY, "bench", "checksum", "--sizes", "12Q"});
+  EXPECT_EQ(bad.wait_for(60s), 1) << bad.err();
+  EXPECT_NE(bad.err().find("12Q"), std::string::npos) << bad.err();
 }
 
 }  // namespace

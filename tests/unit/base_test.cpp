@@ -72,26 +72,50 @@ TEST(Crc32cTest, KnownValues) {
   EXPECT_EQ(crc32c(nullptr, 0), 0u);
 }
 
-// The fast path (three hardware streams joined, where the CPU has them) against the tables,
-// at lengths around its 3 x 4 KiB rounds, and built piecewise.
-TEST(Crc32cTest, FastPathAndPiecesAgreeWithTheTables) {
+// Every kernel this CPU has against the tables, at lengths around the CRC32 instruction's
+// 3 x 4 KiB rounds and the fold's 256-byte rounds, from several starting registers (a CRC
+// built piecewise) and offsets (unaligned data), plain and copying.
+TEST(Crc32cTest, EveryKernelAndPiecesAgreeWithTheTables) {
   std::mt19937 gen(7);
   std::vector<uint8_t> data(3 * 12288 + 77);
   for (auto& b : data)
     b = static_cast<uint8_t>(gen());
-  for (const size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{12287}, size_t{12288},
-                         size_t{12289}, size_t{24576 + 5}, data.size()}) {
-    const uint32_t whole = crc32c(data.data(), n);
-    EXPECT_EQ(whole, crc32c_portable(data.data(), n)) << n;
-    const size_t cut = n / 3;
-    EXPECT_EQ(crc32c(data.data() + cut, n - cut, crc32c(data.data(), cut)), whole) << n;
-    // The checksummed copy: the same value, every byte copied and none past the end.
-    std::vector<uint8_t> copy(n + 8, 0xA5);
-    EXPECT_EQ(crc32c_copy(copy.data(), data.data(), n), whole) << n;
-    EXPECT_TRUE(std::equal(data.begin(), data.begin() + static_cast<long>(n), copy.begin())) << n;
-    EXPECT_EQ(copy[n], 0xA5) << n;
-    EXPECT_EQ(crc32c_copy(copy.data(), data.data() + cut, n - cut, crc32c(data.data(), cut)), whole)
-        << n;
+  std::vector<Crc32cKernel> kernels{Crc32cKernel::kTables};
+  if (crc32c_kernel() != Crc32cKernel::kTables) kernels.push_back(Crc32cKernel::kCrc32Instruction);
+  if (crc32c_kernel() == Crc32cKernel::kCarrylessFold)
+    kernels.push_back(Crc32cKernel::kCarrylessFold);
+  const auto tables = [&](size_t begin, size_t n, uint32_t crc = 0) {
+    return crc32c_with(Crc32cKernel::kTables, data.data() + begin, n, crc);
+  };
+  for (const Crc32cKernel kernel : kernels) {
+    for (const size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{255}, size_t{256},
+                           size_t{257}, size_t{511}, size_t{512}, size_t{1000}, size_t{12287},
+                           size_t{12288}, size_t{12289}, size_t{24576 + 5}, data.size() - 3}) {
+      for (const size_t offset : {size_t{0}, size_t{3}}) {
+        const size_t len = std::min(n, data.size() - offset);
+        SCOPED_TRACE(std::string(to_string(kernel)) + " n " + std::to_string(len) + " offset " +
+                     std::to_string(offset));
+        const uint32_t whole = tables(offset, len);
+        EXPECT_EQ(crc32c_with(kernel, data.data() + offset, len), whole);
+        const size_t cut = len / 3;
+        const uint32_t head = tables(offset, cut);
+        EXPECT_EQ(crc32c_with(kernel, data.data() + offset + cut, len - cut, head), whole);
+        // The checksummed copy: the same value, every byte copied and none past the end.
+        std::vector<uint8_t> copy(len + 8, 0xA5);
+        EXPECT_EQ(crc32c_copy_with(kernel, copy.data(), data.data() + offset, len), whole);
+        EXPECT_TRUE(std::equal(copy.begin(), copy.begin() + static_cast<long>(len),
+                               data.begin() + static_cast<long>(offset)));
+        EXPECT_EQ(copy[len], 0xA5);
+        EXPECT_EQ(
+            crc32c_copy_with(kernel, copy.data(), data.data() + offset + cut, len - cut, head),
+            whole);
+      }
+    }
+  }
+  EXPECT_EQ(crc32c(data.data(), data.size()), tables(0, data.size()));
+  // A kernel this CPU lacks is refused, not run.
+  if (crc32c_kernel() != Crc32cKernel::kCarrylessFold) {
+    EXPECT_THROW(crc32c_with(Crc32cKernel::kCarrylessFold, data.data(), 1), std::invalid_argument);
   }
   // Any single flipped bit changes it.
   const uint32_t before = crc32c(data.data(), data.size());

@@ -2,6 +2,10 @@
 
 #include <array>
 #include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "dtrain/base/crc32c_fold.h"
 
 namespace dtrain {
 namespace {
@@ -126,42 +130,97 @@ __attribute__((target("sse4.2"))) uint32_t hardware_register(uint32_t r, const u
   return r;
 }
 
-const bool kHardware = __builtin_cpu_supports("sse4.2");
+const bool kCrc32Instruction = __builtin_cpu_supports("sse4.2");
 #else
-const bool kHardware = false;
+const bool kCrc32Instruction = false;
+
+template <bool kCopy>
+uint32_t hardware_register(uint32_t, const unsigned char*, size_t, unsigned char*) {
+  throw std::logic_error("crc32c: no CRC32 instruction on this CPU");
+}
 #endif
+
+Crc32cKernel best_kernel() {
+  if (crc32c_fold::supported()) return Crc32cKernel::kCarrylessFold;
+  return kCrc32Instruction ? Crc32cKernel::kCrc32Instruction : Crc32cKernel::kTables;
+}
+const Crc32cKernel kBest = best_kernel();
+
+// The register after `n` bytes by `kernel`, copied to `out` too when it is not null.
+uint32_t kernel_register(Crc32cKernel kernel, uint32_t r, const unsigned char* p, size_t n,
+                         unsigned char* out) {
+  if (kernel == Crc32cKernel::kCarrylessFold && n >= crc32c_fold::kMinBytes) {
+    size_t done = 0;
+    r = crc32c_fold::fold_register(r, p, n, out, &done);
+    p += done;
+    n -= done;
+    if (out) out += done;
+  }
+  if (kernel == Crc32cKernel::kTables) {
+    if (out && n > 0) std::memcpy(out, p, n);
+    return portable_register(r, p, n);
+  }
+  return out ? hardware_register<true>(r, p, n, out) : hardware_register<false>(r, p, n, nullptr);
+}
+
+void check_supported(Crc32cKernel kernel) {
+  if (static_cast<int>(kernel) > static_cast<int>(kBest))
+    throw std::invalid_argument(std::string("crc32c: this CPU has no ") + to_string(kernel) +
+                                " kernel (its best is " + to_string(kBest) + ")");
+}
 
 }  // namespace
 
-uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc) {
-  return ~portable_register(~crc, static_cast<const unsigned char*>(data), size);
+uint32_t crc32c_fold::x_power(uint64_t bits) {
+  uint32_t result = 1u << 31;  // x^0
+  uint32_t power = 1u << 30;   // x^1
+  for (; bits > 0; bits >>= 1) {
+    if (bits & 1) result = multiply(result, power);
+    power = multiply(power, power);
+  }
+  return result;
+}
+
+Crc32cKernel crc32c_kernel() {
+  return kBest;
+}
+
+const char* to_string(Crc32cKernel kernel) {
+  switch (kernel) {
+    case Crc32cKernel::kTables:
+      return "tables";
+    case Crc32cKernel::kCrc32Instruction:
+      return "crc32-instruction";
+    case Crc32cKernel::kCarrylessFold:
+      return "carryless-fold";
+  }
+  return "?";
 }
 
 uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
-#if defined(__x86_64__)
-  if (kHardware)
-    return ~hardware_register<false>(~crc, static_cast<const unsigned char*>(data), size, nullptr);
-#endif
-  return crc32c_portable(data, size, crc);
+  return ~kernel_register(kBest, ~crc, static_cast<const unsigned char*>(data), size, nullptr);
 }
 
 uint32_t crc32c_copy(void* out, const void* data, size_t size, uint32_t crc) {
-#if defined(__x86_64__)
-  if (kHardware)
-    return ~hardware_register<true>(~crc, static_cast<const unsigned char*>(data), size,
-                                    static_cast<unsigned char*>(out));
-#endif
-  if (size > 0) std::memcpy(out, data, size);
-  return crc32c_portable(out, size, crc);
+  return ~kernel_register(kBest, ~crc, static_cast<const unsigned char*>(data), size,
+                          static_cast<unsigned char*>(out));
+}
+
+uint32_t crc32c_with(Crc32cKernel kernel, const void* data, size_t size, uint32_t crc) {
+  check_supported(kernel);
+  return ~kernel_register(kernel, ~crc, static_cast<const unsigned char*>(data), size, nullptr);
+}
+
+uint32_t crc32c_copy_with(Crc32cKernel kernel, void* out, const void* data, size_t size,
+                          uint32_t crc) {
+  check_supported(kernel);
+  return ~kernel_register(kernel, ~crc, static_cast<const unsigned char*>(data), size,
+                          static_cast<unsigned char*>(out));
 }
 
 // crc(A B) = crc(A) * x^(8|B|) + crc(B): the pre- and post-inversions cancel.
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t size_b) {
   return multiply(crc_a, zeros_power(size_b)) ^ crc_b;
-}
-
-bool crc32c_hardware() {
-  return kHardware;
 }
 
 }  // namespace dtrain

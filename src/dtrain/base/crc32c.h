@@ -4,14 +4,22 @@
 // every odd number of flipped bits.
 //
 // crc32c(b, crc32c(a)) == crc32c(a followed by b), so a checksum can be built piecewise.
-// x86-64 CPUs with SSE4.2 take three interleaved hardware streams (about 8 bytes a cycle);
-// others use tables (about 1 byte a cycle). Both give the same value (a unit test checks).
+// Three kernels give the same value (a unit test checks); crc32c() takes the fastest the CPU
+// has: folding by carry-less multiplication (x86-64 with AVX-512 and VPCLMULQDQ: 2-3x the
+// CRC32 instruction, crc32c_fold.h), three interleaved streams of the CRC32 instruction
+// (SSE4.2: about 8 bytes a cycle), or tables (about 1 byte a cycle).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 namespace dtrain {
+
+enum class Crc32cKernel { kTables, kCrc32Instruction, kCarrylessFold };
+
+// The fastest kernel this CPU has: the one crc32c() and crc32c_copy() use.
+Crc32cKernel crc32c_kernel();
+const char* to_string(Crc32cKernel kernel);
 
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 
@@ -25,10 +33,10 @@ uint32_t crc32c_copy(void* out, const void* data, size_t size, uint32_t crc = 0)
 // bytes anyway do (comm/fused_reduce.h). O(log size).
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t size_b);
 
-// The portable table version, whatever the CPU (for tests and benchmarks).
-uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc = 0);
-
-// Whether crc32c() uses the CPU's CRC32 instruction.
-bool crc32c_hardware();
+// crc32c() and crc32c_copy() by a given kernel, for tests and benchmarks: `kernel` must be
+// at most crc32c_kernel() (std::invalid_argument otherwise).
+uint32_t crc32c_with(Crc32cKernel kernel, const void* data, size_t size, uint32_t crc = 0);
+uint32_t crc32c_copy_with(Crc32cKernel kernel, void* out, const void* data, size_t size,
+                          uint32_t crc = 0);
 
 }  // namespace dtrain

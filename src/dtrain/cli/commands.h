@@ -17,5 +17,6 @@ void register_bench_collective(CLI::App& bench, int& exit_code);
 void register_bench_p2p(CLI::App& bench, int& exit_code);
 void register_bench_codec(CLI::App& bench, int& exit_code);
 void register_bench_syncbn(CLI::App& bench, int& exit_code);
+void register_bench_checksum(CLI::App& bench, int& exit_code);
 
 }  // namespace dtrain::cli

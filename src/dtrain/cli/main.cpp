@@ -38,12 +38,14 @@ int main(int argc, char** argv) {
   dtrain::cli::register_launch(app, exit_code);
   dtrain::cli::register_netlab(app, exit_code);
   dtrain::cli::register_codec(app, exit_code);
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks: collective, p2p, codec");
+  CLI::App* bench =
+      app.add_subcommand("bench", "benchmarks: collective, p2p, codec, syncbn, checksum");
   bench->require_subcommand(1);
   dtrain::cli::register_bench_collective(*bench, exit_code);
   dtrain::cli::register_bench_p2p(*bench, exit_code);
   dtrain::cli::register_bench_codec(*bench, exit_code);
   dtrain::cli::register_bench_syncbn(*bench, exit_code);
+  dtrain::cli::register_bench_checksum(*bench, exit_code);
 
   try {
     app.parse(argc, argv);

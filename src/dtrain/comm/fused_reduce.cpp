@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "dtrain/base/crc32c.h"
 
@@ -82,23 +84,37 @@ __attribute__((target("sse4.2"))) ReduceCrcs add_floats_crc(float* dst, const fl
 }  // namespace
 
 ReduceCrcs combine_with_crcs(at::Tensor& dst, const at::Tensor& src, ReduceOp op,
-                             int finalize_world) {
-  const bool fused = crc32c_hardware() && dst.scalar_type() == at::kFloat &&
+                             int finalize_world, Crc32cKernel kernel) {
+  if (static_cast<int>(kernel) > static_cast<int>(crc32c_kernel()))
+    throw std::invalid_argument(std::string("combine_with_crcs: this CPU has no ") +
+                                to_string(kernel) + " kernel");
+  const bool fused = kernel != Crc32cKernel::kTables && dst.scalar_type() == at::kFloat &&
                      src.scalar_type() == at::kFloat && dst.is_contiguous() &&
                      src.is_contiguous() && dst.numel() == src.numel() &&
                      (op == ReduceOp::kSum || op == ReduceOp::kAvg);
 #if defined(__x86_64__)
   if (fused) {
     const bool divide = op == ReduceOp::kAvg && finalize_world > 1;
-    return add_floats_crc(dst.data_ptr<float>(), src.data_ptr<float>(), dst.numel(), divide,
-                          static_cast<float>(finalize_world));
+    const auto divisor = static_cast<float>(finalize_world);
+    float* const d = dst.data_ptr<float>();
+    const float* const s = src.data_ptr<float>();
+    const int64_t n = dst.numel();
+    if (kernel == Crc32cKernel::kCarrylessFold && n >= 64) {
+      const detail::FoldedSums bulk = detail::add_floats_fold(d, s, n, divide, divisor);
+      Lane rest{d, s, bulk.in, bulk.out};
+      add_tail(rest, bulk.done, n, divide, divisor);
+      return {~static_cast<uint32_t>(rest.in), ~static_cast<uint32_t>(rest.out)};
+    }
+    return add_floats_crc(d, s, n, divide, divisor);
   }
 #endif
   ReduceCrcs crcs;
-  crcs.in = crc32c(src.data_ptr(), static_cast<size_t>(src.numel() * src.element_size()));
+  crcs.in =
+      crc32c_with(kernel, src.data_ptr(), static_cast<size_t>(src.numel() * src.element_size()));
   combine_into(dst, src, op);
   if (finalize_world > 0) finalize_reduction(dst, op, finalize_world);
-  crcs.out = crc32c(dst.data_ptr(), static_cast<size_t>(dst.numel() * dst.element_size()));
+  crcs.out =
+      crc32c_with(kernel, dst.data_ptr(), static_cast<size_t>(dst.numel() * dst.element_size()));
   return crcs;
 }
 

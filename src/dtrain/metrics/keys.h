@@ -132,7 +132,7 @@ inline constexpr char kFinalTestMcc[] = "final_test_mcc";
 inline constexpr char kTotalS[] = "total_s";
 inline constexpr char kThreads[] = "threads";
 // The bench rows (bench collective, p2p, codec, syncbn): what was measured, and on what.
-inline constexpr char kBench[] = "bench";  // "collective", "p2p", "codec"
+inline constexpr char kBench[] = "bench";  // "collective", "p2p", "codec", "checksum"
 inline constexpr char kOp[] = "op";
 inline constexpr char kAlgo[] = "algo";
 inline constexpr char kReduce[] = "reduce";
