@@ -59,31 +59,24 @@ uint32_t multiply(uint32_t a, uint32_t b) {
   return product;
 }
 
-// x^(8n) modulo the polynomial by squaring: O(log n) products.
-uint32_t zeros_power(size_t n) {
+// x^bits modulo the polynomial by squaring: O(log bits) products. x^(8n) is what appending
+// n zero bytes multiplies a register by.
+uint32_t x_power(uint64_t bits) {
   uint32_t result = 1u << 31;  // x^0
-  uint32_t power = 1u << 23;   // x^8: one zero byte
-  for (; n > 0; n >>= 1) {
-    if (n & 1) result = multiply(result, power);
+  uint32_t power = 1u << 30;   // x^1
+  for (; bits > 0; bits >>= 1) {
+    if (bits & 1) result = multiply(result, power);
     power = multiply(power, power);
   }
   return result;
 }
 
 #if defined(__x86_64__)
-// x^(8n) modulo the polynomial: what appending n zero bytes multiplies a register by.
-uint32_t zeros_operator(size_t n) {
-  uint32_t r = 1u << 31;  // x^0
-  for (size_t i = 0; i < 8 * n; ++i)
-    r = (r & 1) ? (r >> 1) ^ kPolynomial : r >> 1;
-  return r;
-}
-
 // Three streams of kLane bytes run at once (the instruction's latency is three cycles,
 // its throughput one), then are joined: reg(A B C) = reg(A)*x^(16L) + reg(B)*x^(8L) + reg(C).
 constexpr size_t kLane = 4096;
-const uint32_t kShiftOneLane = zeros_operator(kLane);
-const uint32_t kShiftTwoLanes = zeros_operator(2 * kLane);
+const uint32_t kShiftOneLane = x_power(8 * kLane);
+const uint32_t kShiftTwoLanes = x_power(16 * kLane);
 
 void store64(unsigned char* p, uint64_t v) {
   std::memcpy(p, &v, 8);
@@ -172,13 +165,7 @@ void check_supported(Crc32cKernel kernel) {
 }  // namespace
 
 uint32_t crc32c_fold::x_power(uint64_t bits) {
-  uint32_t result = 1u << 31;  // x^0
-  uint32_t power = 1u << 30;   // x^1
-  for (; bits > 0; bits >>= 1) {
-    if (bits & 1) result = multiply(result, power);
-    power = multiply(power, power);
-  }
-  return result;
+  return dtrain::x_power(bits);
 }
 
 Crc32cKernel crc32c_kernel() {
@@ -220,7 +207,7 @@ uint32_t crc32c_copy_with(Crc32cKernel kernel, void* out, const void* data, size
 
 // crc(A B) = crc(A) * x^(8|B|) + crc(B): the pre- and post-inversions cancel.
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, size_t size_b) {
-  return multiply(crc_a, zeros_power(size_b)) ^ crc_b;
+  return multiply(crc_a, x_power(8 * static_cast<uint64_t>(size_b))) ^ crc_b;
 }
 
 }  // namespace dtrain
