@@ -3,7 +3,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "../support/ranks.h"
 #include "dtrain/comm/allreduce.h"
@@ -143,6 +147,47 @@ TEST(AllReduceTunerTest, AutoIsExactAndEveryRankChoosesAlike) {
   });
   for (int r = 1; r < world; ++r)
     EXPECT_EQ(chosen[static_cast<size_t>(r)], chosen[0]) << "rank " << r;
+}
+
+// The runoff: candidates that stand in for the algorithms by sleeping (ring 4 ms, butterfly
+// 4.2 ms: within kRunoffMargin; the rest 12 ms). The two close ones run kRunoffTurns more
+// times than the others and the faster is chosen; where nothing is close, every candidate
+// runs equally often.
+TEST(AllReduceTunerTest, ANearTieIsRunOffBetweenTheTwoFastest) {
+  for (const bool close : {true, false}) {
+    std::vector<std::map<Algorithm, int>> calls(2);
+    std::vector<Algorithm> chosen(2);
+    testing::run_ranks(2, [&](Group& g) {
+      auto& mine = calls[static_cast<size_t>(g.rank())];
+      const auto fake = [&](Algorithm a, at::Tensor&) {
+        ++mine[a];
+        const double ms = a == Algorithm::kRing                 ? 4.0
+                          : a == Algorithm::kButterfly && close ? 4.2
+                                                                : 12.0;
+        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
+      };
+      at::Tensor x = at::zeros({1000});
+      AllReduceOptions opts;
+      g.all_reduce_tuner().all_reduce(g, x, opts, fake);
+      chosen[static_cast<size_t>(g.rank())] =
+          g.all_reduce_tuner().choice(opts.tag, at::kFloat, opts.op, 4000)->algorithm;
+    });
+    for (int r = 0; r < 2; ++r) {
+      auto& c = calls[static_cast<size_t>(r)];
+      // 5 % apart: a busy machine's sleeps may swap the two; nothing else may win.
+      if (close) {
+        EXPECT_TRUE(chosen[static_cast<size_t>(r)] == Algorithm::kRing ||
+                    chosen[static_cast<size_t>(r)] == Algorithm::kButterfly);
+      } else {
+        EXPECT_EQ(chosen[static_cast<size_t>(r)], Algorithm::kRing);
+      }
+      const int extra = close ? AllReduceTuner::kRunoffTurns : 0;
+      // The call itself runs the choice once more.
+      const int ring_call = chosen[static_cast<size_t>(r)] == Algorithm::kRing ? 1 : 0;
+      EXPECT_EQ(c[Algorithm::kRing], c[Algorithm::kDirect] + extra + ring_call) << close;
+      EXPECT_EQ(c[Algorithm::kButterfly], c[Algorithm::kDirect] + extra + 1 - ring_call) << close;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, AllReduceTest, ::testing::Range(1, 9),

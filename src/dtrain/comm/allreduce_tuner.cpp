@@ -59,20 +59,48 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
       times[c].push_back(seconds_since(start));
     }
     // Calls this slow are steady (a long link's round trips, a large message): the ranks
-    // stop together once the turns so far took kCalibrationBudgetS (the slowest rank's).
+    // stop together once the turns so far took kCalibrationBudgetS (the slowest rank's),
+    // but not before kMinCalibrationTurns where a turn takes under kSlowTurnS: one sample
+    // a candidate let one slow call (a connection TCP restarts after idling) decide.
     if (turn + 1 < turns) {
       at::Tensor spent = at::full({1}, seconds_since(began), at::kDouble);
       group.native_all_reduce(spent, ReduceOp::kMax);
-      if (spent.item<double>() >= kCalibrationBudgetS) break;
+      const double s = spent.item<double>();
+      const bool enough = turn + 1 >= kMinCalibrationTurns || s / (turn + 1) > kSlowTurnS;
+      if (s >= kCalibrationBudgetS && enough) break;
     }
   }
   // The slowest rank's time decides: an all-reduce is as slow as its slowest rank.
-  at::Tensor mine = at::empty({static_cast<int64_t>(n)}, at::kDouble);
+  const auto slowest_medians = [&] {
+    at::Tensor mine = at::empty({static_cast<int64_t>(n)}, at::kDouble);
+    for (size_t c = 0; c < n; ++c)
+      mine[static_cast<int64_t>(c)] = median(times[c]);
+    group.native_all_reduce(mine, ReduceOp::kMax);
+    return std::vector<double>(mine.data_ptr<double>(), mine.data_ptr<double>() + n);
+  };
+  std::vector<double> slowest = slowest_medians();
+  // A near tie is run off: the two fastest take kRunoffTurns more turns between themselves
+  // alone (AB BA ...), so a pick between them rests on more than the few samples a slow
+  // link's budget allowed (one turn at 1 MiB between 4 ranks 25 ms apart). The medians are
+  // every rank's, so every rank runs the same runoff.
+  std::vector<size_t> order(n);
   for (size_t c = 0; c < n; ++c)
-    mine[static_cast<int64_t>(c)] = median(times[c]);
-  group.native_all_reduce(mine, ReduceOp::kMax);
+    order[c] = c;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return slowest[a] < slowest[b]; });
+  if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin)) {
+    for (int turn = 0; turn < kRunoffTurns; ++turn) {
+      for (size_t i = 0; i < 2; ++i) {
+        const size_t c = order[turn % 2 == 0 ? i : 1 - i];
+        trial.copy_(flat);
+        const auto start = Clock::now();
+        run_one(candidates[c], trial);
+        times[c].push_back(seconds_since(start));
+      }
+    }
+    slowest = slowest_medians();
+  }
   Choice choice;
-  const auto* slowest = mine.data_ptr<double>();
   double best_checked = INFINITY;
   for (size_t c = 0; c < n; ++c) {
     choice.candidates[candidates[c]] = slowest[c];

@@ -5,14 +5,16 @@
 // size, device and links are the group's. The first call of a kind times every candidate
 // (ring, butterfly, direct, exchange, native) on copies of that call's data, taking turns
 // (ABCDE EDCBA ...; 16 turns up to 1 MiB, 4 up to 16 MiB, 2 above, fewer once the turns took
-// kCalibrationBudgetS: slow calls are steady) and keeping each one's median; a
+// kCalibrationBudgetS: slow calls are steady; at least kMinCalibrationTurns where a turn
+// takes under kSlowTurnS) and keeping each one's median; a
 // candidate's time is the slowest rank's, so every rank reaches the same choice from the
-// same numbers. Later calls of the kind run the choice. Every kRecheckCalls calls of a kind
-// the ranks compare the median time of those calls (the slowest rank's) with the
-// calibration's (one small all-reduce); a change of more than half either way at two checks
-// in a row (the link was reshaped, the machine is busier) calibrates the kind again. Medians
-// and the second look keep one noisy stretch of small calls, whose times vary by 2x on a
-// busy machine, from paying for a calibration it does not need.
+// same numbers. Where the two fastest are within kRunoffMargin (10 %), they run off:
+// kRunoffTurns more turns of those two alone, and the medians of all their samples decide. Later
+// calls of the kind run the choice. Every kRecheckCalls calls of a kind the ranks compare the
+// median time of those calls (the slowest rank's) with the calibration's (one small all-reduce); a
+// change of more than half either way at two checks in a row (the link was reshaped, the machine is
+// busier) calibrates the kind again. Medians and the second look keep one noisy stretch of small
+// calls, whose times vary by 2x on a busy machine, from paying for a calibration it does not need.
 //
 // With the wire check on, native (Gloo's own, whose messages carry no check) is chosen only
 // where it beats every checked candidate by more than kNativeMargin (5 %).
@@ -48,6 +50,13 @@ class AllReduceTuner {
   // A calibration takes no more turns once its turns took this long (every rank agrees):
   // on a link of 25 ms one way, one turn of the four candidates at 1 MiB takes 0.3-0.6 s.
   static constexpr double kCalibrationBudgetS = 0.25;
+  // ... once it has taken kMinCalibrationTurns, unless a turn took kSlowTurnS or more.
+  static constexpr int kMinCalibrationTurns = 3;
+  static constexpr double kSlowTurnS = 2.0;
+  // Then, where the two fastest are within kRunoffMargin of each other, they take
+  // kRunoffTurns more turns between themselves before the choice.
+  static constexpr double kRunoffMargin = 0.10;
+  static constexpr int kRunoffTurns = 4;
 
   // What a kind was calibrated to, for reports (bench collective's `chosen`).
   struct Choice {
