@@ -2,7 +2,7 @@
 # Collectives and links on loopback and on long lab links (docs/results.md, "Long fat links"
 # and "auto by measurement"): every all-reduce algorithm and auto, p2p, the wire check's
 # cost, and DDP with exact gradients beside PyTorch DDP. As root (the lab).
-#   bash bench/links.sh [sweep|wirecheck|lab|ddp]...   (default: all)
+#   bash bench/links.sh [sweep|wirecheck|lab|ddp|auto]...   (default: all)
 # DELAYS (default "0 5 25", ms one way) and RATE (default 1gbit) shape the lab; ROUNDS the
 # loopback sweep's turns (default 3).
 set -euo pipefail
@@ -17,7 +17,7 @@ algos=ring,butterfly,direct,exchange,native,auto
 tagged() {  # tagged FIELDS: prefixes every JSON line of stdin with FIELDS
   sed "s/^{/{$1,/"
 }
-for section in ${*:-sweep wirecheck lab ddp}; do
+for section in ${*:-sweep wirecheck lab ddp auto}; do
   case $section in
   sweep)
     "$bin" bench collective -n 2,4 --sizes 4K:256M --factor 4 --algo "$algos" --rounds "${ROUNDS:-3}" \
@@ -72,8 +72,28 @@ for section in ${*:-sweep wirecheck lab ddp}; do
       done
     done
     ;;
+  auto)
+    # auto against every algorithm where it chooses among close ones: 4 KiB-4 MiB, 2 and 4
+    # ranks, 12 calls a cell (4 turns of 3), on the lab at AUTO_DELAYS (default "25 5") ms
+    # one way with reno in the lab's hosts (the VM's bbr paces each message: docs/netlab.md).
+    out=docs/data/links-auto-small.jsonl
+    : >"$out"
+    for delay in ${AUTO_DELAYS:-25 5}; do
+      "$bin" netlab down "$lab" >/dev/null 2>&1 || true
+      "$bin" netlab up "$lab" --hosts 4 --rate "${RATE:-1gbit}" --delay "${delay}ms" >/dev/null
+      for h in 0 1 2 3; do
+        ip netns exec "dtrain-$lab-h$h" sysctl -qw net.ipv4.tcp_congestion_control=reno
+      done
+      for n in 2 4; do
+        echo "links.sh: auto, ${delay} ms, $n ranks" >&2
+        "$bin" bench collective -n $n --netlab "$lab" --sizes 4K:4M --factor 4 --algo "$algos" \
+          --rounds 4 --iters 3 --warmup 1 --format jsonl 2>/dev/null |
+          tagged "\"rate\":\"${RATE:-1gbit}\",\"delay_ms\":$delay,\"cc\":\"reno\"" >>"$out"
+      done
+    done
+    ;;
   *)
-    echo "unknown section $section (sweep, wirecheck, lab, ddp)" >&2
+    echo "unknown section $section (sweep, wirecheck, lab, ddp, auto)" >&2
     exit 2
     ;;
   esac

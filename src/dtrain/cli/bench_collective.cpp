@@ -18,6 +18,7 @@
 #include "dtrain/comm/exact_oracle.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/link_probe.h"
+#include "dtrain/comm/world.h"
 #include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
@@ -153,6 +154,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
     if (peer != g.rank())
       link[1] = std::max(link[1].item<double>(), static_cast<double>(g.streams(peer)));
   g.native_all_reduce(link, comm::ReduceOp::kMax);
+  const bool long_link = link[0].item<double>() >= comm::kLongRttSeconds;
 
   std::vector<metrics::Row> rows;
   for (const int64_t bytes : sizes) {
@@ -177,6 +179,16 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       for (size_t turn = 0; turn < runs.size(); ++turn) {
         const size_t a = (turn + static_cast<size_t>(round)) % runs.size();
         g.set_wire_check(runs[a].check);
+        // On a long link every turn starts from a barrier and one untimed call: the first
+        // call after another variant otherwise absorbs what that variant left behind, the
+        // ranks' skew (up to a few one-way delays) and connections gone idle long enough
+        // for TCP to restart them slowly; the variant after native read 20-26 % slow with
+        // 4 ranks 25 ms apart (docs/results.md).
+        if (long_link) {
+          g.barrier();
+          restore(op, b);
+          run_once(op, runs[a].algo, g, b, rop, o.segment_bytes);
+        }
         for (int i = 0; i < o.iters; ++i) {
           restore(op, b);
           synchronize(o.device);  // the restore's copy is not timed
