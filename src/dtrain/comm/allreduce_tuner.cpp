@@ -88,7 +88,8 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
     order[c] = c;
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return slowest[a] < slowest[b]; });
-  if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin)) {
+  if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin) &&
+      kRunoffTurns * (slowest[order[0]] + slowest[order[1]]) <= kRunoffBudgetS) {
     for (int turn = 0; turn < kRunoffTurns; ++turn) {
       for (size_t i = 0; i < 2; ++i) {
         const size_t c = order[turn % 2 == 0 ? i : 1 - i];

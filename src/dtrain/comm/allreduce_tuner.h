@@ -54,9 +54,11 @@ class AllReduceTuner {
   static constexpr int kMinCalibrationTurns = 3;
   static constexpr double kSlowTurnS = 2.0;
   // Then, where the two fastest are within kRunoffMargin of each other, they take
-  // kRunoffTurns more turns between themselves before the choice.
+  // kRunoffTurns more turns between themselves before the choice, if those would take no
+  // more than kRunoffBudgetS (large calls on a slow link take seconds each).
   static constexpr double kRunoffMargin = 0.10;
   static constexpr int kRunoffTurns = 4;
+  static constexpr double kRunoffBudgetS = 4.0;
 
   // What a kind was calibrated to, for reports (bench collective's `chosen`).
   struct Choice {
