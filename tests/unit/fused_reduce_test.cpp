@@ -19,10 +19,7 @@ uint32_t crc_of(const at::Tensor& t) {
 
 TEST(FusedReduceTest, ValuesAreTheUnfusedStepsAndTheCrcsThoseOfTheBytes) {
   at::manual_seed(5);
-  std::vector<Crc32cKernel> kernels{Crc32cKernel::kTables};
-  if (crc32c_kernel() != Crc32cKernel::kTables) kernels.push_back(Crc32cKernel::kCrc32Instruction);
-  if (crc32c_kernel() == Crc32cKernel::kCarrylessFold)
-    kernels.push_back(Crc32cKernel::kCarrylessFold);
+  const std::vector<Crc32cKernel> kernels = crc32c_kernels();
   for (const int64_t n :
        {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{13},
         int64_t{63}, int64_t{64}, int64_t{65}, int64_t{127}, int64_t{4096}, int64_t{100001}}) {

@@ -156,12 +156,6 @@ uint32_t kernel_register(Crc32cKernel kernel, uint32_t r, const unsigned char* p
   return out ? hardware_register<true>(r, p, n, out) : hardware_register<false>(r, p, n, nullptr);
 }
 
-void check_supported(Crc32cKernel kernel) {
-  if (static_cast<int>(kernel) > static_cast<int>(kBest))
-    throw std::invalid_argument(std::string("crc32c: this CPU has no ") + to_string(kernel) +
-                                " kernel (its best is " + to_string(kBest) + ")");
-}
-
 }  // namespace
 
 uint32_t crc32c_fold::x_power(uint64_t bits) {
@@ -170,6 +164,20 @@ uint32_t crc32c_fold::x_power(uint64_t bits) {
 
 Crc32cKernel crc32c_kernel() {
   return kBest;
+}
+
+void require_crc32c_kernel(Crc32cKernel kernel) {
+  if (static_cast<int>(kernel) > static_cast<int>(kBest))
+    throw std::invalid_argument(std::string("crc32c: this CPU has no ") + to_string(kernel) +
+                                " kernel (its best is " + to_string(kBest) + ")");
+}
+
+std::vector<Crc32cKernel> crc32c_kernels() {
+  std::vector<Crc32cKernel> all;
+  for (const auto k :
+       {Crc32cKernel::kTables, Crc32cKernel::kCrc32Instruction, Crc32cKernel::kCarrylessFold})
+    if (static_cast<int>(k) <= static_cast<int>(kBest)) all.push_back(k);
+  return all;
 }
 
 const char* to_string(Crc32cKernel kernel) {
@@ -194,13 +202,13 @@ uint32_t crc32c_copy(void* out, const void* data, size_t size, uint32_t crc) {
 }
 
 uint32_t crc32c_with(Crc32cKernel kernel, const void* data, size_t size, uint32_t crc) {
-  check_supported(kernel);
+  require_crc32c_kernel(kernel);
   return ~kernel_register(kernel, ~crc, static_cast<const unsigned char*>(data), size, nullptr);
 }
 
 uint32_t crc32c_copy_with(Crc32cKernel kernel, void* out, const void* data, size_t size,
                           uint32_t crc) {
-  check_supported(kernel);
+  require_crc32c_kernel(kernel);
   return ~kernel_register(kernel, ~crc, static_cast<const unsigned char*>(data), size,
                           static_cast<unsigned char*>(out));
 }

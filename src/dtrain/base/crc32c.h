@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace dtrain {
 
@@ -19,6 +20,10 @@ enum class Crc32cKernel { kTables, kCrc32Instruction, kCarrylessFold };
 
 // The fastest kernel this CPU has: the one crc32c() and crc32c_copy() use.
 Crc32cKernel crc32c_kernel();
+// Every kernel this CPU has, slowest first (the tables are always there).
+std::vector<Crc32cKernel> crc32c_kernels();
+// Throws std::invalid_argument naming `kernel` where this CPU does not have it.
+void require_crc32c_kernel(Crc32cKernel kernel);
 const char* to_string(Crc32cKernel kernel);
 
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);

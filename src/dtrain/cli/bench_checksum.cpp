@@ -32,15 +32,6 @@ struct Options {
   Output output;
 };
 
-// The kernels this CPU has, slowest first.
-std::vector<Crc32cKernel> kernels() {
-  std::vector<Crc32cKernel> all;
-  for (const auto k :
-       {Crc32cKernel::kTables, Crc32cKernel::kCrc32Instruction, Crc32cKernel::kCarrylessFold})
-    if (static_cast<int>(k) <= static_cast<int>(crc32c_kernel())) all.push_back(k);
-  return all;
-}
-
 // Median seconds of one pass over `bytes`, each sample enough passes for about 4 MiB.
 double median_pass_s(int64_t bytes, int reps, const std::function<void()>& pass) {
   const int64_t inner = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(1, bytes));
@@ -84,7 +75,7 @@ int run(const Options& o) {
     };
     add("copy", "none", [&] { std::memcpy(out.data_ptr(), src.data_ptr(), n); });
     add("sum", "none", [&] { comm::combine_into(dst, src, comm::ReduceOp::kSum); });
-    for (const Crc32cKernel k : kernels()) {
+    for (const Crc32cKernel k : crc32c_kernels()) {
       add("crc", to_string(k), [&] { sink = sink + crc32c_with(k, src.data_ptr(), n); });
       add("crc+copy", to_string(k),
           [&] { sink = sink + crc32c_copy_with(k, out.data_ptr(), src.data_ptr(), n); });

@@ -49,15 +49,17 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   const int turns = bytes <= (int64_t{1} << 20) ? 16 : bytes <= (int64_t{16} << 20) ? 4 : 2;
   std::vector<std::vector<double>> times(n);
   at::Tensor trial = at::empty_like(flat);
+  // One timed call of candidate c, on a fresh copy of the call's data.
+  const auto time_one = [&](size_t c) {
+    trial.copy_(flat);
+    const auto start = Clock::now();
+    run_one(candidates[c], trial);
+    times[c].push_back(seconds_since(start));
+  };
   const auto began = Clock::now();
   for (int turn = 0; turn < turns; ++turn) {
-    for (size_t i = 0; i < n; ++i) {
-      const size_t c = turn % 2 == 0 ? i : n - 1 - i;
-      trial.copy_(flat);
-      const auto start = Clock::now();
-      run_one(candidates[c], trial);
-      times[c].push_back(seconds_since(start));
-    }
+    for (size_t i = 0; i < n; ++i)
+      time_one(turn % 2 == 0 ? i : n - 1 - i);
     // Calls this slow are steady (a long link's round trips, a large message): the ranks
     // stop together once the turns so far took kCalibrationBudgetS (the slowest rank's),
     // but not before kMinCalibrationTurns where a turn takes under kSlowTurnS: one sample
@@ -90,15 +92,9 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
             [&](size_t a, size_t b) { return slowest[a] < slowest[b]; });
   if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin) &&
       kRunoffTurns * (slowest[order[0]] + slowest[order[1]]) <= kRunoffBudgetS) {
-    for (int turn = 0; turn < kRunoffTurns; ++turn) {
-      for (size_t i = 0; i < 2; ++i) {
-        const size_t c = order[turn % 2 == 0 ? i : 1 - i];
-        trial.copy_(flat);
-        const auto start = Clock::now();
-        run_one(candidates[c], trial);
-        times[c].push_back(seconds_since(start));
-      }
-    }
+    for (int turn = 0; turn < kRunoffTurns; ++turn)
+      for (size_t i = 0; i < 2; ++i)
+        time_one(order[turn % 2 == 0 ? i : 1 - i]);
     slowest = slowest_medians();
   }
   Choice choice;

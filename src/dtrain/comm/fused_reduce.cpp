@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "dtrain/base/crc32c.h"
 
@@ -85,9 +83,7 @@ __attribute__((target("sse4.2"))) ReduceCrcs add_floats_crc(float* dst, const fl
 
 ReduceCrcs combine_with_crcs(at::Tensor& dst, const at::Tensor& src, ReduceOp op,
                              int finalize_world, Crc32cKernel kernel) {
-  if (static_cast<int>(kernel) > static_cast<int>(crc32c_kernel()))
-    throw std::invalid_argument(std::string("combine_with_crcs: this CPU has no ") +
-                                to_string(kernel) + " kernel");
+  require_crc32c_kernel(kernel);
   const bool fused = kernel != Crc32cKernel::kTables && dst.scalar_type() == at::kFloat &&
                      src.scalar_type() == at::kFloat && dst.is_contiguous() &&
                      src.is_contiguous() && dst.numel() == src.numel() &&

@@ -50,10 +50,10 @@ class TagLayout {
   std::vector<TagField> fields_;
 };
 
-// Tags of the collectives in comm (one field: which collective, so two different ones
-// in flight on one Group, e.g. DDP's bucket all-reduce and SyncBatchNorm's, never meet).
-// The field fills the top 8 of the 24 bits: an algorithm whose second phase needs a tag
-// of its own takes tag + 1 (all_reduce's exchange).
+// Tags of the collectives in comm: which collective (the top 8 of the 24 bits, so two
+// different ones in flight on one Group, e.g. DDP's bucket all-reduce and SyncBatchNorm's,
+// never meet), then a 16-bit phase, 0 in collective_tag(): an algorithm whose second phase
+// needs a tag of its own takes tag + 1 (all_reduce's exchange).
 enum class CollectiveChannel : int {
   kAllReduce = 0,
   kBroadcast = 1,
