@@ -50,6 +50,9 @@ double median_pass_s(int64_t bytes, int reps, const std::function<void()>& pass)
 }
 
 int run(const Options& o) {
+  // One core for every row: the CRC kernels are single-threaded, and LibTorch's sum would
+  // otherwise take every core and read as a baseline no single pass reaches.
+  at::set_num_threads(1);
   std::vector<metrics::Row> rows;
   volatile uint32_t sink = 0;  // keeps the checksums from being optimized away
   for (const int64_t bytes : parse_sizes(o.sizes, 4.0)) {
