@@ -3,7 +3,8 @@
 # against that machine's torch with the dependencies carried in .gpu-deps (made here by
 # scripts/gpu-bundle.sh), runs the GPU tests, then a short benchmark of CPU against GPU.
 # Results go to stdout and, when OUT is set, to $OUT/gpu-check.log and $OUT/*.jsonl.
-# TESTS_ONLY=1 builds and runs the GPU tests alone.
+# TESTS_ONLY=1 builds and runs the GPU tests alone. COLLECTIVES_ONLY=1 builds the CLI alone
+# and runs bench/cores.sh: collectives on loopback with cores to spare for every rank.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps="$PWD/.gpu-deps"
@@ -38,9 +39,15 @@ cmake -S . -B build-gpu -G Ninja -DDTRAIN_PYTHON="$(command -v "$py")" \
 start=$(date +%s)
 # Only what this script runs: the CLI and the GPU tests (the unit and e2e binaries are
 # make test's, on a CPU machine).
-cmake --build build-gpu -j"$(nproc)" --target dtrain gpu_tests > "$out/build.log" 2>&1 || { grep -B2 -A8 "error" "$out/build.log" | head -80; exit 1; }
+targets=(dtrain gpu_tests)
+[ "${COLLECTIVES_ONLY:-0}" = 1 ] && targets=(dtrain)
+cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$out/build.log" 2>&1 || { grep -B2 -A8 "error" "$out/build.log" | head -80; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 build-gpu/dtrain --version
+if [ "${COLLECTIVES_ONLY:-0}" = 1 ]; then
+  PYTHON="$py" bash bench/cores.sh build-gpu/dtrain "$out"
+  exit 0
+fi
 
 echo "== GPU tests"
 (cd build-gpu && ctest -L gpu --output-on-failure --timeout 150) > "$out/gpu-tests.log" 2>&1 ||

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -186,6 +187,47 @@ TEST(AllReduceTunerTest, ANearTieIsRunOffBetweenTheTwoFastest) {
       const int ring_call = chosen[static_cast<size_t>(r)] == Algorithm::kRing ? 1 : 0;
       EXPECT_EQ(c[Algorithm::kRing], c[Algorithm::kDirect] + extra + ring_call) << close;
       EXPECT_EQ(c[Algorithm::kButterfly], c[Algorithm::kDirect] + extra + 1 - ring_call) << close;
+    }
+  }
+}
+
+// The warm call: candidates stand in by sleeps, and ring's first call after another
+// candidate is slow (20 ms, as a cold connection is), its repeats fast (2 ms); butterfly
+// always takes 6 ms, the rest 12. On a long link (the ranks' round trips set to 30 ms)
+// calibration times ring warm and chooses it; on a short one it times every candidate
+// after another, so ring reads 20 ms and butterfly wins. Every timed call on the long link
+// follows an untimed one: each candidate runs an even number of times in calibration.
+TEST(AllReduceTunerTest, OnALongLinkEachTimedCallFollowsAnUntimedOneOfTheSameCandidate) {
+  for (const bool long_link : {true, false}) {
+    std::vector<std::map<Algorithm, int>> calls(2);
+    std::vector<Algorithm> chosen(2);
+    testing::run_ranks(2, [&](Group& g) {
+      if (long_link) g.set_round_trip(1 - g.rank(), 0.030);
+      auto& mine = calls[static_cast<size_t>(g.rank())];
+      std::optional<Algorithm> last;
+      const auto fake = [&](Algorithm a, at::Tensor&) {
+        ++mine[a];
+        const double ms = a == Algorithm::kRing        ? (last == a ? 2.0 : 20.0)
+                          : a == Algorithm::kButterfly ? 6.0
+                                                       : 12.0;
+        last = a;
+        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
+      };
+      at::Tensor x = at::zeros({1000});
+      AllReduceOptions opts;
+      g.all_reduce_tuner().all_reduce(g, x, opts, fake);
+      chosen[static_cast<size_t>(g.rank())] =
+          g.all_reduce_tuner().choice(opts.tag, at::kFloat, opts.op, 4000)->algorithm;
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(chosen[static_cast<size_t>(r)],
+                long_link ? Algorithm::kRing : Algorithm::kButterfly);
+      if (long_link) {
+        auto c = calls[static_cast<size_t>(r)];
+        --c[chosen[static_cast<size_t>(r)]];  // the call itself, after the calibration
+        for (const auto& [algorithm, n] : c)
+          EXPECT_EQ(n % 2, 0) << to_string(algorithm);
+      }
     }
   }
 }

@@ -8,7 +8,10 @@
 // kCalibrationBudgetS: slow calls are steady; at least kMinCalibrationTurns where a turn
 // takes under kSlowTurnS) and keeping each one's median; a
 // candidate's time is the slowest rank's, so every rank reaches the same choice from the
-// same numbers. Where the two fastest are within kRunoffMargin (10 %), they run off:
+// same numbers. On a long link (a round trip of kLongRttSeconds or more) each timed call of a
+// candidate follows an untimed one of it, so that no candidate pays for the one before it
+// (the ranks' skew, connections TCP restarts after idling). Where the two fastest are within
+// kRunoffMargin (10 %), they run off:
 // kRunoffTurns more turns of those two alone, and the medians of all their samples decide. Later
 // calls of the kind run the choice. Every kRecheckCalls calls of a kind the ranks compare the
 // median time of those calls (the slowest rank's) with the calibration's (one small all-reduce); a
@@ -97,6 +100,10 @@ class AllReduceTuner {
   static Kind kind_of(int tag, at::ScalarType dtype, ReduceOp op, int64_t bytes);
   // Times every candidate on copies of `flat` and keeps the fastest (collective).
   Choice calibrate(Group& group, const at::Tensor& flat, const RunOne& run_one) const;
+  // The fastest checked candidate by `seconds` (each candidate's), or native where it is
+  // faster by kNativeMargin (by any margin without the wire check).
+  static Choice choose(const std::vector<Algorithm>& candidates, const std::vector<double>& seconds,
+                       bool wire_check);
 
   mutable std::mutex mutex_;  // the map and the choices: a kind is one channel's, one thread's
   std::map<Kind, State> states_;
