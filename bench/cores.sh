@@ -23,9 +23,12 @@ for run in $(seq 1 "${RUNS:-3}"); do
     >>"$out/cores-wirecheck.jsonl"
 done
 : >"$out/cores-auto.jsonl"
+# auto's calibrations (every candidate's median, each kind) go to a cache file per world size.
+rm -rf "$out/cores-auto-cache"
+mkdir -p "$out/cores-auto-cache"
 for n in 2 4; do
   echo "cores.sh: auto, $n ranks" >&2
-  "$bin" bench collective -n $n --sizes "${AUTO_SIZES:-4K:64M}" --factor 4 \
+  DTRAIN_AUTO_CACHE="$out/cores-auto-cache" "$bin" bench collective -n $n --sizes "${AUTO_SIZES:-4K:64M}" --factor 4 \
     --algo ring,butterfly,direct,exchange,native,auto --rounds 4 --iters 3 --warmup 1 \
     --format jsonl 2>/dev/null >>"$out/cores-auto.jsonl"
 done
@@ -33,7 +36,7 @@ done
 import collections, json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 runs = collections.defaultdict(dict)
-for line in (out / "cores-wirecheck.jsonl").read_text().splitlines():
+for line in (out / "cores-wirecheck.jsonl").read_text().splitlines():  # empty with RUNS=0
     r = json.loads(line)
     runs[(r["bytes"], r["run"])][r["wire_check"]] = r["time_us"]
 print("| bytes | run | unchecked us | checked us | unchecked / checked |")
@@ -49,4 +52,10 @@ for (world, size), algos in sorted(cells.items()):
     auto = algos["auto"]
     print(f"| {world} | {size} | {best[1]} | {best[0]:.0f} | {auto.get('chosen', '?')} | "
           f"{auto['time_us']:.0f} | {best[0] / auto['time_us']:.2f} |")
+print("| cache file | bytes (2^) | chosen | calibration medians, us |")
+for path in sorted((out / "cores-auto-cache").iterdir()):
+    for kind in json.loads(path.read_text())["kinds"]:
+        medians = ", ".join(f"{a} {s * 1e6:.0f}" for a, s in
+                            sorted(kind["candidates"].items(), key=lambda kv: kv[1]))
+        print(f"| {path.name[:24]} | {kind['log2_bytes']} | {kind['algorithm']} | {medians} |")
 PY

@@ -232,6 +232,33 @@ TEST(AllReduceTunerTest, OnALongLinkEachTimedCallFollowsAnUntimedOneOfTheSameCan
   }
 }
 
+// The first call: ring's first call of all is slow (40 ms, as one that allocates its
+// buffers is), its later ones fast (2 ms); butterfly takes 10 ms, the rest 20. A call of
+// more than 16 MiB is calibrated in 2 turns, so a timed first call would be half of ring's
+// median (21 ms) and butterfly would win; calibration leaves every candidate's first call
+// untimed and chooses ring.
+TEST(AllReduceTunerTest, ACandidatesFirstCallIsNotTimed) {
+  std::vector<Algorithm> chosen(2);
+  testing::run_ranks(2, [&](Group& g) {
+    bool ring_ran = false;
+    const auto fake = [&](Algorithm a, at::Tensor&) {
+      const double ms = a == Algorithm::kRing        ? (ring_ran ? 2.0 : 40.0)
+                        : a == Algorithm::kButterfly ? 10.0
+                                                     : 20.0;
+      ring_ran = ring_ran || a == Algorithm::kRing;
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
+    };
+    const int64_t floats = (int64_t{17} << 20) / 4;
+    at::Tensor x = at::zeros({floats});
+    AllReduceOptions opts;
+    g.all_reduce_tuner().all_reduce(g, x, opts, fake);
+    chosen[static_cast<size_t>(g.rank())] =
+        g.all_reduce_tuner().choice(opts.tag, at::kFloat, opts.op, floats * 4)->algorithm;
+  });
+  EXPECT_EQ(chosen[0], Algorithm::kRing);
+  EXPECT_EQ(chosen[1], Algorithm::kRing);
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, AllReduceTest, ::testing::Range(1, 9),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,14 @@ double median(std::vector<double> v) {
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Whether some rank has a link whose round trip is kLongRttSeconds or more (collective:
+// every rank gets the same answer).
+bool on_a_long_link(Group& group) {
+  at::Tensor round_trip = at::full({1}, group.longest_round_trip(), at::kDouble);
+  group.native_all_reduce(round_trip, ReduceOp::kMax);
+  return round_trip.item<double>() >= kLongRttSeconds;
 }
 
 }  // namespace
@@ -56,20 +65,27 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   // untimed one of the same candidate (twice the calibration's calls): at 256 KiB between
   // 2 ranks 25 ms apart, exchange read 151 ms cold and 52 ms warm, and ring (103 ms) won.
   // The ranks agree on it, as on every call of the calibration.
-  at::Tensor round_trip = at::full({1}, group.longest_round_trip(), at::kDouble);
-  group.native_all_reduce(round_trip, ReduceOp::kMax);
-  const bool warm_first = round_trip.item<double>() >= kLongRttSeconds;
-  // One timed call of candidate c, on a fresh copy of the call's data.
+  const bool warm_first = on_a_long_link(group);
+  // One call of candidate c on a fresh copy of the call's data, untimed or timed.
+  const auto untimed = [&](size_t c) {
+    trial.copy_(flat);
+    run_one(candidates[c], trial);
+  };
   const auto time_one = [&](size_t c) {
-    if (warm_first) {
-      trial.copy_(flat);
-      run_one(candidates[c], trial);
-    }
+    if (warm_first) untimed(c);
     trial.copy_(flat);
     const auto start = Clock::now();
     run_one(candidates[c], trial);
     times[c].push_back(seconds_since(start));
   };
+  // Elsewhere a candidate's first call of a size pays once for what later calls reuse (its
+  // scratch buffers' pages: the ring's first 64 MiB call between 2 ranks here took 72-105 ms,
+  // later ones 28-38), and above 16 MiB, in 2 turns, that sample would be half the median.
+  // Each candidate's first call is untimed, outside the budget.
+  if (!warm_first) {
+    for (size_t c = 0; c < n; ++c)
+      untimed(c);
+  }
   const auto began = Clock::now();
   for (int turn = 0; turn < turns; ++turn) {
     for (size_t i = 0; i < n; ++i)
@@ -100,8 +116,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   // link's budget allowed (one turn at 1 MiB between 4 ranks 25 ms apart). The medians are
   // every rank's, so every rank runs the same runoff.
   std::vector<size_t> order(n);
-  for (size_t c = 0; c < n; ++c)
-    order[c] = c;
+  std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return slowest[a] < slowest[b]; });
   if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin) &&

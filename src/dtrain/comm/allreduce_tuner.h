@@ -10,7 +10,8 @@
 // candidate's time is the slowest rank's, so every rank reaches the same choice from the
 // same numbers. On a long link (a round trip of kLongRttSeconds or more) each timed call of a
 // candidate follows an untimed one of it, so that no candidate pays for the one before it
-// (the ranks' skew, connections TCP restarts after idling). Where the two fastest are within
+// (the ranks' skew, connections TCP restarts after idling); elsewhere each candidate's first
+// call is untimed (it pays for buffers later calls reuse). Where the two fastest are within
 // kRunoffMargin (10 %), they run off:
 // kRunoffTurns more turns of those two alone, and the medians of all their samples decide. Later
 // calls of the kind run the choice. Every kRecheckCalls calls of a kind the ranks compare the
