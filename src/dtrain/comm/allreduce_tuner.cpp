@@ -47,12 +47,33 @@ AllReduceTuner::Kind AllReduceTuner::kind_of(int tag, at::ScalarType dtype, Redu
   return {tag, static_cast<int>(dtype), static_cast<int>(op), log2};
 }
 
+// Runs up to `turns` turns of the n candidates by time_one, alternating the order (ABCD
+// DCBA ...: a drift hits every candidate alike), and returns how many it ran. Calls this
+// slow are steady (a long link's round trips, a large message): the ranks stop together
+// once the turns so far took kCalibrationBudgetS (the slowest rank's), but not before
+// kMinCalibrationTurns where a turn takes under kSlowTurnS: one sample a candidate let one
+// slow call (a connection TCP restarts after idling) decide.
+int AllReduceTuner::take_turns(Group& group, int turns, size_t n,
+                               const std::function<void(size_t)>& time_one) {
+  const auto began = Clock::now();
+  for (int turn = 0; turn < turns; ++turn) {
+    for (size_t i = 0; i < n; ++i)
+      time_one(turn % 2 == 0 ? i : n - 1 - i);
+    if (turn + 1 == turns) break;
+    at::Tensor spent = at::full({1}, seconds_since(began), at::kDouble);
+    group.native_all_reduce(spent, ReduceOp::kMax);
+    const double s = spent.item<double>();
+    const bool enough = turn + 1 >= kMinCalibrationTurns || s / (turn + 1) > kSlowTurnS;
+    if (s >= kCalibrationBudgetS && enough) return turn + 1;
+  }
+  return turns;
+}
+
 AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor& flat,
                                                  const RunOne& run_one) const {
   const auto& candidates = concrete_algorithms();
   const size_t n = candidates.size();
-  // Turns alternate the order (ABCD DCBA ...): a drift hits every candidate alike. Small
-  // calls are noisy and cheap, so they take more turns (the same number on every rank): at
+  // Small calls are noisy and cheap, so they take more turns (the same number on every rank): at
   // 64 KiB on 2 shared cores the same algorithm's mean varies by 2x from run to run, and
   // 6 turns picked candidates 15-25 % slower than the best (docs/results.md, 2026-11-26).
   const int64_t bytes = flat.numel() * flat.element_size();
@@ -86,22 +107,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
     for (size_t c = 0; c < n; ++c)
       untimed(c);
   }
-  const auto began = Clock::now();
-  for (int turn = 0; turn < turns; ++turn) {
-    for (size_t i = 0; i < n; ++i)
-      time_one(turn % 2 == 0 ? i : n - 1 - i);
-    // Calls this slow are steady (a long link's round trips, a large message): the ranks
-    // stop together once the turns so far took kCalibrationBudgetS (the slowest rank's),
-    // but not before kMinCalibrationTurns where a turn takes under kSlowTurnS: one sample
-    // a candidate let one slow call (a connection TCP restarts after idling) decide.
-    if (turn + 1 < turns) {
-      at::Tensor spent = at::full({1}, seconds_since(began), at::kDouble);
-      group.native_all_reduce(spent, ReduceOp::kMax);
-      const double s = spent.item<double>();
-      const bool enough = turn + 1 >= kMinCalibrationTurns || s / (turn + 1) > kSlowTurnS;
-      if (s >= kCalibrationBudgetS && enough) break;
-    }
-  }
+  const int timed_turns = take_turns(group, turns, n, time_one);
   // The slowest rank's time decides: an all-reduce is as slow as its slowest rank.
   const auto slowest_medians = [&] {
     at::Tensor mine = at::empty({static_cast<int64_t>(n)}, at::kDouble);
@@ -126,7 +132,37 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
         time_one(order[turn % 2 == 0 ? i : 1 - i]);
     slowest = slowest_medians();
   }
-  return choose(candidates, slowest, group.wire_check());
+  Choice choice = choose(candidates, slowest, group.wire_check());
+  choice.calibration_s = std::accumulate(slowest.begin(), slowest.end(), 0.0) *
+                         (warm_first ? 2 * timed_turns : timed_turns + 1);
+  return choice;
+}
+
+bool AllReduceTuner::recalibrates(Drift& drift, double recent_median_s, const Choice& choice) {
+  const auto off_by = [](double a, double b, double band) {
+    const double ratio = a / std::max(b, 1e-9);
+    return ratio > band || ratio < 1 / band;
+  };
+  const auto pays = [&](double seconds) { return seconds >= choice.calibration_s; };
+  if (drift.reference_s == 0) {
+    const double first_drift_s = std::abs(recent_median_s - choice.seconds) * kRecheckCalls;
+    if (off_by(recent_median_s, choice.seconds, kFirstCheckBand) && pays(first_drift_s)) {
+      drift = Drift{};
+      return true;
+    }
+    drift.reference_s = recent_median_s;
+    return false;
+  }
+  if (!off_by(recent_median_s, drift.reference_s, kDriftBand)) {
+    drift.checks = 0;
+    drift.seconds = 0;
+    return false;
+  }
+  ++drift.checks;
+  drift.seconds += std::abs(recent_median_s - drift.reference_s) * kRecheckCalls;
+  if (drift.checks < 2 || !pays(drift.seconds)) return false;
+  drift = Drift{};
+  return true;
 }
 
 AllReduceTuner::Choice AllReduceTuner::choose(const std::vector<Algorithm>& candidates,
@@ -174,16 +210,10 @@ void AllReduceTuner::all_reduce(Group& group, at::Tensor& flat, const AllReduceO
   if (state->choice.calibrations == 0 && !state->choice.from_cache) {
     recalibrate();
   } else if (static_cast<int>(state->recent_s.size()) == kRecheckCalls) {
-    // Have the links changed? The ranks compare their recent median with the calibration's.
+    // Have the links changed? The ranks compare their recent median with the steady one.
     at::Tensor recent = at::full({1}, median(state->recent_s), at::kDouble);
     group.native_all_reduce(recent, ReduceOp::kMax);
-    const double ratio = recent.item<double>() / std::max(state->choice.seconds, 1e-9);
-    const bool drifted = ratio > 1.5 || ratio < 1 / 1.5;
-    state->drifted_checks = drifted ? state->drifted_checks + 1 : 0;
-    if (state->drifted_checks == 2) {
-      recalibrate();
-      state->drifted_checks = 0;
-    }
+    if (recalibrates(state->drift, recent.item<double>(), state->choice)) recalibrate();
     state->recent_s.clear();
   }
   const auto start = Clock::now();
@@ -206,6 +236,7 @@ std::string AllReduceTuner::export_choices() const {
                      {"log2_bytes", std::get<3>(kind)},
                      {"algorithm", to_string(c.algorithm)},
                      {"seconds", c.seconds},
+                     {"calibration_s", c.calibration_s},
                      {"candidates", candidates}});
   }
   return nlohmann::json{{"dtrain_auto_choices", 1}, {"kinds", kinds}}.dump(1);
@@ -226,9 +257,14 @@ void AllReduceTuner::import_choices(const std::string& text) {
       c.algorithm = parse_algorithm(k.at("algorithm").get<std::string>());
       if (c.algorithm == Algorithm::kAuto) throw std::runtime_error("a choice cannot be auto");
       c.seconds = k.at("seconds").get<double>();
-      for (const auto& [name, seconds] : k.at("candidates").items())
+      double every_candidate_s = 0;
+      for (const auto& [name, seconds] : k.at("candidates").items()) {
         c.candidates[parse_algorithm(name)] = seconds.get<double>();
-      if (!(c.seconds > 0) || !std::isfinite(c.seconds))
+        every_candidate_s += seconds.get<double>();
+      }
+      c.calibration_s = k.value("calibration_s", every_candidate_s * kMinCalibrationTurns);
+      if (!(c.seconds > 0) || !std::isfinite(c.seconds) || !(c.calibration_s >= 0) ||
+          !std::isfinite(c.calibration_s))
         throw std::runtime_error("a time that is not a positive number");
       c.from_cache = true;
       loaded[kind] = std::move(c);

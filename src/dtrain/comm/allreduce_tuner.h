@@ -15,10 +15,12 @@
 // kRunoffMargin (10 %), they run off:
 // kRunoffTurns more turns of those two alone, and the medians of all their samples decide. Later
 // calls of the kind run the choice. Every kRecheckCalls calls of a kind the ranks compare the
-// median time of those calls (the slowest rank's) with the calibration's (one small all-reduce); a
-// change of more than half either way at two checks in a row (the link was reshaped, the machine is
-// busier) calibrates the kind again. Medians and the second look keep one noisy stretch of small
-// calls, whose times vary by 2x on a busy machine, from paying for a calibration it does not need.
+// median time of those calls (the slowest rank's) with the kind's steady time, the first check's
+// (one small all-reduce); a change of more than half either way at two checks in a row (the link
+// was reshaped, the machine is busier) calibrates the kind again, once the time those checks
+// drifted by would have paid for the calibration (recalibrates()). Medians, the second look and
+// the price keep noisy stretches of small calls, whose times vary by 2x on a busy machine, from
+// paying for calibrations they do not need.
 //
 // With the wire check on, native (Gloo's own, whose messages carry no check) is chosen only
 // where it beats every checked candidate by more than kNativeMargin (5 %).
@@ -71,7 +73,29 @@ class AllReduceTuner {
     std::map<Algorithm, double> candidates;  // every candidate's
     int calibrations = 0;                    // in this run
     bool from_cache = false;                 // taken from an earlier run (auto_cache.h)
+    // What calibrating the kind again would cost: every candidate's median times the calls
+    // a candidate made (from a cache file without it: kMinCalibrationTurns calls).
+    double calibration_s = 0;
   };
+
+  // The re-check's rule, apart so that it can be tested. The first check after a calibration
+  // takes its median (the slowest rank's, of the last kRecheckCalls calls) as the kind's
+  // steady time: calls in a row run at another speed than calls between other candidates
+  // (2x apart for 4 KiB on 2 shared cores), so later checks compare with it, not with the
+  // calibration; only a first check beyond kFirstCheckBand of the calibration (a link
+  // reshaped right after it) calibrates again at once. A later check more than kDriftBand
+  // off the steady time, either way, adds the difference times kRecheckCalls to `seconds`;
+  // one in band clears it. The kind is calibrated again (true; `drift` cleared) once two
+  // checks in a row drifted and what they add up to would have paid for the calibration
+  // (choice.calibration_s): noise on small calls does not pay for one.
+  static constexpr double kFirstCheckBand = 3.0;
+  static constexpr double kDriftBand = 1.5;
+  struct Drift {
+    double reference_s = 0;  // the steady time (0: no check since the calibration)
+    int checks = 0;          // checks in a row out of band
+    double seconds = 0;      // their differences, times kRecheckCalls
+  };
+  static bool recalibrates(Drift& drift, double recent_median_s, const Choice& choice);
 
   // Runs an all-reduce of `options` (algorithm kAuto) on `flat` by `run_one` (one concrete
   // algorithm on a tensor): calibrating first where its kind is new or has drifted.
@@ -96,7 +120,7 @@ class AllReduceTuner {
   struct State {
     Choice choice;
     std::vector<double> recent_s;  // this rank's time of each call since the last check
-    int drifted_checks = 0;        // checks in a row that found the time out of band
+    Drift drift;
   };
   static Kind kind_of(int tag, at::ScalarType dtype, ReduceOp op, int64_t bytes);
   // Times every candidate on copies of `flat` and keeps the fastest (collective).
@@ -105,6 +129,8 @@ class AllReduceTuner {
   // faster by kNativeMargin (by any margin without the wire check).
   static Choice choose(const std::vector<Algorithm>& candidates, const std::vector<double>& seconds,
                        bool wire_check);
+  static int take_turns(Group& group, int turns, size_t n,
+                        const std::function<void(size_t)>& time_one);
 
   mutable std::mutex mutex_;  // the map and the choices: a kind is one channel's, one thread's
   std::map<Kind, State> states_;
