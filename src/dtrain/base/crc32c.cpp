@@ -135,6 +135,7 @@ uint32_t hardware_register(uint32_t, const unsigned char*, size_t, unsigned char
 
 Crc32cKernel best_kernel() {
   if (crc32c_fold::supported()) return Crc32cKernel::kCarrylessFold;
+  if (crc32c_fold::supported256()) return Crc32cKernel::kCarrylessFold256;
   return kCrc32Instruction ? Crc32cKernel::kCrc32Instruction : Crc32cKernel::kTables;
 }
 const Crc32cKernel kBest = best_kernel();
@@ -142,9 +143,12 @@ const Crc32cKernel kBest = best_kernel();
 // The register after `n` bytes by `kernel`, copied to `out` too when it is not null.
 uint32_t kernel_register(Crc32cKernel kernel, uint32_t r, const unsigned char* p, size_t n,
                          unsigned char* out) {
-  if (kernel == Crc32cKernel::kCarrylessFold && n >= crc32c_fold::kMinBytes) {
+  const bool folds =
+      kernel == Crc32cKernel::kCarrylessFold || kernel == Crc32cKernel::kCarrylessFold256;
+  if (folds && n >= crc32c_fold::kMinBytes) {
     size_t done = 0;
-    r = crc32c_fold::fold_register(r, p, n, out, &done);
+    r = kernel == Crc32cKernel::kCarrylessFold ? crc32c_fold::fold_register(r, p, n, out, &done)
+                                               : crc32c_fold::fold256_register(r, p, n, out, &done);
     p += done;
     n -= done;
     if (out) out += done;
@@ -174,8 +178,8 @@ void require_crc32c_kernel(Crc32cKernel kernel) {
 
 std::vector<Crc32cKernel> crc32c_kernels() {
   std::vector<Crc32cKernel> all;
-  for (const auto k :
-       {Crc32cKernel::kTables, Crc32cKernel::kCrc32Instruction, Crc32cKernel::kCarrylessFold})
+  for (const auto k : {Crc32cKernel::kTables, Crc32cKernel::kCrc32Instruction,
+                       Crc32cKernel::kCarrylessFold256, Crc32cKernel::kCarrylessFold})
     if (static_cast<int>(k) <= static_cast<int>(kBest)) all.push_back(k);
   return all;
 }
@@ -186,6 +190,8 @@ const char* to_string(Crc32cKernel kernel) {
       return "tables";
     case Crc32cKernel::kCrc32Instruction:
       return "crc32-instruction";
+    case Crc32cKernel::kCarrylessFold256:
+      return "carryless-fold-256";
     case Crc32cKernel::kCarrylessFold:
       return "carryless-fold";
   }

@@ -4,10 +4,11 @@
 // every odd number of flipped bits.
 //
 // crc32c(b, crc32c(a)) == crc32c(a followed by b), so a checksum can be built piecewise.
-// Three kernels give the same value (a unit test checks); crc32c() takes the fastest the CPU
+// Four kernels give the same value (a unit test checks); crc32c() takes the fastest the CPU
 // has: folding by carry-less multiplication (x86-64 with AVX-512 and VPCLMULQDQ: 2-3x the
-// CRC32 instruction, crc32c_fold.h), three interleaved streams of the CRC32 instruction
-// (SSE4.2: about 8 bytes a cycle), or tables (about 1 byte a cycle).
+// CRC32 instruction, crc32c_fold.h; or with AVX2 and VPCLMULQDQ, 256 bits at a time), three
+// interleaved streams of the CRC32 instruction (SSE4.2: about 8 bytes a cycle), or tables
+// (about 1 byte a cycle).
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,8 @@
 
 namespace dtrain {
 
-enum class Crc32cKernel { kTables, kCrc32Instruction, kCarrylessFold };
+// Slowest first; a CPU that has one has every one before it.
+enum class Crc32cKernel { kTables, kCrc32Instruction, kCarrylessFold256, kCarrylessFold };
 
 // The fastest kernel this CPU has: the one crc32c() and crc32c_copy() use.
 Crc32cKernel crc32c_kernel();

@@ -4,8 +4,9 @@
 // Computation for Generic Polynomials Using PCLMULQDQ Instruction" (Intel, 2009). Measured
 // (`dtrain bench checksum`, docs/results.md): 2.2x the CRC32 instruction in cache and 2.8x
 // from memory. Only for x86-64 CPUs with AVX-512 (F, BW) and VPCLMULQDQ; callers check
-// crc32c_kernel() first. Internal to crc32c.cpp and the kernels fused with it
-// (comm/fused_reduce.h).
+// crc32c_kernel() first. kCarrylessFold256 (crc32c_fold256.cpp) is the same fold in eight
+// 256-bit accumulators, for CPUs with VPCLMULQDQ and AVX2 alone. Internal to crc32c.cpp and
+// the kernels fused with it (comm/fused_reduce.h).
 //
 // The algebra, in the reflected bit order CRC-32C uses (bit 0 of byte 0 is the highest
 // power): a 128-bit lane H:L standing for H x^64 + L that must move F bytes further on is
@@ -89,5 +90,10 @@ uint32_t fold_register(uint32_t reg, const unsigned char* p, size_t n, unsigned 
                        size_t* done);
 
 bool supported();
+
+// fold_register by the 256-bit kernel (crc32c_fold256.cpp), and whether the CPU has it.
+uint32_t fold256_register(uint32_t reg, const unsigned char* p, size_t n, unsigned char* out,
+                          size_t* done);
+bool supported256();
 
 }  // namespace dtrain::crc32c_fold
