@@ -73,10 +73,11 @@ for section in ${*:-sweep wirecheck lab ddp auto}; do
     done
     ;;
   auto)
-    # auto against every algorithm where it chooses among close ones: 4 KiB-4 MiB, 2 and 4
-    # ranks, 12 calls a cell (4 turns of 3), on the lab at AUTO_DELAYS (default "25 5") ms
-    # one way with reno in the lab's hosts (the VM's bbr paces each message: docs/netlab.md).
-    out=docs/data/links-auto-small.jsonl
+    # auto against every algorithm where it chooses among close ones: AUTO_SIZES (default
+    # 4K:4M, x4 apart), 2 and 4 ranks, 12 calls a cell (AUTO_ROUNDS turns of AUTO_ITERS, 4 and
+    # 3), on the lab at AUTO_DELAYS (default "25 5") ms one way with reno in the lab's hosts
+    # (the VM's bbr paces each message: docs/netlab.md), into AUTO_OUT.
+    out=${AUTO_OUT:-docs/data/links-auto-small.jsonl}
     : >"$out"
     for delay in ${AUTO_DELAYS:-25 5}; do
       "$bin" netlab down "$lab" >/dev/null 2>&1 || true
@@ -86,8 +87,9 @@ for section in ${*:-sweep wirecheck lab ddp auto}; do
       done
       for n in 2 4; do
         echo "links.sh: auto, ${delay} ms, $n ranks" >&2
-        "$bin" bench collective -n $n --netlab "$lab" --sizes 4K:4M --factor 4 --algo "$algos" \
-          --rounds 4 --iters 3 --warmup 1 --format jsonl 2>/dev/null |
+        "$bin" bench collective -n $n --netlab "$lab" --sizes "${AUTO_SIZES:-4K:4M}" --factor 4 \
+          --algo "$algos" --rounds "${AUTO_ROUNDS:-4}" --iters "${AUTO_ITERS:-3}" --warmup 1 \
+          --format jsonl 2>/dev/null |
           tagged "\"rate\":\"${RATE:-1gbit}\",\"delay_ms\":$delay,\"cc\":\"reno\"" >>"$out"
       done
     done
