@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -150,6 +151,25 @@ TEST(AllReduceTunerTest, AutoIsExactAndEveryRankChoosesAlike) {
     EXPECT_EQ(chosen[static_cast<size_t>(r)], chosen[0]) << "rank " << r;
 }
 
+// One call of `floats` floats through auto on g, whose candidates stand in for the
+// algorithms by sleeping ms(algorithm, the candidate called before it) milliseconds and
+// count their calls in `calls`: calibrates the kind and returns its choice.
+Algorithm choice_among_sleepers(
+    Group& g, int64_t floats, std::map<Algorithm, int>& calls,
+    const std::function<double(Algorithm, std::optional<Algorithm>)>& ms) {
+  std::optional<Algorithm> last;
+  const auto fake = [&](Algorithm a, at::Tensor&) {
+    ++calls[a];
+    const double sleep_ms = ms(a, last);
+    last = a;
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(sleep_ms * 1000)));
+  };
+  at::Tensor x = at::zeros({floats});
+  AllReduceOptions opts;
+  g.all_reduce_tuner().all_reduce(g, x, opts, fake);
+  return g.all_reduce_tuner().choice(opts.tag, at::kFloat, opts.op, floats * 4)->algorithm;
+}
+
 // The runoff: candidates that stand in for the algorithms by sleeping (ring 4 ms, butterfly
 // 4.2 ms: within kRunoffMargin; the rest 12 ms). The two close ones run kRunoffTurns more
 // times than the others and the faster is chosen; where nothing is close, every candidate
@@ -159,19 +179,10 @@ TEST(AllReduceTunerTest, ANearTieIsRunOffBetweenTheTwoFastest) {
     std::vector<std::map<Algorithm, int>> calls(2);
     std::vector<Algorithm> chosen(2);
     testing::run_ranks(2, [&](Group& g) {
-      auto& mine = calls[static_cast<size_t>(g.rank())];
-      const auto fake = [&](Algorithm a, at::Tensor&) {
-        ++mine[a];
-        const double ms = a == Algorithm::kRing                 ? 4.0
-                          : a == Algorithm::kButterfly && close ? 4.2
-                                                                : 12.0;
-        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
-      };
-      at::Tensor x = at::zeros({1000});
-      AllReduceOptions opts;
-      g.all_reduce_tuner().all_reduce(g, x, opts, fake);
-      chosen[static_cast<size_t>(g.rank())] =
-          g.all_reduce_tuner().choice(opts.tag, at::kFloat, opts.op, 4000)->algorithm;
+      const auto r = static_cast<size_t>(g.rank());
+      chosen[r] = choice_among_sleepers(g, 1000, calls[r], [&](Algorithm a, auto) {
+        return a == Algorithm::kRing ? 4.0 : a == Algorithm::kButterfly && close ? 4.2 : 12.0;
+      });
     });
     for (int r = 0; r < 2; ++r) {
       auto& c = calls[static_cast<size_t>(r)];
@@ -203,21 +214,12 @@ TEST(AllReduceTunerTest, OnALongLinkEachTimedCallFollowsAnUntimedOneOfTheSameCan
     std::vector<Algorithm> chosen(2);
     testing::run_ranks(2, [&](Group& g) {
       if (long_link) g.set_round_trip(1 - g.rank(), 0.030);
-      auto& mine = calls[static_cast<size_t>(g.rank())];
-      std::optional<Algorithm> last;
-      const auto fake = [&](Algorithm a, at::Tensor&) {
-        ++mine[a];
-        const double ms = a == Algorithm::kRing        ? (last == a ? 2.0 : 20.0)
-                          : a == Algorithm::kButterfly ? 6.0
-                                                       : 12.0;
-        last = a;
-        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
-      };
-      at::Tensor x = at::zeros({1000});
-      AllReduceOptions opts;
-      g.all_reduce_tuner().all_reduce(g, x, opts, fake);
-      chosen[static_cast<size_t>(g.rank())] =
-          g.all_reduce_tuner().choice(opts.tag, at::kFloat, opts.op, 4000)->algorithm;
+      const auto r = static_cast<size_t>(g.rank());
+      chosen[r] = choice_among_sleepers(g, 1000, calls[r], [](Algorithm a, auto last) {
+        return a == Algorithm::kRing        ? (last == a ? 2.0 : 20.0)
+               : a == Algorithm::kButterfly ? 6.0
+                                            : 12.0;
+      });
     });
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(chosen[static_cast<size_t>(r)],
@@ -239,21 +241,14 @@ TEST(AllReduceTunerTest, OnALongLinkEachTimedCallFollowsAnUntimedOneOfTheSameCan
 // untimed and chooses ring.
 TEST(AllReduceTunerTest, ACandidatesFirstCallIsNotTimed) {
   std::vector<Algorithm> chosen(2);
+  std::vector<std::map<Algorithm, int>> calls(2);
   testing::run_ranks(2, [&](Group& g) {
-    bool ring_ran = false;
-    const auto fake = [&](Algorithm a, at::Tensor&) {
-      const double ms = a == Algorithm::kRing        ? (ring_ran ? 2.0 : 40.0)
-                        : a == Algorithm::kButterfly ? 10.0
-                                                     : 20.0;
-      ring_ran = ring_ran || a == Algorithm::kRing;
-      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
-    };
-    const int64_t floats = (int64_t{17} << 20) / 4;
-    at::Tensor x = at::zeros({floats});
-    AllReduceOptions opts;
-    g.all_reduce_tuner().all_reduce(g, x, opts, fake);
-    chosen[static_cast<size_t>(g.rank())] =
-        g.all_reduce_tuner().choice(opts.tag, at::kFloat, opts.op, floats * 4)->algorithm;
+    const auto r = static_cast<size_t>(g.rank());
+    chosen[r] = choice_among_sleepers(g, (int64_t{17} << 20) / 4, calls[r], [&](Algorithm a, auto) {
+      return a == Algorithm::kRing ? (calls[r][a] == 1 ? 40.0 : 2.0)  // its first call of all
+             : a == Algorithm::kButterfly ? 10.0
+                                          : 20.0;
+    });
   });
   EXPECT_EQ(chosen[0], Algorithm::kRing);
   EXPECT_EQ(chosen[1], Algorithm::kRing);
