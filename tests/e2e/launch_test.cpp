@@ -180,6 +180,10 @@ TEST(BenchCollectiveTest, BadFlagsGiveAClearErrorAndNoRanks) {
   EXPECT_NE(e.err().find("--backend nccl reduces CUDA tensors: it needs --device cuda"),
             std::string::npos)
       << e.err();
+  Process f({DTRAIN_BINARY, "bench", "collective", "--settle", "sometimes"});
+  EXPECT_NE(f.wait_for(30s), 0);
+  EXPECT_NE(f.err().find("--settle: sometimes not in {auto,on,off}"), std::string::npos)
+      << f.err();
 }
 
 TEST(BenchP2pTest, ReportsLatencyAndBandwidth) {

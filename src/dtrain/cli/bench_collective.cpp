@@ -47,6 +47,7 @@ struct Options {
   int64_t segment_bytes = 1024 * 1024;
   std::string trace_path;
   std::string wire_check = "job";  // job (the job's setting), on, off, or both
+  std::string settle = "auto";  // a barrier and an untimed call a turn: auto (long links), on, off
   c10::Device device{c10::kCPU};
 };
 
@@ -155,6 +156,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       link[1] = std::max(link[1].item<double>(), static_cast<double>(g.streams(peer)));
   g.native_all_reduce(link, comm::ReduceOp::kMax);
   const bool long_link = link[0].item<double>() >= comm::kLongRttSeconds;
+  const bool settle = o.settle == "on" || (o.settle == "auto" && long_link);
 
   std::vector<metrics::Row> rows;
   for (const int64_t bytes : sizes) {
@@ -184,7 +186,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
         // ranks' skew (up to a few one-way delays) and connections gone idle long enough
         // for TCP to restart them slowly; the variant after native read 20-26 % slow with
         // 4 ranks 25 ms apart (docs/results.md).
-        if (long_link) {
+        if (settle) {
           g.barrier();
           restore(op, b);
           run_once(op, runs[a].algo, g, b, rop, o.segment_bytes);
@@ -339,6 +341,11 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
                   "job (the job's setting), on, off, or both: each algorithm with the message "
                   "checksums off and on, taking turns in every round")
       ->check(CLI::IsMember({"job", "on", "off", "both"}))
+      ->capture_default_str();
+  sub->add_option("--settle", o->settle,
+                  "start every turn from a barrier and one untimed call: auto (on links with a "
+                  "round trip of 5 ms or more), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   add_output_flags(sub, o->output);
   sub->add_option("--trace", o->trace_path,
