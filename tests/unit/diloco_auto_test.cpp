@@ -56,6 +56,16 @@ TEST(OuterCodecChoiceTest, NearTiesGoToTheLessLossyAndBadInputsAreErrors) {
   // Latency-bound: every candidate waits about the same 2 x 200 ms.
   OuterSetting s = cnn(10000, 200);
   EXPECT_EQ(choose_outer_codec(kCandidates, s).chosen, 0u);
+  // A loaded machine's loopback (CI, 2026-11-26): 23 Gbit/s, 3.9 ms one way, steps of 30 ms
+  // and H = 5. Every candidate waits more than the 7.5 ms budget, by latency; fp16 would save
+  // 0.6 ms of the exact exchange's 9 ms, less than the budget: the exchange stays exact.
+  OuterSetting loaded = cnn(23032, 3.9);
+  loaded.step_s = 0.030;
+  loaded.sync_every = 5;
+  const OuterChoice l = choose_outer_codec(kCandidates, loaded);
+  EXPECT_GT(l.exposed_s[1], l.budget_s);
+  EXPECT_LT(l.exposed_s[1], l.exposed_s[0]);
+  EXPECT_EQ(l.chosen, 0u);
   s.rate_bytes_per_s = 0;
   EXPECT_THROW(choose_outer_codec(kCandidates, s), std::invalid_argument);
   EXPECT_THROW(choose_outer_codec({}, cnn(20, 5)), std::invalid_argument);

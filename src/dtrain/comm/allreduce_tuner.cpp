@@ -125,8 +125,9 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return slowest[a] < slowest[b]; });
+  const int calls_a_turn = warm_first ? 2 : 1;  // a runoff turn's calls of each candidate
   if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin) &&
-      kRunoffTurns * (slowest[order[0]] + slowest[order[1]]) <= kRunoffBudgetS) {
+      kRunoffTurns * calls_a_turn * (slowest[order[0]] + slowest[order[1]]) <= kRunoffBudgetS) {
     for (int turn = 0; turn < kRunoffTurns; ++turn)
       for (size_t i = 0; i < 2; ++i)
         time_one(order[turn % 2 == 0 ? i : 1 - i]);
@@ -134,7 +135,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   }
   Choice choice = choose(candidates, slowest, group.wire_check());
   choice.calibration_s = std::accumulate(slowest.begin(), slowest.end(), 0.0) *
-                         (warm_first ? 2 * timed_turns : timed_turns + 1);
+                         (calls_a_turn * timed_turns + (warm_first ? 0 : 1));
   return choice;
 }
 

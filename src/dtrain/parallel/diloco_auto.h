@@ -9,7 +9,8 @@
 // One exchange happens every H / F steps (--sync-every, --fragments). The choice is the
 // first candidate (least lossy first) whose exposed time is at most kExposedShare of those
 // steps' time, so the replicas compute at least 95 % of the time; where none is, the one
-// with the least exposed time (an earlier one within kPreferenceMargin of it wins). Codec
+// with the least exposed time (an earlier one within kPreferenceMargin of it, or within the
+// budget of it, wins: a saving smaller than the budget is not worth a lossier codec). Codec
 // time is not counted: a codec codes 1-3 GB/s a core, far faster than a link slow enough
 // for the choice to matter.
 #pragma once
