@@ -182,8 +182,7 @@ TEST(BenchCollectiveTest, BadFlagsGiveAClearErrorAndNoRanks) {
       << e.err();
   Process f({DTRAIN_BINARY, "bench", "collective", "--settle", "sometimes"});
   EXPECT_NE(f.wait_for(30s), 0);
-  EXPECT_NE(f.err().find("--settle: sometimes not in {auto,on,off}"), std::string::npos)
-      << f.err();
+  EXPECT_NE(f.err().find("--settle: sometimes not in {auto,on,off}"), std::string::npos) << f.err();
 }
 
 TEST(BenchP2pTest, ReportsLatencyAndBandwidth) {

@@ -104,9 +104,9 @@ void register_bench_checksum(CLI::App& bench, int& exit_code) {
       "checksum",
       "the wire check's CRC-32C on one core, per kernel this CPU has (tables, "
       "crc32-instruction, carryless-fold-256, carryless-fold: crc32c_kernel() takes the "
-      "fastest) and size: the CRC alone, fused with a copy, fused with a float32 sum (both CRCs), "
-      "beside memcpy and "
-      "the sum without a CRC; GB/s of the bytes checksummed (the sum's: of one operand)");
+      "fastest) and size: the CRC alone, fused with a copy, fused with a float32 sum (both "
+      "CRCs), beside memcpy and the sum without a CRC; GB/s of the bytes checksummed (the "
+      "sum's: of one operand)");
   sub->add_option("--sizes", o->sizes,
                   "comma list or range (A:B, x4) of sizes in bytes (K, M, G suffixes): small "
                   "ones stay in cache, large ones come from memory")

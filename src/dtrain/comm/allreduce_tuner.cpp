@@ -29,14 +29,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Whether some rank has a link whose round trip is kLongRttSeconds or more (collective:
-// every rank gets the same answer).
-bool on_a_long_link(Group& group) {
-  at::Tensor round_trip = at::full({1}, group.longest_round_trip(), at::kDouble);
-  group.native_all_reduce(round_trip, ReduceOp::kMax);
-  return round_trip.item<double>() >= kLongRttSeconds;
-}
-
 }  // namespace
 
 AllReduceTuner::Kind AllReduceTuner::kind_of(int tag, at::ScalarType dtype, ReduceOp op,

@@ -1,5 +1,6 @@
 #include "dtrain/comm/world.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -234,6 +235,12 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   if (streams > 1) configure_streams(*group, config.streams > 0);
   share_auto_cache(*group, auto_cache_dir());
   return group;
+}
+
+bool on_a_long_link(Group& group) {
+  at::Tensor round_trip = at::full({1}, group.longest_round_trip(), at::kDouble);
+  group.native_all_reduce(round_trip, ReduceOp::kMax);
+  return round_trip.item<double>() >= kLongRttSeconds;
 }
 
 int auto_streams(double round_trip_s) {

@@ -54,6 +54,9 @@ struct WorldConfig {
 
 constexpr int kMaxStreams = 16;
 constexpr double kLongRttSeconds = 0.005;
+// Collective over `group` (one small all-reduce): whether some rank has a link whose round
+// trip, as measured at connect, is kLongRttSeconds or more; every rank gets the same answer.
+bool on_a_long_link(Group& group);
 // One connection per 12.5 ms of round trip, at least 2 and at most kMaxStreams: with the
 // kernel's default socket buffers (4 MiB of send window), 4 connections filled 89 % of a
 // 1 Gbit/s link with a 50 ms round trip (docs/results.md), and a 200 ms one needs 16.

@@ -87,11 +87,10 @@ DistributedDataParallel::DistributedDataParallel(comm::Group& group,
     params_.push_back(p);
   // Long links change the schedule (below, and the contract in ddp.h). The ranks agree on
   // the longest link's round trip, as measured at connect.
-  at::Tensor longest = at::full({1}, group_.longest_round_trip(), at::kDouble);
-  group_.native_all_reduce(longest, comm::ReduceOp::kMax);
-  long_link_ = group_.size() > 1 && (config_.link == LinkSchedule::kMeasured
-                                         ? longest.item<double>() >= comm::kLongRttSeconds
-                                         : config_.link == LinkSchedule::kLong);
+  const bool measured_long = comm::on_a_long_link(group_);
+  long_link_ = group_.size() > 1 &&
+               (config_.link == LinkSchedule::kMeasured ? measured_long
+                                                        : config_.link == LinkSchedule::kLong);
   bool buffers_on_cpu = true;
   for (const auto& b : model_->buffers())
     buffers_on_cpu = buffers_on_cpu && b.device().is_cpu();
