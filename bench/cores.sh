@@ -6,8 +6,8 @@
 #   bash bench/cores.sh [DTRAIN_BINARY] [OUT_DIR]
 # WIRE_SIZES (default 4M:256M) and RUNS (default 3) the wire check's part, AUTO_SIZES
 # (default 4K:64M) auto's (sizes as bench collective takes them, x4 apart), SETTLE
-# (default auto) bench collective's --settle for auto's part: `on` starts every turn from a
-# barrier and an untimed call, as on long links.
+# (default on) bench collective's --settle for auto's part: `on` starts every turn from a
+# barrier and an untimed call.
 # Writes OUT_DIR/cores-wirecheck.jsonl and OUT_DIR/cores-auto.jsonl, then prints both as
 # tables: checked / unchecked ring time per size and run, and the fastest algorithm's time
 # over auto's per size and world size (the targets: >= 0.95, docs/results.md).
@@ -32,7 +32,7 @@ for n in 2 4; do
   echo "cores.sh: auto, $n ranks" >&2
   DTRAIN_AUTO_CACHE="$out/cores-auto-cache" "$bin" bench collective -n $n --sizes "${AUTO_SIZES:-4K:64M}" --factor 4 \
     --algo ring,butterfly,direct,exchange,native,auto --rounds 4 --iters 3 --warmup 1 \
-    --settle "${SETTLE:-auto}" \
+    --settle "${SETTLE:-on}" \
     --format jsonl 2>/dev/null >>"$out/cores-auto.jsonl"
 done
 "$py" - "$out" <<'PY'

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "../support/ranks.h"
 #include "dtrain/base/crc32c.h"
@@ -105,7 +106,7 @@ TEST(GroupTest, CheckedMessagesOfEverySizeArriveExactly) {
 }
 
 // A striped link (several connections per peer): every framing (inline, pieces, caller-
-// checked, byte messages) of every size arrives exactly, the check on or off, and the ring
+// checked with and without the caller's CRC, byte messages) of every size arrives exactly, the check on or off, and the ring
 // all-reduce on it is exact; a size under kStripeMinBytes takes one connection.
 TEST(GroupTest, StripedLinksCarryEveryFramingExactly) {
   testing::run_ranks(
@@ -125,6 +126,7 @@ TEST(GroupTest, StripedLinksCarryEveryFramingExactly) {
             if (g.rank() == 0) {
               g.send(want, 1, 5);
               g.isend_checked(want, 1, 6, crc32c(want.data_ptr(), static_cast<size_t>(n))).wait();
+              g.isend_checked(want, 1, 9, std::nullopt).wait();  // the group computes the CRC
               g.isend_bytes(
                    std::vector<uint8_t>(want.data_ptr<uint8_t>(), want.data_ptr<uint8_t>() + n), 1,
                    7)
@@ -139,6 +141,16 @@ TEST(GroupTest, StripedLinksCarryEveryFramingExactly) {
               EXPECT_NO_THROW(
                   g.verify_deferred(r, crc32c(deferred.data_ptr(), static_cast<size_t>(n))));
               EXPECT_TRUE(at::equal(deferred, want)) << n;
+              // Without a CRC from the caller the check after the payload carries the
+              // payload's own; with the check off nothing is sent beside the payload.
+              at::Tensor late = at::zeros({n}, at::kByte);
+              Request l = g.irecv_deferred(late, 0, 9);
+              l.wait();
+              EXPECT_TRUE(at::equal(late, want)) << n;
+              const uint32_t want_crc = crc32c(want.data_ptr(), static_cast<size_t>(n));
+              EXPECT_EQ(l.sender_check().crc, check ? want_crc : 0u) << n;
+              EXPECT_EQ(l.sender_check().bytes, check ? static_cast<uint32_t>(n) : 0u) << n;
+              EXPECT_NO_THROW(g.verify_deferred(l, want_crc));
               const auto bytes = g.recv_bytes(0, 7);
               EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), want.data_ptr<uint8_t>())) << n;
             }

@@ -47,7 +47,7 @@ struct Options {
   int64_t segment_bytes = 1024 * 1024;
   std::string trace_path;
   std::string wire_check = "job";  // job (the job's setting), on, off, or both
-  std::string settle = "auto";  // a barrier and an untimed call a turn: auto (long links), on, off
+  std::string settle = "on";  // a barrier and an untimed call a turn: on, auto (long links), off
   c10::Device device{c10::kCPU};
 };
 
@@ -181,11 +181,12 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
       for (size_t turn = 0; turn < runs.size(); ++turn) {
         const size_t a = (turn + static_cast<size_t>(round)) % runs.size();
         g.set_wire_check(runs[a].check);
-        // On a long link every turn starts from a barrier and one untimed call: the first
-        // call after another variant otherwise absorbs what that variant left behind, the
-        // ranks' skew (up to a few one-way delays) and connections gone idle long enough
-        // for TCP to restart them slowly; the variant after native read 20-26 % slow with
-        // 4 ranks 25 ms apart (docs/results.md).
+        // Every turn starts from a barrier and one untimed call: the first call after
+        // another variant otherwise absorbs what that variant left behind, the ranks' skew
+        // (up to a few one-way delays) and connections gone idle long enough for TCP to
+        // restart them slowly; the variant after native read 20-26 % slow with 4 ranks 25 ms
+        // apart, and on loopback auto's row 0.7-0.85x the row of the algorithm it ran
+        // (docs/results.md).
         if (settle) {
           g.barrier();
           restore(op, b);
@@ -343,8 +344,8 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
       ->check(CLI::IsMember({"job", "on", "off", "both"}))
       ->capture_default_str();
   sub->add_option("--settle", o->settle,
-                  "start every turn from a barrier and one untimed call: auto (on links with a "
-                  "round trip of 5 ms or more), on, off")
+                  "start every turn from a barrier and one untimed call: on, auto (only on "
+                  "links with a round trip of 5 ms or more), off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   add_output_flags(sub, o->output);

@@ -7,7 +7,8 @@
 //                check, or a pooled frame it is copied into (small payloads)
 //   pieces       the payload in pieces, then an 8-byte check message: large payloads (each
 //                end checksums one piece while the next crosses), and the caller-checked
-//                messages of isend_checked / irecv_deferred (no copy, no pass here)
+//                messages of isend_checked / irecv_deferred (no copy; no pass here
+//                unless isend_checked is given no CRC: then one pass after posting)
 //
 // A message of a striped link (Group::set_streams) goes in pieces, piece j on connection
 // j % k, the check message on connection 0 after its pieces.
@@ -170,8 +171,13 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
         if (i + 1 < plan.messages.size()) {  // checksum each piece just before it goes
           if (!options.deferred)
             crc = checksum(one[0].data_ptr(), static_cast<size_t>(one[0].numel()), crc);
-        } else {
-          write_check(s.check.data_ptr<uint8_t>(), options.deferred ? options.crc : crc, s.bytes);
+        } else if (!options.deferred) {
+          write_check(s.check.data_ptr<uint8_t>(), crc, s.bytes);
+        } else {  // the payload is posted: a CRC computed now overlaps its transfer
+          write_check(
+              s.check.data_ptr<uint8_t>(),
+              options.crc ? *options.crc : checksum(bytes.data_ptr(), static_cast<size_t>(s.bytes)),
+              s.bytes);
         }
       }
       const int gloo_tag = stream_tag(tag, plan.streams[i]);

@@ -113,7 +113,8 @@ Request Group::irecv(at::Tensor& tensor, int peer, int tag, Room room) {
   return post(tensor, peer, tag, Direction::kRecv, o);
 }
 
-Request Group::isend_checked(const at::Tensor& tensor, int peer, int tag, uint32_t crc) {
+Request Group::isend_checked(const at::Tensor& tensor, int peer, int tag,
+                             std::optional<uint32_t> crc) {
   PostOptions o;
   o.deferred = true;
   o.crc = crc;

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,7 +134,9 @@ class Group {
   // goes as a message of its own after the payload), and a receive that leaves the
   // verification to the caller, who computes the CRC while using the bytes and must call
   // verify_deferred before anything else sees them. Each pairs only with its own kind.
-  Request isend_checked(const at::Tensor& tensor, int peer, int tag, uint32_t crc);
+  // Without a `crc` the group computes it after posting the payload, while the payload
+  // crosses (for bytes the caller does not touch before they go).
+  Request isend_checked(const at::Tensor& tensor, int peer, int tag, std::optional<uint32_t> crc);
   Request irecv_deferred(at::Tensor& tensor, int peer, int tag);
   // Throws CorruptMessage (as wait() does) unless `computed` is the CRC32C the sender of
   // `request` (an irecv_deferred, waited for) announced. A no-op with the wire check off.
@@ -215,8 +218,8 @@ class Group {
   struct PostOptions {
     bool checked = true;
     Room room = Room::kNone;
-    bool deferred = false;  // isend_checked / irecv_deferred
-    uint32_t crc = 0;       // isend_checked's
+    bool deferred = false;        // isend_checked / irecv_deferred
+    std::optional<uint32_t> crc;  // isend_checked's (none: computed after the payload)
   };
   Request post(const at::Tensor& tensor, int peer, int tag, Direction dir,
                const PostOptions& options);

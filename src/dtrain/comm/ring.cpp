@@ -5,7 +5,8 @@
 // The wire check is fused (fused_reduce.h): a reduce step checksums what arrived and what
 // it produced in the pass that adds them, and the sum's CRC goes with it to the next rank;
 // a gather step checksums what arrived once, and forwards it with that CRC. Only the
-// rank's own first block costs a pass of its own, and no segment is copied into a frame.
+// rank's own first block costs a pass of its own, made while its segments cross (the check
+// follows the payload), and no segment is copied into a frame.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -78,9 +79,9 @@ class Ring {
     const size_t at = static_cast<size_t>(b * k_segments_ + k);
     auto& slot = sends_[at];
     slot.wait();
-    if (checked_ && !crcs_[at])  // the rank's own data, sent as it is: its one extra pass
-      crcs_[at] = crc32c(region.data_ptr(), static_cast<size_t>(region.nbytes()));
-    slot = group_.isend_checked(region, wrap(r_ + 1, p_), tag_, crcs_[at].value_or(0));
+    // The rank's own data, sent as it is, costs the one extra pass: without a CRC the
+    // group computes it after posting the payload, while the payload crosses.
+    slot = group_.isend_checked(region, wrap(r_ + 1, p_), tag_, crcs_[at]);
   }
 
   // Completes segment k of step s: combines what arrived into the block (a reduce step) or
