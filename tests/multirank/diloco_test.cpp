@@ -19,7 +19,7 @@ namespace dtrain::parallel {
 namespace {
 
 constexpr int kReplicas = 2;
-constexpr int64_t kSteps = 7, kSyncEvery = 3, kBatch = 16;
+constexpr int64_t kInnerSteps = 7, kSyncEvery = 3, kBatch = 16;
 constexpr double kInnerLr = 0.05, kOuterLr = 0.7, kMomentum = 0.9;
 
 torch::nn::Sequential make_model() {
@@ -73,7 +73,7 @@ at::Tensor flat(torch::nn::Sequential& model) {
 // m = mu m + g, anchor -= lr (g + mu m), applied at once or `delay` steps later with
 // parameters = alpha parameters + (1 - alpha) anchor. After the last step the exchange in
 // flight lands whole and every fragment with steps since its last exchange has one more.
-std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps = kSteps,
+std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps = kInnerSteps,
                                   int ranks_per_replica = 1) {
   std::vector<torch::nn::Sequential> models;
   std::vector<std::unique_ptr<torch::optim::SGD>> opts;
@@ -170,7 +170,7 @@ Result run(const compress::CodecSpec& codec, const Schedule& schedule = {}) {
     config.merge_alpha = schedule.alpha;
     Diloco diloco(g, model->parameters(), model->buffers(), config);
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
-    for (int64_t k = 0; k < kSteps; ++k) {
+    for (int64_t k = 0; k < kInnerSteps; ++k) {
       inner_step(model, opt, g.rank(), k);
       const bool started = diloco.after_inner_step();
       if (schedule.fragments == 1) {
@@ -196,7 +196,7 @@ TEST(Diloco, OuterStepsEqualTheSingleProcessReference) {
       EXPECT_LE((got[i] - expected[i]).abs().max().item<double>(), 1e-5) << rank << " " << i;
     const DilocoStats& s = r.stats.at(rank);
     EXPECT_EQ(s.outer_steps, 3);  // after steps 3 and 6, and the last
-    EXPECT_EQ(s.inner_steps, kSteps);
+    EXPECT_EQ(s.inner_steps, kInnerSteps);
     EXPECT_EQ(s.wire_bytes, s.fp32_bytes);
   }
 }
@@ -230,7 +230,7 @@ TEST(Diloco, StreamingFragmentsEqualTheSingleProcessReference) {
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_LE((got[i] - expected[i]).abs().max().item<double>(), 1e-5) << rank << " " << i;
       const DilocoStats& s = r.stats.at(rank);
-      EXPECT_GE(s.outer_steps, kSteps / kSyncEvery * schedule.fragments);
+      EXPECT_GE(s.outer_steps, kInnerSteps / kSyncEvery * schedule.fragments);
       EXPECT_GE(s.hidden_s, 0);
       EXPECT_LE(s.hidden_s, s.exchange_s);
       if (schedule.delay == 0) {
@@ -278,7 +278,7 @@ TEST(Diloco, StateTakenInFlightResumesExactly) {
       for (auto& [name, t] : saved_state)
         t = t.clone();
       saved_params = flat_state(model);
-      train(model, opt, d, g.rank(), kStop, kSteps);
+      train(model, opt, d, g.rank(), kStop, kInnerSteps);
       d.sync();
       std::lock_guard<std::mutex> lock(mu);
       whole[g.rank()] = flat_state(model);
@@ -292,7 +292,7 @@ TEST(Diloco, StateTakenInFlightResumesExactly) {
     }
     d.restore_state(saved_state);
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
-    train(model, opt, d, g.rank(), kStop, kSteps);
+    train(model, opt, d, g.rank(), kStop, kInnerSteps);
     d.sync();
     std::lock_guard<std::mutex> lock(mu);
     resumed[g.rank()] = flat_state(model);
@@ -309,7 +309,7 @@ TEST(Diloco, ReplicasOfTwoRanksEqualTheReference) {
   constexpr int kRanksPerReplica = 2;
   for (const auto& codec : {compress::CodecSpec{}, compress::parse_codec("rot:tile:4")}) {
     const bool exact = codec == compress::CodecSpec{};
-    const auto expected = reference({2, 1, 0.5}, kSteps, kRanksPerReplica);
+    const auto expected = reference({2, 1, 0.5}, kInnerSteps, kRanksPerReplica);
     std::map<int, std::vector<at::Tensor>> got;
     std::map<int, DilocoStats> stats;
     std::mutex mu;
@@ -340,7 +340,7 @@ TEST(Diloco, ReplicasOfTwoRanksEqualTheReference) {
       config.sync_delay = 1;
       Diloco diloco(*across, model->parameters(), model->buffers(), config, inside.get());
       torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
-      for (int64_t k = 0; k < kSteps; ++k) {
+      for (int64_t k = 0; k < kInnerSteps; ++k) {
         const auto [x, y] = batch(g.rank(), k);
         opt.zero_grad();
         ddp.before_forward();

@@ -19,8 +19,8 @@
 namespace dtrain::parallel::pipeline {
 namespace {
 
-constexpr int kSteps = 3;
-constexpr int64_t kBatch = 16, kLength = 12;
+constexpr int kTextSteps = 3;
+constexpr int64_t kTextBatch = 16, kLength = 12;
 
 using ParamMap = std::map<std::string, at::Tensor>;
 
@@ -43,20 +43,21 @@ struct TextBatch {
   at::Tensor ids, labels, mask;
 };
 
-std::vector<TextBatch> batches() {
+std::vector<TextBatch> text_batches() {
   at::Generator g = at::detail::createCPUGenerator(4);
   std::vector<TextBatch> out;
-  for (int k = 0; k < kSteps; ++k) {
-    const at::Tensor lengths = at::randint(3, kLength + 1, {kBatch, 1}, g);
+  for (int k = 0; k < kTextSteps; ++k) {
+    const at::Tensor lengths = at::randint(3, kLength + 1, {kTextBatch, 1}, g);
     const at::Tensor mask = at::arange(kLength).view({1, kLength}).lt(lengths).to(at::kByte);
-    const at::Tensor ids = at::where(mask.to(at::kBool), at::randint(3, 60, {kBatch, kLength}, g),
-                                     at::full({kBatch, kLength}, 1, at::kLong));
-    out.push_back({ids, at::randint(0, 2, {kBatch}, g), mask});
+    const at::Tensor ids =
+        at::where(mask.to(at::kBool), at::randint(3, 60, {kTextBatch, kLength}, g),
+                  at::full({kTextBatch, kLength}, 1, at::kLong));
+    out.push_back({ids, at::randint(0, 2, {kTextBatch}, g), mask});
   }
   return out;
 }
 
-ParamMap state_of(const torch::nn::Module& m) {
+ParamMap parameters_of(const torch::nn::Module& m) {
   ParamMap out;
   for (const auto& p : m.named_parameters())
     out[p.key()] = p.value().detach().clone();
@@ -66,13 +67,13 @@ ParamMap state_of(const torch::nn::Module& m) {
 ParamMap reference() {
   auto model = make_encoder();
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
-  for (const auto& b : batches()) {
+  for (const auto& b : text_batches()) {
     opt.zero_grad();
     const models::AttentionMaskScope scope(b.mask);
     torch::nn::functional::cross_entropy(model->forward(b.ids), b.labels).backward();
     opt.step();
   }
-  return state_of(*model);
+  return parameters_of(*model);
 }
 
 struct TextRun {
@@ -96,13 +97,13 @@ TextRun run_pipeline(const Partition& partition, int ranks) {
     g.reset_link_stats();
     torch::optim::SGD opt(p.parameters(), torch::optim::SGDOptions(0.1));
     if (p.is_driver()) {
-      for (const auto& b : batches()) {
+      for (const auto& b : text_batches()) {
         opt.zero_grad();
-        EXPECT_EQ(p.train_batch(b.ids, b.labels, b.mask, 0.1).samples, kBatch);
+        EXPECT_EQ(p.train_batch(b.ids, b.labels, b.mask, 0.1).samples, kTextBatch);
         opt.step();
       }
       run.rank0_to_1 = g.link_stats(1);
-      EXPECT_THROW(p.eval_batch(batches()[0].ids, batches()[0].labels, {}),
+      EXPECT_THROW(p.eval_batch(text_batches()[0].ids, text_batches()[0].labels, {}),
                    std::invalid_argument);  // a text batch without its mask
       p.stop();
     } else {
@@ -110,7 +111,7 @@ TextRun run_pipeline(const Partition& partition, int ranks) {
     }
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& stage : p.stage_modules())
-      for (const auto& [k, v] : state_of(*stage))
+      for (const auto& [k, v] : parameters_of(*stage))
         run.params[k] = v;
   });
   return run;
@@ -130,11 +131,11 @@ TEST(PipelineTextTest, UShapeF2L2EqualsSingleProcess) {
   // attention mask and (backward) the gradient of layer2's output: no token ids, no labels. Only
   // the boundary's first activation carries a 16-byte [length, CRC32C] first. (The wire
   // check's 8-byte check messages are not counted: link bytes are payload bytes.)
-  const int64_t micro = kBatch / 4;
+  const int64_t micro = kTextBatch / 4;
   const auto boundary = static_cast<int64_t>(
       compress::encode(*compress::make_codec("none"), at::zeros({micro, kLength, 32})).size());
   const int64_t per_step = kCommandValues * 8 + 4 * (boundary + micro * kLength) + 4 * boundary;
-  EXPECT_EQ(run.rank0_to_1.send.bytes, kSteps * per_step + 16);
+  EXPECT_EQ(run.rank0_to_1.send.bytes, kTextSteps * per_step + 16);
 }
 
 TEST(PipelineTextTest, LinearChainOfThreeEqualsSingleProcess) {
