@@ -106,8 +106,9 @@ TEST(GroupTest, CheckedMessagesOfEverySizeArriveExactly) {
 }
 
 // A striped link (several connections per peer): every framing (inline, pieces, caller-
-// checked with and without the caller's CRC, byte messages) of every size arrives exactly, the check on or off, and the ring
-// all-reduce on it is exact; a size under kStripeMinBytes takes one connection.
+// checked with and without the caller's CRC, byte messages) of every size arrives exactly,
+// the check on or off, and the ring all-reduce on it is exact; a size under kStripeMinBytes
+// takes one connection.
 TEST(GroupTest, StripedLinksCarryEveryFramingExactly) {
   testing::run_ranks(
       3,

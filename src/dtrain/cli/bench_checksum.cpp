@@ -26,7 +26,7 @@ namespace dtrain::cli {
 namespace key = metrics::key;
 namespace {
 
-struct Options {
+struct ChecksumOptions {
   std::string sizes = "256K,64M";
   int reps = 21;
   Output output;
@@ -49,7 +49,7 @@ double median_pass_s(int64_t bytes, int reps, const std::function<void()>& pass)
   return samples[samples.size() / 2];
 }
 
-int run(const Options& o) {
+int run_checksum(const ChecksumOptions& o) {
   // One core for every row: the CRC kernels are single-threaded, and LibTorch's sum would
   // otherwise take every core and read as a baseline no single pass reaches.
   at::set_num_threads(1);
@@ -99,7 +99,7 @@ int run(const Options& o) {
 }  // namespace
 
 void register_bench_checksum(CLI::App& bench, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<ChecksumOptions>();
   CLI::App* sub = bench.add_subcommand(
       "checksum",
       "the wire check's CRC-32C on one core, per kernel this CPU has (tables, "
@@ -115,7 +115,7 @@ void register_bench_checksum(CLI::App& bench, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   add_output_flags(sub, o->output, "--out", /*report=*/false);
-  sub->callback([o, &exit_code] { exit_code = run(*o); });
+  sub->callback([o, &exit_code] { exit_code = run_checksum(*o); });
 }
 
 }  // namespace dtrain::cli

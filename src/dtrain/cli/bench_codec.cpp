@@ -56,7 +56,7 @@ std::vector<std::pair<std::string, at::Tensor>> activations(const std::string& m
           {"act-last[" + metrics::shape_string(last.sizes().vec()) + "]", last.reshape({-1})}};
 }
 
-struct Options {
+struct CodecOptions {
   std::string codecs =
       "uniform:8,sortquant:8,sortquant-ref:8,sortquant:4,kmeans:4:20,kmeans-ref:4:20,fp16";
   std::string dists = "gaussian,relu,laplace,student-t3";
@@ -194,7 +194,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::vector<metrics::Column> columns() {
+std::vector<metrics::Column> codec_columns() {
   return {{key::kCodec, "codec"},
           {key::kDist, "dist"},
           {key::kNumel, "numel"},
@@ -208,7 +208,7 @@ std::vector<metrics::Column> columns() {
           {key::kDecodeMs, "dec(ms)", 2}};
 }
 
-int run(const Options& o) {
+int run_codec(const CodecOptions& o) {
   std::vector<Subject> subjects;
   for (const auto& name : split_list(o.codecs))
     subjects.push_back(make_subject(name, o.threads));
@@ -294,14 +294,14 @@ int run(const Options& o) {
       }
     }
   }
-  emit_output(o.output, columns(), rows);
+  emit_output(o.output, codec_columns(), rows);
   return 0;
 }
 
 }  // namespace
 
 void register_bench_codec(CLI::App& bench, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<CodecOptions>();
   CLI::App* sub = bench.add_subcommand(
       "codec",
       "ratio (wire bytes / fp32 bytes), MSE / variance, max error and encode/decode speed (GB/s "
@@ -338,7 +338,7 @@ void register_bench_codec(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed for the input samples")->capture_default_str();
   add_output_flags(sub, o->output);
-  sub->callback([o, &exit_code] { exit_code = run(*o); });
+  sub->callback([o, &exit_code] { exit_code = run_codec(*o); });
 }
 
 }  // namespace dtrain::cli

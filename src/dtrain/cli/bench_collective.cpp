@@ -31,7 +31,7 @@ namespace dtrain::cli {
 namespace key = metrics::key;
 namespace {
 
-struct Options {
+struct CollectiveOptions {
   RankFlags rank;
   std::string op = "all_reduce";
   std::string algos;
@@ -92,7 +92,7 @@ std::string default_algos(Op op, const c10::Device& device) {
   }
 }
 
-std::vector<metrics::Column> columns() {
+std::vector<metrics::Column> collective_columns() {
   return {{key::kBytes, "size(B)"},
           {key::kCount, "count"},
           {key::kDtype, "type"},
@@ -131,7 +131,7 @@ std::vector<Variant> variants(const std::vector<std::string>& algos, const std::
   return out;
 }
 
-std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
+std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Group& g) {
   const Op op = parse_op(o.op);
   const auto dtype = parse_dtype(o.dtype);
   const auto rop = comm::parse_reduce_op(o.reduce);
@@ -268,7 +268,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   return rows;
 }
 
-int run(const Options& o) {
+int run_collective(const CollectiveOptions& o) {
   // Validate everything up front, before any rank starts.
   const Op op = parse_op(o.op);
   if (o.device.is_cuda() && valid_algos(op, o.device).empty())
@@ -291,15 +291,15 @@ int run(const Options& o) {
   comm::parse_reduce_op(o.reduce);
   parse_sizes(o.sizes, o.factor);
   Output output = o.output;
-  output.columns = columns();
+  output.columns = collective_columns();
   return run_ranked(
-      o.rank, worlds, output, [&](comm::Group& g) { return run_rank(o, g); }, o.device);
+      o.rank, worlds, output, [&](comm::Group& g) { return collective_rank(o, g); }, o.device);
 }
 
 }  // namespace
 
 void register_bench_collective(CLI::App& bench, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<CollectiveOptions>();
   CLI::App* sub = bench.add_subcommand(
       "collective",
       "time and check a collective (nccl-tests style): time = mean over iterations, max over "
@@ -352,7 +352,7 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
   sub->add_option("--trace", o->trace_path,
                   "write a Chrome trace (JSON) of every rank's timed iterations, clocks aligned "
                   "to rank 0 (with a list of world sizes: of the last)");
-  sub->callback([o, &exit_code] { exit_code = run(*o); });
+  sub->callback([o, &exit_code] { exit_code = run_collective(*o); });
 }
 
 }  // namespace dtrain::cli

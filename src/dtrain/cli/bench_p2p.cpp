@@ -22,7 +22,7 @@ namespace dtrain::cli {
 namespace key = metrics::key;
 namespace {
 
-struct Options {
+struct P2pOptions {
   RankFlags rank;
   std::string sizes = "1:1G";
   double factor = 4;
@@ -126,7 +126,7 @@ struct Measurement {
   int64_t wrong = 0;
 };
 
-std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
+std::vector<metrics::Row> p2p_rank(const P2pOptions& o, comm::Group& g) {
   const auto sizes = parse_sizes(o.sizes, o.factor);
   if (g.size() < 2) throw std::invalid_argument("bench p2p needs at least 2 ranks (-n 2)");
   std::vector<metrics::Row> rows;
@@ -198,7 +198,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   return rows;
 }
 
-std::vector<metrics::Column> columns() {
+std::vector<metrics::Column> p2p_columns() {
   return {{key::kBytes, "size(B)"},
           {key::kDevice, "device"},
           {key::kPath, "path"},
@@ -216,7 +216,7 @@ std::vector<metrics::Column> columns() {
 }  // namespace
 
 void register_bench_p2p(CLI::App& bench, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<P2pOptions>();
   CLI::App* sub = bench.add_subcommand(
       "p2p",
       "point-to-point between ranks 0 and 1: one-way latency (half a ping-pong) and "
@@ -249,9 +249,9 @@ void register_bench_p2p(CLI::App& bench, int& exit_code) {
     if (worlds.size() > 1) throw std::invalid_argument("bench p2p takes a single -n");
     decide_backend(o->rank, o->device, worlds.empty() ? 1 : worlds[0]);
     Output output = o->output;
-    output.columns = columns();
+    output.columns = p2p_columns();
     exit_code = run_ranked(
-        o->rank, worlds, output, [&](comm::Group& g) { return run_rank(*o, g); }, o->device);
+        o->rank, worlds, output, [&](comm::Group& g) { return p2p_rank(*o, g); }, o->device);
   });
 }
 

@@ -21,7 +21,7 @@ namespace dtrain::cli {
 namespace key = metrics::key;
 namespace {
 
-struct Options {
+struct SyncbnOptions {
   RankFlags rank;
   std::string batches = "32,64";
   std::string hidden = "128,256,512,1024";
@@ -54,7 +54,7 @@ std::pair<double, int64_t> measure(Module& bn, comm::Group& g, int64_t batch, in
   return {t[0].item<double>(), static_cast<int64_t>(t[1].item<double>())};
 }
 
-std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
+std::vector<metrics::Row> syncbn_rank(const SyncbnOptions& o, comm::Group& g) {
   metrics::track_allocations();
   at::manual_seed(g.rank());
   std::vector<metrics::Row> rows;
@@ -85,7 +85,7 @@ std::vector<metrics::Row> run_rank(const Options& o, comm::Group& g) {
   return rows;
 }
 
-std::vector<metrics::Column> columns() {
+std::vector<metrics::Column> syncbn_columns() {
   return {{key::kImpl, "impl"},
           {key::kBatchSize, "batch"},
           {key::kHidden, "hidden"},
@@ -98,7 +98,7 @@ std::vector<metrics::Column> columns() {
 }  // namespace
 
 void register_bench_syncbn(CLI::App& bench, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<SyncbnOptions>();
   CLI::App* sub = bench.add_subcommand(
       "syncbn",
       "SyncBatchNorm forward+backward on [batch, hidden] inputs: median time (max over ranks) "
@@ -117,9 +117,9 @@ void register_bench_syncbn(CLI::App& bench, int& exit_code) {
     const auto worlds = world_sizes(o->rank);
     if (worlds.size() > 1) throw std::invalid_argument("bench syncbn takes a single -n");
     Output output = o->output;
-    output.columns = columns();
+    output.columns = syncbn_columns();
     exit_code =
-        run_ranked(o->rank, worlds, output, [&](comm::Group& g) { return run_rank(*o, g); });
+        run_ranked(o->rank, worlds, output, [&](comm::Group& g) { return syncbn_rank(*o, g); });
   });
 }
 

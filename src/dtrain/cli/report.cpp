@@ -10,14 +10,14 @@
 namespace dtrain::cli {
 namespace {
 
-struct Options {
+struct ReportOptions {
   std::vector<std::string> files;
   std::string out = "report.html";
   std::string title = "dtrain report";
   bool per_file = false;
 };
 
-int run(const Options& o) {
+int run_report(const ReportOptions& o) {
   std::vector<report::ReportProblem> problems;
   std::vector<report::ReportSource> sources;
   for (const auto& f : o.files)
@@ -45,7 +45,7 @@ int run(const Options& o) {
 }  // namespace
 
 void register_report(CLI::App& parent, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<ReportOptions>();
   CLI::App* sub = parent.add_subcommand(
       "report",
       "draw result files (JSON lines of train --metrics, bench ... --format jsonl, scale) as one "
@@ -55,7 +55,7 @@ void register_report(CLI::App& parent, int& exit_code) {
   sub->add_option("--title", o->title, "the page's title")->capture_default_str();
   sub->add_flag("--per-file", o->per_file,
                 "a section per file instead of overlaying the files' runs in shared charts");
-  sub->callback([o, &exit_code] { exit_code = run(*o); });
+  sub->callback([o, &exit_code] { exit_code = run_report(*o); });
 }
 
 }  // namespace dtrain::cli

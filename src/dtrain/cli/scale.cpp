@@ -17,7 +17,7 @@ namespace dtrain::cli {
 namespace key = metrics::key;
 namespace {
 
-struct Options {
+struct ScaleOptions {
   std::string model = "resnet18";
   std::string dataset = "fashion-mnist";
   std::string data_dir;
@@ -40,7 +40,7 @@ std::string status_text(int status) {
   return "failed (exit " + std::to_string(status) + ")";
 }
 
-metrics::ScalingRun run_one(const Options& o, int ranks, int64_t batch) {
+metrics::ScalingRun run_one(const ScaleOptions& o, int ranks, int64_t batch) {
   metrics::ScalingRun run;
   run.ranks = ranks;
   run.batch = batch;
@@ -107,7 +107,7 @@ metrics::ScalingRun run_one(const Options& o, int ranks, int64_t batch) {
 }  // namespace
 
 void register_scale(CLI::App& parent, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<ScaleOptions>();
   CLI::App* sub = parent.add_subcommand(
       "scale",
       "data-parallel scaling study: train with DDP for every (ranks, per-rank batch), time the "

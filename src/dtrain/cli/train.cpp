@@ -41,7 +41,7 @@ std::string names_of(const std::vector<compress::CodecSpec>& specs) {
   return out;
 }
 
-struct Options {
+struct TrainOptions {
   train::TrainConfig config;
   std::string input_shape = "1,28,28";
   std::string trace_path;
@@ -75,7 +75,7 @@ std::vector<int64_t> parse_shape(const std::string& text) {
 
 // --compress-candidates and --compress-min-bits, checked here so a bad list fails before
 // any rank starts.
-parallel::AutoCompress auto_options(const Options& o) {
+parallel::AutoCompress auto_options(const TrainOptions& o) {
   parallel::AutoCompress a;
   for (const auto& name : split_list(o.compress_candidates)) {
     try {
@@ -93,7 +93,7 @@ parallel::AutoCompress auto_options(const Options& o) {
 }  // namespace
 
 void register_train(CLI::App& parent, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<TrainOptions>();
   auto& c = o->config;
   c.model.name = "cnn";
   c.epochs = 10;

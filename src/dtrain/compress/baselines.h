@@ -1,6 +1,6 @@
 // Benchmark baselines (not user codecs) and the independent references the tests compare
-// against. Written with plain LibTorch ops, the way reference Python implementations do it, sharing nothing
-// with the real codecs but the quantization rule (codecs.h's quantize/dequantize formula).
+// against. Written with plain LibTorch ops, the way reference Python implementations do it, sharing
+// nothing with the real codecs but the quantization rule (codecs.h's quantize/dequantize formula).
 #pragma once
 
 #include <ATen/core/Tensor.h>

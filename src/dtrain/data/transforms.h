@@ -1,5 +1,5 @@
-// Batch transforms (the standard CIFAR recipe's): random crop with zero padding, random horizontal flip,
-// per-channel normalization with the training set's mean and standard deviation.
+// Batch transforms (the standard CIFAR recipe's): random crop with zero padding, random horizontal
+// flip, per-channel normalization with the training set's mean and standard deviation.
 #pragma once
 
 #include <ATen/core/Generator.h>
