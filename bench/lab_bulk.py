@@ -52,13 +52,14 @@ def run_threads(targets):
 def host(me, peer, total, streams, rounds, sending, receiving):
     """One host: receives on the peer's connections when `receiving`, sends when `sending`."""
     share = total // streams
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((me, PORT))
-    listener.listen(streams)
-    receiver = threading.Thread(target=lambda: run_threads(
-        [(receive, (listener.accept()[0], share, rounds)) for _ in range(streams)]))
+    receiver = None
     if receiving:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((me, PORT))
+        listener.listen(streams)
+        receiver = threading.Thread(target=lambda: run_threads(
+            [(receive, (listener.accept()[0], share, rounds)) for _ in range(streams)]))
         receiver.start()
     if sending:
         time.sleep(0.5)  # the peer's listener is up
@@ -70,7 +71,7 @@ def host(me, peer, total, streams, rounds, sending, receiving):
             run_threads([(send, (c, share)) for c in conns])
             times.append(time.perf_counter() - start)
         print(" ".join(f"{t:.4f}" for t in times), flush=True)
-    if receiving:
+    if receiver:
         receiver.join()
 
 
