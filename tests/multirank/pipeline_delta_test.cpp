@@ -20,7 +20,7 @@
 namespace dtrain::parallel::pipeline {
 namespace {
 
-constexpr int64_t kSamples = 128, kBatch = 64, kDepth = 3;  // blocks fc1..fc3, head
+constexpr int64_t kSamples = 128, kDeltaBatch = 64, kDepth = 3;  // blocks fc1..fc3, head
 
 torch::nn::Sequential make_model() {
   return testing::tiny_mlp(5, kDepth);
@@ -85,15 +85,15 @@ DeltaRun train(const PipelineConfig& config, int epochs, double lr) {
       run.eval_kept_caches = true;
       for (int e = 0; e < epochs; ++e) {
         const at::Tensor order = at::randperm(kSamples, gen);
-        for (int64_t b = 0; b < kSamples; b += kBatch) {
-          const at::Tensor ids = order.narrow(0, b, kBatch);
+        for (int64_t b = 0; b < kSamples; b += kDeltaBatch) {
+          const at::Tensor ids = order.narrow(0, b, kDeltaBatch);
           opt.zero_grad();
           p.train_batch(data.x.index_select(0, ids), data.y.index_select(0, ids), {}, lr, ids);
           opt.step();
         }
         run.reports.push_back(p.collect_reports());
         const at::Tensor before = p.delta_caches().at(1).values().clone();
-        p.eval_batch(data.x.narrow(0, 0, kBatch), data.y.narrow(0, 0, kBatch), {});
+        p.eval_batch(data.x.narrow(0, 0, kDeltaBatch), data.y.narrow(0, 0, kDeltaBatch), {});
         run.eval_kept_caches &= at::equal(before, p.delta_caches().at(1).values());
       }
       p.stop();
@@ -123,7 +123,7 @@ TEST(PipelineDelta, BothEndsKeepTheSameCachesBitForBit) {
     EXPECT_TRUE(run.eval_kept_caches);
     // Epoch 1 warms up with sortquant:8; later epochs send 2-bit deltas.
     ASSERT_EQ(run.reports.size(), 3u);
-    const std::vector<int64_t> micro{kBatch / 4, 32};
+    const std::vector<int64_t> micro{kDeltaBatch / 4, 32};
     EXPECT_DOUBLE_EQ(forward_ratio(run.reports[0]), packet_ratio("sortquant:8", micro));
     EXPECT_DOUBLE_EQ(forward_ratio(run.reports[1]), packet_ratio("rot:tile:2", micro));
     EXPECT_DOUBLE_EQ(forward_ratio(run.reports[2]), packet_ratio("rot:tile:2", micro));
@@ -174,11 +174,11 @@ TEST(PipelineDelta, ABatchWithoutSampleIndicesIsRefusedBeforeItStarts) {
     Pipeline p(g, models[static_cast<size_t>(g.rank())], delta_config("uniform:4", at::kFloat));
     torch::optim::SGD opt(p.parameters(), torch::optim::SGDOptions(0.1));
     if (!p.is_driver()) return testing::follow(p, opt);
-    const at::Tensor x = data.x.narrow(0, 0, kBatch), y = data.y.narrow(0, 0, kBatch);
+    const at::Tensor x = data.x.narrow(0, 0, kDeltaBatch), y = data.y.narrow(0, 0, kDeltaBatch);
     EXPECT_THROW(p.train_batch(x, y, {}, 0.1), std::invalid_argument);
-    EXPECT_THROW(p.train_batch(x, y, {}, 0.1, at::arange(kBatch) + kSamples),
+    EXPECT_THROW(p.train_batch(x, y, {}, 0.1, at::arange(kDeltaBatch) + kSamples),
                  std::invalid_argument);
-    p.train_batch(x, y, {}, 0.1, at::arange(kBatch));  // the followers are still in step
+    p.train_batch(x, y, {}, 0.1, at::arange(kDeltaBatch));  // the followers are still in step
     p.stop();
   });
 }

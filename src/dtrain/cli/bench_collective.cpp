@@ -47,7 +47,8 @@ struct CollectiveOptions {
   int64_t segment_bytes = 1024 * 1024;
   std::string trace_path;
   std::string wire_check = "job";  // job (the job's setting), on, off, or both
-  std::string settle = "on";  // a barrier and an untimed call a turn: on, auto (long links), off
+  std::string settle = "on";     // a barrier and an untimed call a turn: on, auto (long links), off
+  std::string openings = "job";  // job (as connect set each link), on, off, or both
   c10::Device device{c10::kCPU};
 };
 
@@ -109,41 +110,69 @@ std::vector<metrics::Column> collective_columns() {
           {key::kWireCheck, "check"},
           {key::kChosen, "chosen"},
           {key::kStreams, "streams"},
+          {key::kOpenings, "openings"},
           {key::kRttMs, "rtt(ms)", 2},
           {key::kPeakRssBytes, "peakRSS(B)"}};
 }
 
-// What takes turns: every algorithm, each with the wire check as --wire-check says (both:
-// off and on, side by side in every round).
+// What takes turns: every algorithm, each with the wire check as --wire-check says and the
+// openings as --openings says (both: off and on, side by side in every round).
 struct Variant {
   std::string algo;
   bool check;
+  bool openings;
 };
-std::vector<Variant> variants(const std::vector<std::string>& algos, const std::string& mode,
-                              bool job_check) {
-  std::vector<bool> checks{job_check};
-  if (mode == "on" || mode == "off") checks = {mode == "on"};
-  if (mode == "both") checks = {false, true};
+std::vector<bool> on_off(const std::string& mode, bool job) {
+  if (mode == "on" || mode == "off") return {mode == "on"};
+  if (mode == "both") return {false, true};
+  return {job};
+}
+std::vector<Variant> variants(const std::vector<std::string>& algos, const CollectiveOptions& o,
+                              bool job_check, bool job_openings) {
   std::vector<Variant> out;
   for (const auto& algo : algos)
-    for (const bool check : checks)
-      out.push_back({algo, check});
+    for (const bool check : on_off(o.wire_check, job_check))
+      for (const bool openings : on_off(o.openings, job_openings))
+        out.push_back({algo, check, openings});
   return out;
 }
+
+// The links' opening capacities as connect set them, and a switch every rank flips between
+// the same two collectives: on gives every link Group::kOpeningBytes, off none, the job's
+// setting what connect gave.
+struct OpeningSwitch {
+  std::vector<int64_t> job;
+  bool job_on = false;
+  explicit OpeningSwitch(comm::Group& g) {
+    for (int peer = 0; peer < g.size(); ++peer) {
+      job.push_back(peer == g.rank() ? 0 : g.opening_capacity(peer));
+      job_on = job_on || job.back() > 0;
+    }
+  }
+  void set(comm::Group& g, bool on) const {
+    for (int peer = 0; peer < g.size(); ++peer)
+      if (peer != g.rank())
+        g.set_opening_capacity(peer, on == job_on ? job[static_cast<size_t>(peer)]
+                                     : on         ? comm::Group::kOpeningBytes
+                                                  : 0);
+  }
+};
 
 std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Group& g) {
   const Op op = parse_op(o.op);
   const auto dtype = parse_dtype(o.dtype);
   const auto rop = comm::parse_reduce_op(o.reduce);
   const bool job_check = g.wire_check();
-  const auto runs = variants(split_list(o.algos.empty() ? default_algos(op, o.device) : o.algos),
-                             o.wire_check, job_check);
+  const OpeningSwitch openings(g);
+  const auto runs = variants(split_list(o.algos.empty() ? default_algos(op, o.device) : o.algos), o,
+                             job_check, openings.job_on);
   const auto sizes = parse_sizes(o.sizes, o.factor);
   const int p = g.size();
   const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
   std::vector<std::string> span_names;  // alive until the trace is written
   for (const auto& v : runs)
-    span_names.push_back(o.op + " " + v.algo + (v.check == job_check ? "" : " (check flipped)"));
+    span_names.push_back(o.op + " " + v.algo + (v.check == job_check ? "" : " (check flipped)") +
+                         (v.openings == openings.job_on ? "" : " (openings flipped)"));
   TraceSession trace(o.trace_path, &g);
   bool measured = true;
   for (int peer = 0; peer < p; ++peer)
@@ -170,6 +199,7 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
     // flight between them), as both ends of every link must.
     for (size_t a = 0; a < runs.size(); ++a) {
       g.set_wire_check(runs[a].check);
+      openings.set(g, runs[a].openings);
       for (int i = 0; i < o.warmup; ++i) {
         restore(op, b);
         run_once(op, runs[a].algo, g, b, rop, o.segment_bytes);
@@ -181,6 +211,7 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
       for (size_t turn = 0; turn < runs.size(); ++turn) {
         const size_t a = (turn + static_cast<size_t>(round)) % runs.size();
         g.set_wire_check(runs[a].check);
+        openings.set(g, runs[a].openings);
         // Every turn starts from a barrier and one untimed call: the first call after
         // another variant otherwise absorbs what that variant left behind, the ranks' skew
         // (up to a few one-way delays) and connections gone idle long enough for TCP to
@@ -205,6 +236,7 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
       }
     }
     g.set_wire_check(job_check);
+    openings.set(g, openings.job_on);
     for (size_t a = 0; a < runs.size(); ++a) {
       const std::string& algo = runs[a].algo;
       const auto [wrong, max_diff] = checks[a];
@@ -236,6 +268,7 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
       row[key::kPeakRssBytes] = static_cast<int64_t>(maxes[2].item<double>());
       row[key::kWireCheck] = o.device.is_cuda() ? "n/a" : runs[a].check ? "on" : "off";
       row[key::kStreams] = static_cast<int>(link[1].item<double>());
+      row[key::kOpenings] = runs[a].openings ? "on" : "off";
       row[key::kRttMs] = link[0].item<double>() * 1e3;
       if (algo == "auto" && op == Op::kAllReduce && !o.device.is_cuda()) {
         const auto* chosen = g.all_reduce_tuner().choice(
@@ -347,6 +380,12 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
                   "start every turn from a barrier and one untimed call: on, auto (only on "
                   "links with a round trip of 5 ms or more), off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  sub->add_option("--openings", o->openings,
+                  "job (as connect set each link: on where the round trip is 5 ms or more), on, "
+                  "off, or both: each algorithm with the collective's first bytes sent to "
+                  "receives posted before the call, and without, taking turns in every round")
+      ->check(CLI::IsMember({"job", "on", "off", "both"}))
       ->capture_default_str();
   add_output_flags(sub, o->output);
   sub->add_option("--trace", o->trace_path,

@@ -17,6 +17,10 @@
 // (2 messages, direct.cpp's exchange). Every rank gets bit-identical results. Messages are
 // checked like every point-to-point message (group.h's wire check).
 //
+// On links with openings (group.h) a message the opening's capacity holds goes as one, for
+// collective tags: its receive is the group's, posted since the last call, so even run per
+// call a 2-rank exchange costs one one-way delay and its transfer.
+//
 // Contract: collective and SPMD. Every rank creates it with the same count and tag, and
 // calls arm() and run() the same number of times in the same order with no other message
 // of its two tags in between. run() without arm() arms first (correct, only
@@ -77,6 +81,11 @@ class ArmedAllReduce {
   at::Tensor reduced_;
   // Where rank j's reduced block lands in reduced_ (p > 2, j != this rank).
   at::Tensor reduced_block(int j) const;
+  // Whether `values` values to or from `peer` with `tag` go as an opening (both ends decide
+  // alike), and the message posted either way.
+  bool opens(int peer, int64_t values, int tag) const;
+  Request send(const at::Tensor& values, int peer, int tag);
+  Request receive(at::Tensor& values, int peer, int tag);
   std::vector<Request> contribution_recvs_;
   std::vector<Request> reduced_recvs_;
   std::vector<Request> sends_;

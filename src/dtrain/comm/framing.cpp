@@ -63,6 +63,11 @@ void Request::wait() {
   }
   const auto end = Clock::now();
   s.done = true;
+  if (s.finish) {
+    auto finish = std::move(s.finish);
+    s.finish = nullptr;
+    finish(s);
+  }
   if (s.framed.defined()) {
     const auto* data = s.framed.data_ptr<uint8_t>();
     const auto [sent_crc, sent_bytes] = read_check(data + s.bytes);

@@ -8,6 +8,7 @@
 #include "dtrain/comm/allreduce_tuner.h"
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/error.h"
+#include "dtrain/comm/openings.h"
 #include "dtrain/comm/request_state.h"
 
 namespace dtrain::comm {
@@ -16,6 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 Group::Group(std::unique_ptr<Backend> backend)
     : backend_(std::move(backend)),
+      openings_(std::make_unique<Openings>(backend_->pg->getSize())),
       rank_(backend_->pg->getRank()),
       size_(backend_->pg->getSize()),
       timeout_(backend_->timeout),

@@ -54,6 +54,7 @@ namespace dtrain::comm {
 class AllReduceTuner;
 class Backend;
 class Group;
+struct OpeningPiece;
 
 constexpr int kReservedTagBase = 1 << 24;
 
@@ -201,6 +202,28 @@ class Group {
   // The longest round trip of this rank's links that were measured (0 where none was).
   double longest_round_trip() const;
 
+  // Openings (docs/wire-format.md, "Openings"). Gloo sends a message only once the receiver's
+  // notice that its receive is posted has arrived, so on a long link a collective's first
+  // bytes leave one one-way delay after the call begins. An opening is a message whose
+  // receive the group keeps posted ahead, in buffers of its own (standing receives per link
+  // and tag, posted again as soon as one is taken): from the second opening of a link and tag
+  // on, the sender's bytes leave at once.
+  // - opening_capacity(peer): the most bytes one opening on the link to `peer` carries; 0
+  //   (no openings) unless set. configure_streams() sets kOpeningBytes on long links. Both
+  //   ends of a link set the same value, between messages; once a link's openings are in use
+  //   it may go to 0 and back, not to another size.
+  // - isend_opening / irecv_opening pair as isend / irecv do (same size, posting order per
+  //   link and tag), for CPU tensors of at most the capacity and collective tags
+  //   (tags.h, opening_tags). One opening per link and tag is in flight at a time. The bytes
+  //   go over every connection of the link at once; the receive is checked as irecv's is (the
+  //   wire check) and for its place in the sequence, and its bytes are copied out of the
+  //   standing buffers into `tensor` by wait().
+  static constexpr int64_t kOpeningBytes = int64_t{4} << 20;
+  int64_t opening_capacity(int peer) const;
+  void set_opening_capacity(int peer, int64_t bytes);
+  Request isend_opening(const at::Tensor& tensor, int peer, int tag);
+  Request irecv_opening(at::Tensor& tensor, int peer, int tag);
+
   LinkStats link_stats(int peer) const;
   void reset_link_stats();
 
@@ -254,8 +277,8 @@ class Group {
   // pooled buffer of at least `bytes`, and its return.
   at::Tensor take_frame(int64_t bytes);
   void give_back_frame(at::Tensor frame);
-  // crc32c_copy(out, data, n), its time counted the same way.
-  uint32_t checksum_copy(void* out, const void* data, size_t n);
+  // crc32c_copy(out, data, n, crc), its time counted the same way.
+  uint32_t checksum_copy(void* out, const void* data, size_t n, uint32_t crc = 0);
   // Adds the time since `start` to wire_check_seconds().
   void count_check_time(std::chrono::steady_clock::time_point start);
   void record(int peer, Direction dir, int64_t bytes, std::chrono::steady_clock::time_point posted,
@@ -279,7 +302,19 @@ class Group {
   template <typename Collective>
   void run_native(const char* what, Collective&& collective);
 
+  // Openings (openings.cpp; the caller holds the openings' mutex): an opening's arguments
+  // checked, its byte view returned; a link and tag's standing receives posted where taken;
+  // a received opening checked and copied out of them, and its receives posted again.
+  struct Openings;
+  at::Tensor opening_bytes(const at::Tensor& tensor, int peer, int tag, const char* what) const;
+  void post_standing(int peer, int tag);
+  void take_opening(const at::Tensor& bytes, const std::vector<OpeningPiece>& pieces, int peer,
+                    int tag);
+
   std::unique_ptr<Backend> backend_;
+  // The openings' standing receives (openings.h): declared after backend_, so their
+  // pending receives go before the connections they wait on.
+  std::unique_ptr<Openings> openings_;
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;

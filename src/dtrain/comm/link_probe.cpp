@@ -189,15 +189,27 @@ void measure_round_trips(Group& group) {
   for (int round = 0; round + 1 < padded; ++round) {
     const int peer = partner(group.rank(), round, padded);
     if (peer >= p || peer == group.rank()) continue;
-    group.set_round_trip(peer, 2 * probe_latency(group, peer, group.rank() < peer, tag));
+    // Both ends keep the initiator's measurement: what is decided from it per link (its
+    // streams, its openings) must be decided alike at both ends, also near a threshold.
+    const bool initiator = group.rank() < peer;
+    at::Tensor round_trip =
+        at::full({1}, 2 * probe_latency(group, peer, initiator, tag), at::kDouble);
+    if (initiator) {
+      group.send(round_trip, peer, tag);
+    } else {
+      group.recv(round_trip, peer, tag);
+    }
+    group.set_round_trip(peer, round_trip.item<double>());
   }
 }
 
 void configure_streams(Group& group, bool everywhere) {
   measure_round_trips(group);
   for (int peer = 0; peer < group.size(); ++peer) {
-    if (peer != group.rank() && (everywhere || group.round_trip(peer) >= kLongRttSeconds))
-      group.set_streams(peer, group.stream_capacity());
+    if (peer == group.rank()) continue;
+    const bool long_link = group.round_trip(peer) >= kLongRttSeconds;
+    if (everywhere || long_link) group.set_streams(peer, group.stream_capacity());
+    if (long_link) group.set_opening_capacity(peer, Group::kOpeningBytes);
   }
 }
 

@@ -49,12 +49,13 @@ SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag);
 double probe_latency(Group& group, int peer, bool initiator, int ping_tag);
 
 // Collective: every pair of ranks measures its round trip (in rounds where each rank meets
-// one other) and keeps it (Group::round_trip).
+// one other) and both keep the lower rank's measurement (Group::round_trip).
 void measure_round_trips(Group& group);
 
 // Collective, after connect where the group has several connections per peer: measures the
 // round trips, and stripes each link's large messages over all the connections where its
-// round trip is kLongRttSeconds or longer, or everywhere when `everywhere` (--streams N).
+// round trip is kLongRttSeconds or longer, or everywhere when `everywhere` (--streams N);
+// long links also get openings (Group::kOpeningBytes).
 void configure_streams(Group& group, bool everywhere);
 
 }  // namespace dtrain::comm

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct Request::State {
   // A deferred receive (irecv_deferred): wait() leaves the check to the caller.
   bool deferred = false;
   WireCheck sender_check;
+  // Run by wait() once the messages have arrived, before the request counts as complete:
+  // an opening's copy out of the group's standing buffers and its check (openings.cpp).
+  std::function<void(State&)> finish;
   bool done = false;
 };
 

@@ -7,6 +7,10 @@
 // a gather step checksums what arrived once, and forwards it with that CRC. Only the
 // rank's own first block costs a pass of its own, made while its segments cross (the check
 // follows the payload), and no segment is copied into a frame.
+//
+// On a link with openings (group.h) the first step's first segments, up to the opening's
+// capacity, go as one opening: their receive was posted before the call, so they leave at
+// once, where every other message waits for its receive's notice to cross the link.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -18,6 +22,7 @@
 #include "dtrain/comm/fused_reduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/layout.h"
+#include "dtrain/comm/tags.h"
 
 namespace dtrain::comm::detail {
 
@@ -27,21 +32,35 @@ namespace {
 // (steps 0..p-2 reduce-scatter, p-1..2p-3 all-gather), and the requests in flight.
 class Ring {
  public:
-  Ring(Group& group, at::Tensor& flat, int tag, int64_t segment_bytes, bool any_reduce)
+  Ring(Group& group, at::Tensor& flat, int tag, int64_t segment_bytes, int first_step)
       : group_(group),
         flat_(flat),
         tag_(tag),
         p_(group.size()),
         r_(group.rank()),
+        first_step_(first_step),
         blocks_{flat.numel(), p_} {
     const int64_t elem = flat.element_size();
     k_segments_ =
         std::max<int64_t>(1, (blocks_.max_size() * elem + segment_bytes - 1) / segment_bytes);
     slot_len_ = (blocks_.max_size() + k_segments_ - 1) / k_segments_;
     segment_bytes_ = slot_len_ * elem;
-    if (any_reduce) {
-      scratch_ = group.take_scratch(k_segments_ * slot_len_ * elem);
-      staging_ = scratch_.narrow(0, 0, k_segments_ * slot_len_ * elem).view(flat.scalar_type());
+    if (has_opening_tags(tag)) {  // both ends of a link count alike: same block, same capacity
+      opened_sends_ = opened_segments(send_block(first_step), wrap(r_ + 1, p_));
+      opened_recvs_ = opened_segments(recv_block(first_step), wrap(r_ - 1, p_));
+    }
+    const int64_t staging_bytes = k_segments_ * slot_len_ * elem;
+    const int64_t opening_len = opened_len(recv_block(first_step), opened_recvs_);
+    if (is_reduce(first_step)) {
+      scratch_ = group.take_scratch(staging_bytes + opening_len * elem);
+      staging_ = scratch_.narrow(0, 0, staging_bytes).view(flat.scalar_type());
+      // A reduce step's opening lands beside the staging (segment k of it where the
+      // segments' own offsets in the block say).
+      if (opening_len > 0)
+        opening_target_ =
+            scratch_.narrow(0, staging_bytes, opening_len * elem).view(flat.scalar_type());
+    } else if (opening_len > 0) {  // a gather step's lands where the block lies
+      opening_target_ = slice(flat_, blocks_.begin(recv_block(first_step)), opening_len);
     }
     sends_.resize(static_cast<size_t>(p_ * k_segments_));
     recvs_.resize(static_cast<size_t>(k_segments_));
@@ -52,6 +71,7 @@ class Ring {
   ~Ring() {
     try {  // the sends read `flat`, and the receives write staging: both end before it goes
       wait_sends();
+      opening_recv_.wait();
     } catch (...) {  // a failed collective: its error is already on its way up
     }
     if (scratch_.defined()) group_.give_back_scratch(std::move(scratch_));
@@ -74,6 +94,7 @@ class Ring {
 
   void post_send(int s, int64_t k) {
     const int b = send_block(s);
+    if (s == first_step_ && k < opened_sends_) return;  // in the opening
     at::Tensor region = segment(b, k);
     if (region.numel() == 0) return;
     const size_t at = static_cast<size_t>(b * k_segments_ + k);
@@ -88,7 +109,8 @@ class Ring {
   // takes it as it is (a gather step), checking it against its sender's CRC in the same pass,
   // and keeps the result's CRC for the send that forwards it.
   void complete(int s, int64_t k, ReduceOp op) {
-    auto& request = recvs_[static_cast<size_t>(k)];
+    const bool opened = s == first_step_ && k < opened_recvs_;  // checked as it was taken
+    auto& request = opened ? opening_recv_ : recvs_[static_cast<size_t>(k)];
     request.wait();
     const int b = recv_block(s);
     at::Tensor region = segment(b, k);
@@ -99,7 +121,7 @@ class Ring {
       const at::Tensor& arrived = recv_target_[static_cast<size_t>(k)];
       if (checked_) {
         const ReduceCrcs crcs = combine_with_crcs(region, arrived, op, finalize);
-        group_.verify_deferred(request, crcs.in);
+        if (!opened) group_.verify_deferred(request, crcs.in);
         crc = crcs.out;
       } else {
         combine_into(region, arrived, op);
@@ -107,7 +129,7 @@ class Ring {
       }
     } else if (checked_) {
       crc = crc32c(region.data_ptr(), static_cast<size_t>(region.nbytes()));
-      group_.verify_deferred(request, *crc);
+      if (!opened) group_.verify_deferred(request, *crc);
     }
   }
 
@@ -119,10 +141,16 @@ class Ring {
       target = at::Tensor();
       return;
     }
+    if (s == first_step_ && k < opened_recvs_) {  // in the opening
+      const BlockLayout segs{blocks_.size(b), k_segments_};
+      target = slice(opening_target_, segs.begin(k), region.numel());
+      return;
+    }
     if (is_reduce(s)) {
       target = slice(staging_, k * slot_len_, region.numel());
     } else {
       sends_[static_cast<size_t>(b * k_segments_ + k)].wait();  // region may still be going out
+      if (b == send_block(first_step_) && k < opened_sends_) opening_send_.wait();
       target = region;
     }
     recvs_[static_cast<size_t>(k)] = group_.irecv_deferred(target, wrap(r_ - 1, p_), tag_);
@@ -134,10 +162,17 @@ class Ring {
     post_exchange(
         segment_bytes_,
         [&] {
+          if (s == first_step_ && opening_target_.defined())
+            opening_recv_ = group_.irecv_opening(opening_target_, wrap(r_ - 1, p_), tag_);
           for (int64_t k = 0; k < k_segments_; ++k)
             post_recv(s, k);
         },
         [&] {
+          const int b = send_block(s);
+          const int64_t len = s == first_step_ ? opened_len(b, opened_sends_) : 0;
+          if (len > 0)
+            opening_send_ =
+                group_.isend_opening(slice(flat_, blocks_.begin(b), len), wrap(r_ + 1, p_), tag_);
           for (int64_t k = 0; k < k_segments_; ++k)
             post_send(s, k);
         });
@@ -148,15 +183,37 @@ class Ring {
   }
 
   void wait_sends() {
+    opening_send_.wait();
     for (auto& req : sends_)
       req.wait();
   }
 
  private:
+  // How many of block b's first segments fit the openings of the link to `peer` (0 where it
+  // has none), and how many elements they hold.
+  int64_t opened_segments(int b, int peer) const {
+    const int64_t capacity = group_.opening_capacity(peer);
+    if (capacity == 0) return 0;
+    const BlockLayout segs{blocks_.size(b), k_segments_};
+    int64_t k = 0;
+    while (k < k_segments_ && (segs.begin(k) + segs.size(k)) * flat_.element_size() <= capacity)
+      ++k;
+    return k;
+  }
+  int64_t opened_len(int b, int64_t segments) const {
+    const BlockLayout segs{blocks_.size(b), k_segments_};
+    return segments == 0 ? 0 : segs.begin(segments - 1) + segs.size(segments - 1);
+  }
+
   Group& group_;
   at::Tensor& flat_;
-  const int tag_, p_, r_;
+  const int tag_, p_, r_, first_step_;
   const BlockLayout blocks_;
+  // The first step's opening: how many segments it carries each way, where it lands, and
+  // its requests.
+  int64_t opened_sends_ = 0, opened_recvs_ = 0;
+  at::Tensor opening_target_;
+  Request opening_send_, opening_recv_;
   int64_t k_segments_ = 1, slot_len_ = 0, segment_bytes_ = 0;
   at::Tensor scratch_, staging_;
   std::vector<Request> sends_, recvs_;
@@ -174,7 +231,7 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
     if (first_step == 0) finalize_reduction(flat, op, 1);
     return;
   }
-  Ring ring(group, flat, tag, segment_bytes, first_step < p - 1);
+  Ring ring(group, flat, tag, segment_bytes, first_step);
   const int64_t k_segments = ring.segments();
   ring.post_step(first_step);
   for (int s = first_step; s < end_step; ++s) {

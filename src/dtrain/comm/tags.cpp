@@ -7,6 +7,8 @@ namespace dtrain::comm {
 namespace {
 
 constexpr int kFieldBits = 24;
+// Openings' tags: the top two bits of a collective tag's 16-bit phase field.
+constexpr int kOpeningPayloadBit = 1 << 15, kOpeningTrailerBit = 1 << 14;
 
 }  // namespace
 
@@ -50,6 +52,18 @@ int collective_tag(CollectiveChannel channel) {
   // The phase field stays 0 here: an algorithm's second phase adds 1 (tags.h).
   static const TagLayout layout(TagSpace::kCollective, {{"collective", 8}, {"phase", 16}});
   return layout.make({static_cast<int64_t>(channel), 0});
+}
+
+bool has_opening_tags(int tag) {
+  return (tag >> kFieldBits) == static_cast<int>(TagSpace::kCollective) &&
+         (tag & (kOpeningPayloadBit | kOpeningTrailerBit)) == 0;
+}
+
+OpeningTags opening_tags(int tag) {
+  if (!has_opening_tags(tag))
+    throw std::invalid_argument("openings are for collective tags with a phase below 2^14, not " +
+                                describe_tag(tag));
+  return {tag | kOpeningPayloadBit, tag | kOpeningTrailerBit};
 }
 
 namespace {

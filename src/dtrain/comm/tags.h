@@ -62,6 +62,18 @@ enum class CollectiveChannel : int {
 };
 int collective_tag(CollectiveChannel channel);
 
+// The tags of a collective's openings (Group::isend_opening): its payload's and the trailer
+// that follows it, taken from the top two bits of the collective tag's phase field, so they
+// never meet the collective's other messages. Throws std::invalid_argument for a tag that is
+// not a collective's or whose phase already uses those bits.
+struct OpeningTags {
+  int payload = 0;
+  int trailer = 0;
+};
+OpeningTags opening_tags(int collective_tag);
+// Whether opening_tags(tag) has tags to give.
+bool has_opening_tags(int tag);
+
 // The tag of rank reports (a rank's measurements sent to rank 0 at the end of a run).
 int report_tag();
 

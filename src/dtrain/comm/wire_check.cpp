@@ -74,9 +74,9 @@ uint32_t Group::checksum(const void* data, size_t n, uint32_t crc) {
   return crc;
 }
 
-uint32_t Group::checksum_copy(void* out, const void* data, size_t n) {
+uint32_t Group::checksum_copy(void* out, const void* data, size_t n, uint32_t crc) {
   const auto start = Clock::now();
-  const uint32_t crc = crc32c_copy(out, data, n);
+  crc = crc32c_copy(out, data, n, crc);
   count_check_time(start);
   return crc;
 }

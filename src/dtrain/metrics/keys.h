@@ -147,8 +147,10 @@ inline constexpr char kWrong[] = "wrong";  // elements (collective) or bytes (p2
 inline constexpr char kMaxAbsDiff[] = "max_abs_diff";
 inline constexpr char kChosen[] = "chosen";    // auto: the algorithm its measurements chose
 inline constexpr char kStreams[] = "streams";  // connections a link stripes large messages over
-inline constexpr char kRttMs[] = "rtt_ms";     // a link's round trip (the longest of the group's)
-inline constexpr char kPath[] = "path";        // bench p2p: "gloo", "gloo staged", "nccl"
+inline constexpr char kOpenings[] =
+    "openings";  // bench collective: "on" or "off" (Group::isend_opening)
+inline constexpr char kRttMs[] = "rtt_ms";  // a link's round trip (the longest of the group's)
+inline constexpr char kPath[] = "path";     // bench p2p: "gloo", "gloo staged", "nccl"
 inline constexpr char kWindow[] = "window";
 inline constexpr char kIters[] = "iters";
 inline constexpr char kDist[] = "dist";
