@@ -206,8 +206,8 @@ TEST(AllReduceTunerTest, ANearTieIsRunOffBetweenTheTwoFastest) {
 // candidate is slow (20 ms, as a cold connection is), its repeats fast (2 ms); butterfly
 // always takes 6 ms, the rest 12. On a long link (the ranks' round trips set to 30 ms)
 // calibration times ring warm and chooses it; on a short one it times every candidate
-// after another, so ring reads 20 ms and butterfly wins. Every timed call on the long link
-// follows an untimed one: each candidate runs an even number of times in calibration.
+// after another, so ring reads 20 ms and butterfly wins. Every timed pair of calls on the
+// long link follows an untimed one: each candidate runs a multiple of 3 times in calibration.
 TEST(AllReduceTunerTest, OnALongLinkEachTimedCallFollowsAnUntimedOneOfTheSameCandidate) {
   for (const bool long_link : {true, false}) {
     std::vector<std::map<Algorithm, int>> calls(2);
@@ -228,10 +228,31 @@ TEST(AllReduceTunerTest, OnALongLinkEachTimedCallFollowsAnUntimedOneOfTheSameCan
         auto c = calls[static_cast<size_t>(r)];
         --c[chosen[static_cast<size_t>(r)]];  // the call itself, after the calibration
         for (const auto& [algorithm, n] : c)
-          EXPECT_EQ(n % 2, 0) << to_string(algorithm);
+          EXPECT_EQ(n % 3, 0) << to_string(algorithm);
       }
     }
   }
+}
+
+// Ranks taking turns to finish first (as with openings on a long link): exchange's calls
+// alternate 2 and 10 ms, rank 0 starting slow and rank 1 fast, so they run at 6 ms a call;
+// butterfly takes 8, the rest 20. Timed one call at a time the slowest rank reads exchange
+// at 10 ms and butterfly would win; a long link's calibration times calls in pairs and
+// chooses exchange.
+TEST(AllReduceTunerTest, OnALongLinkCallsAreTimedInPairsSoRanksTakingTurnsReadTheirPeriod) {
+  std::vector<std::map<Algorithm, int>> calls(2);
+  std::vector<Algorithm> chosen(2);
+  testing::run_ranks(2, [&](Group& g) {
+    g.set_round_trip(1 - g.rank(), 0.030);
+    const auto r = static_cast<size_t>(g.rank());
+    chosen[r] = choice_among_sleepers(g, 1000, calls[r], [&](Algorithm a, auto) {
+      if (a == Algorithm::kExchange)
+        return (calls[r][a] + static_cast<int>(r)) % 2 == 1 ? 10.0 : 2.0;
+      return a == Algorithm::kButterfly ? 8.0 : 20.0;
+    });
+  });
+  EXPECT_EQ(chosen[0], Algorithm::kExchange);
+  EXPECT_EQ(chosen[1], Algorithm::kExchange);
 }
 
 // The first call: ring's first call of all is slow (40 ms, as one that allocates its

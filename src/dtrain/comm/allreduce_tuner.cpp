@@ -77,8 +77,13 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   // idle long enough for TCP to restart them slowly. There every timed call follows an
   // untimed one of the same candidate (twice the calibration's calls): at 256 KiB between
   // 2 ranks 25 ms apart, exchange read 151 ms cold and 52 ms warm, and ring (103 ms) won.
-  // The ranks agree on it, as on every call of the calibration.
+  // The ranks agree on it, as on every call of the calibration. There a sample is the mean
+  // of two calls in a row: where openings let a call start sending at once (exchange),
+  // the ranks take turns finishing first, each call fast on one rank and slow on the other,
+  // and the slowest rank's single calls read 40 % over the period the calls really run at
+  // (4 KiB between 2 ranks 25 ms apart: 47-51 ms against 34; docs/results.md, "Openings").
   const bool warm_first = on_a_long_link(group);
+  const int timed_calls = warm_first ? 2 : 1;
   // One call of candidate c on a fresh copy of the call's data, untimed or timed.
   const auto untimed = [&](size_t c) {
     trial.copy_(flat);
@@ -86,10 +91,14 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   };
   const auto time_one = [&](size_t c) {
     if (warm_first) untimed(c);
-    trial.copy_(flat);
-    const auto start = Clock::now();
-    run_one(candidates[c], trial);
-    times[c].push_back(seconds_since(start));
+    double seconds = 0;
+    for (int i = 0; i < timed_calls; ++i) {
+      trial.copy_(flat);
+      const auto start = Clock::now();
+      run_one(candidates[c], trial);
+      seconds += seconds_since(start);
+    }
+    times[c].push_back(seconds / timed_calls);
   };
   // Elsewhere a candidate's first call of a size pays once for what later calls reuse (its
   // scratch buffers' pages: the ring's first 64 MiB call between 2 ranks here took 72-105 ms,
@@ -117,7 +126,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return slowest[a] < slowest[b]; });
-  const int calls_a_turn = warm_first ? 2 : 1;  // a runoff turn's calls of each candidate
+  const int calls_a_turn = 1 + (warm_first ? timed_calls : 0);  // a turn's calls of each one
   if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin) &&
       kRunoffTurns * calls_a_turn * (slowest[order[0]] + slowest[order[1]]) <= kRunoffBudgetS) {
     for (int turn = 0; turn < kRunoffTurns; ++turn)
