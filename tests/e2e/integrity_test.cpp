@@ -151,6 +151,22 @@ TEST(WireCheckE2eTest, RanksMustAgreeOnTheWireCheck) {
       << a.err();
 }
 
+// Openings are set at connect from DTRAIN_OPENINGS: ranks that disagree are refused at the
+// rendezvous, naming it, and a value that is not a switch is an error.
+TEST(WireCheckE2eTest, RanksMustAgreeOnOpenings) {
+  const int port = comm::pick_free_port();
+  Process a(kSmallP2p, rank_env(0, 2, port, {{"DTRAIN_OPENINGS", "0"}}));
+  Process b(kSmallP2p, rank_env(1, 2, port));
+  EXPECT_EQ(a.wait_for(60s), 1) << a.err();
+  EXPECT_EQ(b.wait_for(60s), 1) << b.err();
+  EXPECT_NE(a.err().find("DTRAIN_OPENINGS must be the same on every rank"), std::string::npos)
+      << a.err();
+  Process c(kSmallP2p, rank_env(0, 1, comm::pick_free_port(), {{"DTRAIN_OPENINGS", "maybe"}}));
+  EXPECT_NE(c.wait_for(60s), 0);
+  EXPECT_NE(c.err().find("DTRAIN_OPENINGS='maybe' is not 1, 0, on or off"), std::string::npos)
+      << c.err();
+}
+
 // --measure-wire-check switches the check on every rank between steps (both framings: the
 // cnn's 400 KB activations go in pieces, the mlp's small ones inline): no message is
 // misread across a switch, and no number changes, against the same run without it. The

@@ -130,6 +130,38 @@ TEST(NetlabTest, AllReduceCarriesBothDirectionsAtOnce) {
     EXPECT_GT(rows[i]["busbw_gbps"].get<double>(), 0.85 * gloo) << rows[i].dump();
 }
 
+// Openings over a real long link (a round trip of 6 ms): connect gives the link openings
+// (the job's setting reads on), and the ring's all-reduce, reduce-scatter and all-gather and
+// the exchange all-reduce, with and without them, give exact results between two
+// processes, sizes inside one opening (4 KiB) and beyond it (5 MiB over 4 connections).
+TEST(NetlabTest, OpeningsCarryExactCollectivesOverALongLink) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--rate", "1gbit", "--delay", "3ms"});
+  ASSERT_TRUE(lab.ok());
+  const auto bench = [&](const std::string& op, const std::string& algos,
+                         const std::string& openings) {
+    Process p({DTRAIN_BINARY, "bench",    "collective", "-n",         "2",
+               "--netlab",    lab.name(), "--op",       op,           "--sizes",
+               "4K,5M",       "--algo",   algos,        "--openings", openings,
+               "--streams",   "4",        "--warmup",   "1",          "--iters",
+               "2",           "--format", "jsonl",      "--timeout",  "60"});
+    EXPECT_EQ(p.wait_for(180s), 0) << p.err();
+    return json_lines(p.out());
+  };
+  for (const auto& row : bench("all_reduce", "ring", "job")) {
+    EXPECT_EQ(row["openings"], "on") << row.dump();
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+  }
+  size_t rows = 0;
+  for (const std::string op : {"all_reduce", "reduce_scatter", "all_gather"}) {
+    for (const auto& row : bench(op, op == "all_reduce" ? "ring,exchange" : "ring", "both")) {
+      EXPECT_EQ(row["wrong"], 0) << row.dump();
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 2u * 2u * (2u + 1u + 1u));  // sizes x on/off x algorithms
+}
+
 // DDP on a long link (a round trip of 6 ms: over the 5 ms rule) arms its exact buckets'
 // receives and sends BatchNorm's buffers early (parallel/ddp.h): a model with BatchNorm
 // trains to the same losses and accuracy as on loopback, bit for bit (a sum of two ranks'

@@ -33,6 +33,7 @@ class Backend {
   bool wire_check;  // comm/group.h, Integrity
   int streams = 1;  // Gloo contexts (devices) connected: connections per peer (group.h)
   bool streams_everywhere = false;  // --streams given: every link, not only long ones
+  bool openings = true;             // long links get openings (DTRAIN_OPENINGS)
   // How this rank's Gloo devices were made, so a subgroup connects the same way.
   std::string gloo_hostname, gloo_interface;
   // NCCL's, running the collectives of tensors on `device`; null where Gloo runs them all.

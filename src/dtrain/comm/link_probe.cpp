@@ -203,13 +203,13 @@ void measure_round_trips(Group& group) {
   }
 }
 
-void configure_streams(Group& group, bool everywhere) {
+void configure_streams(Group& group, bool everywhere, bool openings) {
   measure_round_trips(group);
   for (int peer = 0; peer < group.size(); ++peer) {
     if (peer == group.rank()) continue;
     const bool long_link = group.round_trip(peer) >= kLongRttSeconds;
     if (everywhere || long_link) group.set_streams(peer, group.stream_capacity());
-    if (long_link) group.set_opening_capacity(peer, Group::kOpeningBytes);
+    if (long_link && openings) group.set_opening_capacity(peer, Group::kOpeningBytes);
   }
 }
 

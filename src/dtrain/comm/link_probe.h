@@ -55,7 +55,7 @@ void measure_round_trips(Group& group);
 // Collective, after connect where the group has several connections per peer: measures the
 // round trips, and stripes each link's large messages over all the connections where its
 // round trip is kLongRttSeconds or longer, or everywhere when `everywhere` (--streams N);
-// long links also get openings (Group::kOpeningBytes).
-void configure_streams(Group& group, bool everywhere);
+// long links also get openings (Group::kOpeningBytes) unless `openings` is false.
+void configure_streams(Group& group, bool everywhere, bool openings);
 
 }  // namespace dtrain::comm

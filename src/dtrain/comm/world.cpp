@@ -42,6 +42,13 @@ int env_int(const char* name, const std::string& value, int min_value) {
   return static_cast<int>(*parsed);
 }
 
+bool env_switch(const char* name, const std::string& value) {
+  if (value != "0" && value != "1" && value != "on" && value != "off")
+    throw std::invalid_argument(std::string("environment variable ") + name + "='" + value +
+                                "' is not 1, 0, on or off");
+  return value == "1" || value == "on";
+}
+
 struct Scheme {
   const char* rank;
   const char* size;
@@ -58,9 +65,11 @@ constexpr Scheme kSchemes[] = {
      "Slurm (SLURM_PROCID/SLURM_NTASKS)"},
 };
 
-std::vector<Setting> settings(bool wire_check, bool nccl, int streams) {
+std::vector<Setting> settings(bool wire_check, bool nccl, int streams, bool openings) {
   return {{"wire_check", wire_check ? "on" : "off", "the wire check",
            "DTRAIN_WIRE_CHECK must be the same on every rank"},
+          {"openings", openings ? "on" : "off", "openings on long links",
+           "DTRAIN_OPENINGS must be the same on every rank"},
           {"gpu_collectives", nccl ? "nccl" : "gloo", "the backend of GPU collectives",
            "give every rank the same --backend and --device"},
           {"streams", streams == 0 ? "auto" : std::to_string(streams), "the streams per peer",
@@ -140,12 +149,8 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   if (auto t = env("DTRAIN_TOKEN")) c.token = *t;
   if (auto n = env("DTRAIN_STREAMS"))
     c.streams = *n == "auto" ? 0 : env_int("DTRAIN_STREAMS", *n, 1);
-  if (auto w = env("DTRAIN_WIRE_CHECK")) {
-    if (*w != "0" && *w != "1" && *w != "on" && *w != "off")
-      throw std::invalid_argument("environment variable DTRAIN_WIRE_CHECK='" + *w +
-                                  "' is not 1, 0, on or off");
-    c.wire_check = *w == "1" || *w == "on";
-  }
+  if (auto w = env("DTRAIN_WIRE_CHECK")) c.wire_check = env_switch("DTRAIN_WIRE_CHECK", *w);
+  if (auto o = env("DTRAIN_OPENINGS")) c.openings = env_switch("DTRAIN_OPENINGS", *o);
   if (overrides.master_addr) c.master_addr = *overrides.master_addr;
   if (overrides.master_port) c.master_port = *overrides.master_port;
   if (overrides.gloo_hostname) c.gloo_hostname = *overrides.gloo_hostname;
@@ -201,7 +206,8 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   authenticate(*store, config.rank, config.world_size, config.token, config.timeout);
   const bool nccl = config.nccl_device >= 0;
   agree_on_settings(*store, config.rank, config.world_size,
-                    settings(config.wire_check, nccl, config.streams), config.timeout);
+                    settings(config.wire_check, nccl, config.streams, config.openings),
+                    config.timeout);
   const int streams = config.streams > 0
                           ? config.streams
                           : auto_streams(longest_rtt_to_rank0(*store, config.rank,
@@ -215,6 +221,7 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
     backend = std::make_unique<Backend>(pg, store, config.timeout, config.wire_check);
     backend->streams = streams;
     backend->streams_everywhere = config.streams > 0;
+    backend->openings = config.openings;
     backend->gloo_hostname = config.gloo_hostname;
     backend->gloo_interface = config.gloo_interface;
     if (nccl) {
@@ -232,7 +239,7 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
                     " failed: " + what.substr(0, what.find('\n')));
   }
   auto group = std::make_unique<Group>(std::move(backend));
-  if (streams > 1) configure_streams(*group, config.streams > 0);
+  if (streams > 1) configure_streams(*group, config.streams > 0, config.openings);
   share_auto_cache(*group, auto_cache_dir());
   return group;
 }
@@ -264,8 +271,8 @@ InProcessRendezvous::~InProcessRendezvous() = default;
 
 std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
                                                  std::chrono::milliseconds timeout, int streams) {
-  agree_on_settings(*impl_->store, rank, world_size, settings(/*wire_check=*/true, false, streams),
-                    timeout);
+  agree_on_settings(*impl_->store, rank, world_size,
+                    settings(/*wire_check=*/true, false, streams, true), timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
   auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "", false, streams);
   auto backend = std::make_unique<Backend>(pg, impl_->store, timeout, true);
@@ -273,7 +280,7 @@ std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
   backend->streams_everywhere = true;
   backend->gloo_hostname = "127.0.0.1";
   auto group = std::make_unique<Group>(std::move(backend));
-  if (streams > 1) configure_streams(*group, /*everywhere=*/true);
+  if (streams > 1) configure_streams(*group, /*everywhere=*/true, /*openings=*/true);
   return group;
 }
 
@@ -302,10 +309,12 @@ std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& m
   }
   backend->streams = from.streams;
   backend->streams_everywhere = from.streams_everywhere;
+  backend->openings = from.openings;
   backend->gloo_hostname = from.gloo_hostname;
   backend->gloo_interface = from.gloo_interface;
   auto group = std::make_unique<Group>(std::move(backend));
-  if (group->stream_capacity() > 1) configure_streams(*group, from.streams_everywhere);
+  if (group->stream_capacity() > 1)
+    configure_streams(*group, from.streams_everywhere, from.openings);
   return group;
 }
 

@@ -49,6 +49,9 @@ struct WorldConfig {
   // whose own round trip is that long stripes its large messages over them. N: N
   // connections, every link striped over them (--streams, DTRAIN_STREAMS).
   int streams = 0;
+  // Openings on the links connect() finds long (Group::set_opening_capacity; off with
+  // DTRAIN_OPENINGS=0, which every rank must agree on).
+  bool openings = true;
   std::string source = "default";  // which variables it came from, for messages
 };
 
