@@ -193,6 +193,28 @@ TEST_P(RingOpeningsTest, AllReduceReduceScatterAllGatherAreExact) {
       std::chrono::seconds(120), /*streams=*/2);
 }
 
+// The binomial broadcast with its messages as openings where they fit (up to the capacity,
+// here exactly 256 KiB) and ordinary ones beyond: every root, exact.
+TEST_P(RingOpeningsTest, TreeBroadcastIsExactFromEveryRoot) {
+  const int world = GetParam();
+  testing::run_ranks(
+      world,
+      [world](Group& g) {
+        open_every_link(g, int64_t{256} << 10);
+        for (int root = 0; root < world; ++root) {
+          for (const int64_t count : {int64_t{1}, int64_t{1000}, int64_t{65536}, int64_t{65537}}) {
+            at::Tensor x = g.rank() == root ? opening_values(root, count, at::kFloat)
+                                            : at::full({count}, -99.0f);
+            broadcast(g, x, root, BroadcastAlgorithm::kBinomialTree);
+            EXPECT_TRUE(at::equal(x, opening_values(root, count, at::kFloat)))
+                << "root " << root << " count " << count << " rank " << g.rank();
+          }
+        }
+        g.barrier();
+      },
+      std::chrono::seconds(60), /*streams=*/2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, RingOpeningsTest, ::testing::Values(2, 3));
 
 }  // namespace

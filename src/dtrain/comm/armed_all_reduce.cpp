@@ -6,7 +6,6 @@
 #include <string>
 
 #include "dtrain/comm/layout.h"
-#include "dtrain/comm/tags.h"
 
 namespace dtrain::comm {
 
@@ -67,8 +66,7 @@ at::Tensor ArmedAllReduce::reduced_block(int j) const {
 }
 
 bool ArmedAllReduce::opens(int peer, int64_t values, int tag) const {
-  return values > 0 && has_opening_tags(tag) &&
-         values * static_cast<int64_t>(at::elementSize(dtype_)) <= group_.opening_capacity(peer);
+  return group_.fits_opening(peer, values * static_cast<int64_t>(at::elementSize(dtype_)), tag);
 }
 
 Request ArmedAllReduce::send(const at::Tensor& values, int peer, int tag) {

@@ -34,21 +34,32 @@ void check_count(Group& group, const at::Tensor& t, int64_t expected, const char
 }
 
 // Binomial tree rooted at `root`: a rank receives once from its parent, then sends to its
-// children in decreasing subtree size; log2(p) rounds.
+// children in decreasing subtree size; log2(p) rounds. Each message is an opening where its
+// link has them (group.h): a round then costs one one-way delay, not a round trip more.
 void binomial_broadcast(Group& group, at::Tensor& flat, int root) {
   const int p = group.size();
   const int v = wrap(group.rank() - root, p);
+  const int64_t bytes = flat.numel() * flat.element_size();
   int mask = 1;
   while (mask < p) {
     if (v & mask) {
-      group.recv(flat, wrap(v - mask + root, p), kBroadcastTag);
+      const int parent = wrap(v - mask + root, p);
+      if (group.fits_opening(parent, bytes, kBroadcastTag)) {
+        group.irecv_opening(flat, parent, kBroadcastTag).wait();
+      } else {
+        group.recv(flat, parent, kBroadcastTag);
+      }
       break;
     }
     mask <<= 1;
   }
   std::vector<Request> sends;
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (v + mask < p) sends.push_back(group.isend(flat, wrap(v + mask + root, p), kBroadcastTag));
+    if (v + mask >= p) continue;
+    const int child = wrap(v + mask + root, p);
+    sends.push_back(group.fits_opening(child, bytes, kBroadcastTag)
+                        ? group.isend_opening(flat, child, kBroadcastTag)
+                        : group.isend(flat, child, kBroadcastTag));
   }
   for (auto& s : sends)
     s.wait();

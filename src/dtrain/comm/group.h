@@ -220,6 +220,9 @@ class Group {
   //   standing buffers into `tensor` by wait().
   static constexpr int64_t kOpeningBytes = int64_t{4} << 20;
   int64_t opening_capacity(int peer) const;
+  // Whether a message of `bytes` (more than 0) with `tag` to or from `peer` can go as an
+  // opening: both ends of a link decide alike.
+  bool fits_opening(int peer, int64_t bytes, int tag) const;
   void set_opening_capacity(int peer, int64_t bytes);
   Request isend_opening(const at::Tensor& tensor, int peer, int tag);
   Request irecv_opening(at::Tensor& tensor, int peer, int tag);

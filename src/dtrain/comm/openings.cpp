@@ -44,6 +44,10 @@ int64_t Group::opening_capacity(int peer) const {
   return openings_->capacity[static_cast<size_t>(peer)];
 }
 
+bool Group::fits_opening(int peer, int64_t bytes, int tag) const {
+  return bytes > 0 && has_opening_tags(tag) && bytes <= opening_capacity(peer);
+}
+
 void Group::set_opening_capacity(int peer, int64_t bytes) {
   check_peer(peer, "set_opening_capacity");
   if (bytes < 0) throw std::invalid_argument(describe() + ": negative opening capacity");
