@@ -141,30 +141,29 @@ TEST(WireCheckE2eTest, BothFramingsCatchAFlippedBit) {
   }
 }
 
-TEST(WireCheckE2eTest, RanksMustAgreeOnTheWireCheck) {
+// Two ranks, rank 0 with `variable`=0 and rank 1 without it: the rendezvous refuses both,
+// rank 0 naming the variable; and `variable`=maybe alone is an error naming the value.
+void expect_ranks_must_agree_on(const std::string& variable) {
   const int port = comm::pick_free_port();
-  Process a(kSmallP2p, rank_env(0, 2, port, {{"DTRAIN_WIRE_CHECK", "0"}}));
+  Process a(kSmallP2p, rank_env(0, 2, port, {{variable, "0"}}));
   Process b(kSmallP2p, rank_env(1, 2, port));
   EXPECT_EQ(a.wait_for(60s), 1) << a.err();
   EXPECT_EQ(b.wait_for(60s), 1) << b.err();
-  EXPECT_NE(a.err().find("DTRAIN_WIRE_CHECK must be the same on every rank"), std::string::npos)
+  EXPECT_NE(a.err().find(variable + " must be the same on every rank"), std::string::npos)
       << a.err();
+  Process c(kSmallP2p, rank_env(0, 1, comm::pick_free_port(), {{variable, "maybe"}}));
+  EXPECT_NE(c.wait_for(60s), 0);
+  EXPECT_NE(c.err().find(variable + "='maybe' is not 1, 0, on or off"), std::string::npos)
+      << c.err();
 }
 
-// Openings are set at connect from DTRAIN_OPENINGS: ranks that disagree are refused at the
-// rendezvous, naming it, and a value that is not a switch is an error.
+TEST(WireCheckE2eTest, RanksMustAgreeOnTheWireCheck) {
+  expect_ranks_must_agree_on("DTRAIN_WIRE_CHECK");
+}
+
+// Openings are set at connect from DTRAIN_OPENINGS (comm/world.h).
 TEST(WireCheckE2eTest, RanksMustAgreeOnOpenings) {
-  const int port = comm::pick_free_port();
-  Process a(kSmallP2p, rank_env(0, 2, port, {{"DTRAIN_OPENINGS", "0"}}));
-  Process b(kSmallP2p, rank_env(1, 2, port));
-  EXPECT_EQ(a.wait_for(60s), 1) << a.err();
-  EXPECT_EQ(b.wait_for(60s), 1) << b.err();
-  EXPECT_NE(a.err().find("DTRAIN_OPENINGS must be the same on every rank"), std::string::npos)
-      << a.err();
-  Process c(kSmallP2p, rank_env(0, 1, comm::pick_free_port(), {{"DTRAIN_OPENINGS", "maybe"}}));
-  EXPECT_NE(c.wait_for(60s), 0);
-  EXPECT_NE(c.err().find("DTRAIN_OPENINGS='maybe' is not 1, 0, on or off"), std::string::npos)
-      << c.err();
+  expect_ranks_must_agree_on("DTRAIN_OPENINGS");
 }
 
 // --measure-wire-check switches the check on every rank between steps (both framings: the
