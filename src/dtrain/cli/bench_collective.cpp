@@ -152,9 +152,9 @@ struct OpeningSwitch {
   void set(comm::Group& g, bool on) const {
     for (int peer = 0; peer < g.size(); ++peer)
       if (peer != g.rank())
-        g.set_opening_capacity(peer, on == job_on ? job[static_cast<size_t>(peer)]
-                                     : on         ? comm::Group::kOpeningBytes
-                                                  : 0);
+        g.set_opening_capacity(peer, !on      ? 0
+                                     : job_on ? job[static_cast<size_t>(peer)]
+                                              : comm::Group::kOpeningBytes);
   }
 };
 

@@ -126,7 +126,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return slowest[a] < slowest[b]; });
-  const int calls_a_turn = 1 + (warm_first ? timed_calls : 0);  // a turn's calls of each one
+  const int calls_a_turn = timed_calls + (warm_first ? 1 : 0);  // with the untimed one
   if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin) &&
       kRunoffTurns * calls_a_turn * (slowest[order[0]] + slowest[order[1]]) <= kRunoffBudgetS) {
     for (int turn = 0; turn < kRunoffTurns; ++turn)

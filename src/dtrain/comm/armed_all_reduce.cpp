@@ -65,20 +65,6 @@ at::Tensor ArmedAllReduce::reduced_block(int j) const {
   return slice(reduced_, begin, blocks.size(j));
 }
 
-bool ArmedAllReduce::opens(int peer, int64_t values, int tag) const {
-  return group_.fits_opening(peer, values * static_cast<int64_t>(at::elementSize(dtype_)), tag);
-}
-
-Request ArmedAllReduce::send(const at::Tensor& values, int peer, int tag) {
-  return opens(peer, values.numel(), tag) ? group_.isend_opening(values, peer, tag)
-                                          : group_.isend(values, peer, tag);
-}
-
-Request ArmedAllReduce::receive(at::Tensor& values, int peer, int tag) {
-  return opens(peer, values.numel(), tag) ? group_.irecv_opening(values, peer, tag)
-                                          : group_.irecv(values, peer, tag);
-}
-
 void ArmedAllReduce::arm() {
   const int p = group_.size();
   if (armed_ || p <= 1) return;
@@ -86,13 +72,13 @@ void ArmedAllReduce::arm() {
   for (int i = 1; i < p; ++i) {  // contributions in the order peers are staggered below
     const int peer = wrap(r - i, p);
     at::Tensor into = slice(contributions_, (i - 1) * own_, own_);
-    contribution_recvs_.push_back(receive(into, peer, contribution_tag_));
+    contribution_recvs_.push_back(group_.irecv_opening_if_fits(into, peer, contribution_tag_));
   }
   if (p > 2) {
     for (int j = 0; j < p; ++j) {
       if (j == r) continue;
       at::Tensor into = reduced_block(j);
-      reduced_recvs_.push_back(receive(into, j, reduced_tag_));
+      reduced_recvs_.push_back(group_.irecv_opening_if_fits(into, j, reduced_tag_));
     }
   }
   armed_ = true;
@@ -115,8 +101,9 @@ void ArmedAllReduce::start(const at::Tensor& flat) {
   const BlockLayout blocks{count_, p};
   for (int i = 1; i < p; ++i) {  // staggered so rank j is not everyone's first target
     const int peer = wrap(r + i, p);
-    sends_.push_back(send(p == 2 ? flat : slice(flat, blocks.begin(peer), blocks.size(peer)), peer,
-                          contribution_tag_));
+    sends_.push_back(group_.isend_opening_if_fits(
+        p == 2 ? flat : slice(flat, blocks.begin(peer), blocks.size(peer)), peer,
+        contribution_tag_));
   }
 }
 
@@ -154,7 +141,7 @@ void ArmedAllReduce::finish(at::Tensor& flat, ReduceOp op) {
   own.copy_(sum_);
   if (p == 2) return;
   for (int j = 0; j < p; ++j)
-    if (j != r) sends.push_back(send(own, j, reduced_tag_));
+    if (j != r) sends.push_back(group_.isend_opening_if_fits(own, j, reduced_tag_));
   for (auto& req : reduced_recvs_)
     req.wait();
   reduced_recvs_.clear();

@@ -81,11 +81,6 @@ class ArmedAllReduce {
   at::Tensor reduced_;
   // Where rank j's reduced block lands in reduced_ (p > 2, j != this rank).
   at::Tensor reduced_block(int j) const;
-  // Whether `values` values to or from `peer` with `tag` go as an opening (both ends decide
-  // alike), and the message posted either way.
-  bool opens(int peer, int64_t values, int tag) const;
-  Request send(const at::Tensor& values, int peer, int tag);
-  Request receive(at::Tensor& values, int peer, int tag);
   std::vector<Request> contribution_recvs_;
   std::vector<Request> reduced_recvs_;
   std::vector<Request> sends_;

@@ -39,27 +39,18 @@ void check_count(Group& group, const at::Tensor& t, int64_t expected, const char
 void binomial_broadcast(Group& group, at::Tensor& flat, int root) {
   const int p = group.size();
   const int v = wrap(group.rank() - root, p);
-  const int64_t bytes = flat.numel() * flat.element_size();
   int mask = 1;
   while (mask < p) {
     if (v & mask) {
-      const int parent = wrap(v - mask + root, p);
-      if (group.fits_opening(parent, bytes, kBroadcastTag)) {
-        group.irecv_opening(flat, parent, kBroadcastTag).wait();
-      } else {
-        group.recv(flat, parent, kBroadcastTag);
-      }
+      group.irecv_opening_if_fits(flat, wrap(v - mask + root, p), kBroadcastTag).wait();
       break;
     }
     mask <<= 1;
   }
   std::vector<Request> sends;
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (v + mask >= p) continue;
-    const int child = wrap(v + mask + root, p);
-    sends.push_back(group.fits_opening(child, bytes, kBroadcastTag)
-                        ? group.isend_opening(flat, child, kBroadcastTag)
-                        : group.isend(flat, child, kBroadcastTag));
+    if (v + mask < p)
+      sends.push_back(group.isend_opening_if_fits(flat, wrap(v + mask + root, p), kBroadcastTag));
   }
   for (auto& s : sends)
     s.wait();

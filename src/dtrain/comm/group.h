@@ -220,12 +220,14 @@ class Group {
   //   standing buffers into `tensor` by wait().
   static constexpr int64_t kOpeningBytes = int64_t{4} << 20;
   int64_t opening_capacity(int peer) const;
-  // Whether a message of `bytes` (more than 0) with `tag` to or from `peer` can go as an
-  // opening: both ends of a link decide alike.
-  bool fits_opening(int peer, int64_t bytes, int tag) const;
   void set_opening_capacity(int peer, int64_t bytes);
   Request isend_opening(const at::Tensor& tensor, int peer, int tag);
   Request irecv_opening(at::Tensor& tensor, int peer, int tag);
+  // An opening where the message fits one (a CPU tensor of more than 0 bytes, at most the
+  // link's capacity, a collective tag), else an ordinary isend / irecv: both ends of a link
+  // decide alike, so either pairs with the other.
+  Request isend_opening_if_fits(const at::Tensor& tensor, int peer, int tag);
+  Request irecv_opening_if_fits(at::Tensor& tensor, int peer, int tag);
 
   LinkStats link_stats(int peer) const;
   void reset_link_stats();
@@ -310,6 +312,7 @@ class Group {
   // a received opening checked and copied out of them, and its receives posted again.
   struct Openings;
   at::Tensor opening_bytes(const at::Tensor& tensor, int peer, int tag, const char* what) const;
+  bool fits_opening(const at::Tensor& tensor, int peer, int tag) const;
   void post_standing(int peer, int tag);
   void take_opening(const at::Tensor& bytes, const std::vector<OpeningPiece>& pieces, int peer,
                     int tag);

@@ -44,8 +44,20 @@ int64_t Group::opening_capacity(int peer) const {
   return openings_->capacity[static_cast<size_t>(peer)];
 }
 
-bool Group::fits_opening(int peer, int64_t bytes, int tag) const {
-  return bytes > 0 && has_opening_tags(tag) && bytes <= opening_capacity(peer);
+bool Group::fits_opening(const at::Tensor& tensor, int peer, int tag) const {
+  const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+  return tensor.device().is_cpu() && bytes > 0 && has_opening_tags(tag) &&
+         bytes <= opening_capacity(peer);
+}
+
+Request Group::isend_opening_if_fits(const at::Tensor& tensor, int peer, int tag) {
+  return fits_opening(tensor, peer, tag) ? isend_opening(tensor, peer, tag)
+                                         : isend(tensor, peer, tag);
+}
+
+Request Group::irecv_opening_if_fits(at::Tensor& tensor, int peer, int tag) {
+  return fits_opening(tensor, peer, tag) ? irecv_opening(tensor, peer, tag)
+                                         : irecv(tensor, peer, tag);
 }
 
 void Group::set_opening_capacity(int peer, int64_t bytes) {
