@@ -11,6 +11,15 @@
 // On a link with openings (group.h) the first step's first segments, up to the opening's
 // capacity, go as one opening: their receive was posted before the call, so they leave at
 // once, where every other message waits for its receive's notice to cross the link.
+//
+// Look-ahead (ring_looks_ahead, algorithms.h: p > 2, a long link from the left neighbour,
+// blocks of at most 4 MiB): each step's receives are posted a step early, as the step before
+// them begins, so their notices cross the link while that step's data is on its way and the
+// sender finds them there as it reduces; posted with the step, each of the 2p - 3 later
+// steps began one one-way delay late where a step's data crosses within a round trip. A
+// reduce step then has staging of its own beside the step before it (twice the staging).
+// Both ends still post a tag's messages step by step, segment by segment, the order in
+// which Gloo pairs receives with sends.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -23,6 +32,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/layout.h"
 #include "dtrain/comm/tags.h"
+#include "dtrain/comm/world.h"
 
 namespace dtrain::comm::detail {
 
@@ -32,13 +42,14 @@ namespace {
 // (steps 0..p-2 reduce-scatter, p-1..2p-3 all-gather), and the requests in flight.
 class Ring {
  public:
-  Ring(Group& group, at::Tensor& flat, int tag, int64_t segment_bytes, int first_step)
+  Ring(Group& group, at::Tensor& flat, int tag, int64_t segment_bytes, int first_step, int end_step)
       : group_(group),
         flat_(flat),
         tag_(tag),
         p_(group.size()),
         r_(group.rank()),
         first_step_(first_step),
+        end_step_(end_step),
         blocks_{flat.numel(), p_} {
     const int64_t elem = flat.element_size();
     k_segments_ =
@@ -49,7 +60,9 @@ class Ring {
       opened_sends_ = opened_segments(send_block(first_step), wrap(r_ + 1, p_));
       opened_recvs_ = opened_segments(recv_block(first_step), wrap(r_ - 1, p_));
     }
-    const int64_t staging_bytes = k_segments_ * slot_len_ * elem;
+    look_ahead_ = ring_looks_ahead(group, blocks_.max_size() * elem);
+    const int64_t slots = (look_ahead_ ? 2 : 1) * k_segments_;
+    const int64_t staging_bytes = slots * slot_len_ * elem;
     const int64_t opening_len = opened_len(recv_block(first_step), opened_recvs_);
     if (is_reduce(first_step)) {
       scratch_ = group.take_scratch(staging_bytes + opening_len * elem);
@@ -63,8 +76,8 @@ class Ring {
       opening_target_ = slice(flat_, blocks_.begin(recv_block(first_step)), opening_len);
     }
     sends_.resize(static_cast<size_t>(p_ * k_segments_));
-    recvs_.resize(static_cast<size_t>(k_segments_));
-    recv_target_.resize(static_cast<size_t>(k_segments_));
+    recvs_.resize(static_cast<size_t>(slots));
+    recv_target_.resize(static_cast<size_t>(slots));
     crcs_.resize(static_cast<size_t>(p_ * k_segments_));
   }
 
@@ -110,7 +123,7 @@ class Ring {
   // and keeps the result's CRC for the send that forwards it.
   void complete(int s, int64_t k, ReduceOp op) {
     const bool opened = s == first_step_ && k < opened_recvs_;  // checked as it was taken
-    auto& request = opened ? opening_recv_ : recvs_[static_cast<size_t>(k)];
+    auto& request = opened ? opening_recv_ : recvs_[slot(s, k)];
     request.wait();
     const int b = recv_block(s);
     at::Tensor region = segment(b, k);
@@ -118,7 +131,7 @@ class Ring {
     auto& crc = crcs_[static_cast<size_t>(b * k_segments_ + k)];
     const int finalize = s == p_ - 2 ? p_ : 0;
     if (is_reduce(s)) {
-      const at::Tensor& arrived = recv_target_[static_cast<size_t>(k)];
+      const at::Tensor& arrived = recv_target_[slot(s, k)];
       if (checked_) {
         const ReduceCrcs crcs = combine_with_crcs(region, arrived, op, finalize);
         if (!opened) group_.verify_deferred(request, crcs.in);
@@ -136,7 +149,7 @@ class Ring {
   void post_recv(int s, int64_t k) {
     const int b = recv_block(s);
     at::Tensor region = segment(b, k);
-    auto& target = recv_target_[static_cast<size_t>(k)];
+    auto& target = recv_target_[slot(s, k)];
     if (region.numel() == 0) {
       target = at::Tensor();
       return;
@@ -147,29 +160,34 @@ class Ring {
       return;
     }
     if (is_reduce(s)) {
-      target = slice(staging_, k * slot_len_, region.numel());
+      target = slice(staging_, static_cast<int64_t>(slot(s, k)) * slot_len_, region.numel());
     } else {
       sends_[static_cast<size_t>(b * k_segments_ + k)].wait();  // region may still be going out
       if (b == send_block(first_step_) && k < opened_sends_) opening_send_.wait();
       target = region;
     }
-    recvs_[static_cast<size_t>(k)] = group_.irecv_deferred(target, wrap(r_ - 1, p_), tag_);
+    recvs_[slot(s, k)] = group_.irecv_deferred(target, wrap(r_ - 1, p_), tag_);
   }
 
-  // Posts step s's receives and sends (post_exchange() orders them), every segment (the
-  // first step) or one (the later steps, as their segments are ready).
-  void post_step(int s) {
+  // Posts the first step's receives and sends (post_exchange() orders them), every segment,
+  // and with look-ahead the next step's receives too.
+  void post_first_step() {
+    const int s = first_step_;
     post_exchange(
         segment_bytes_,
         [&] {
-          if (s == first_step_ && opening_target_.defined())
+          if (opening_target_.defined())
             opening_recv_ = group_.irecv_opening(opening_target_, wrap(r_ - 1, p_), tag_);
           for (int64_t k = 0; k < k_segments_; ++k)
             post_recv(s, k);
+          if (look_ahead_ && s + 1 < end_step_) {
+            for (int64_t k = 0; k < k_segments_; ++k)
+              post_recv(s + 1, k);
+          }
         },
         [&] {
           const int b = send_block(s);
-          const int64_t len = s == first_step_ ? opened_len(b, opened_sends_) : 0;
+          const int64_t len = opened_len(b, opened_sends_);
           if (len > 0)
             opening_send_ =
                 group_.isend_opening(slice(flat_, blocks_.begin(b), len), wrap(r_ + 1, p_), tag_);
@@ -177,9 +195,16 @@ class Ring {
             post_send(s, k);
         });
   }
+  // Segment k of a later step s, once it is ready: its send, and the receive of step s (or of
+  // step s + 1, with look-ahead).
   void post_segment(int s, int64_t k) {
+    const int receive_step = look_ahead_ ? s + 1 : s;
     post_exchange(
-        segment_bytes_, [&] { post_recv(s, k); }, [&] { post_send(s, k); });
+        segment_bytes_,
+        [&] {
+          if (receive_step < end_step_) post_recv(receive_step, k);
+        },
+        [&] { post_send(s, k); });
   }
 
   void wait_sends() {
@@ -200,6 +225,10 @@ class Ring {
       ++k;
     return k;
   }
+  // Where segment k of step s has its receive and staging.
+  size_t slot(int s, int64_t k) const {
+    return static_cast<size_t>((look_ahead_ ? (s - first_step_) % 2 * k_segments_ : 0) + k);
+  }
   int64_t opened_len(int b, int64_t segments) const {
     const BlockLayout segs{blocks_.size(b), k_segments_};
     return segments == 0 ? 0 : segs.begin(segments - 1) + segs.size(segments - 1);
@@ -207,7 +236,8 @@ class Ring {
 
   Group& group_;
   at::Tensor& flat_;
-  const int tag_, p_, r_, first_step_;
+  const int tag_, p_, r_, first_step_, end_step_;
+  bool look_ahead_ = false;
   const BlockLayout blocks_;
   // The first step's opening: how many segments it carries each way, where it lands, and
   // its requests.
@@ -224,6 +254,12 @@ class Ring {
 
 }  // namespace
 
+bool ring_looks_ahead(const Group& group, int64_t block_bytes) {
+  const int p = group.size();
+  return p > 2 && block_bytes <= kRingLookAheadMaxBytes &&
+         group.round_trip(wrap(group.rank() - 1, p)) >= kLongRttSeconds;
+}
+
 void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes,
                 int first_step, int end_step) {
   const int p = group.size();
@@ -231,9 +267,9 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
     if (first_step == 0) finalize_reduction(flat, op, 1);
     return;
   }
-  Ring ring(group, flat, tag, segment_bytes, first_step);
+  Ring ring(group, flat, tag, segment_bytes, first_step, end_step);
   const int64_t k_segments = ring.segments();
-  ring.post_step(first_step);
+  ring.post_first_step();
   for (int s = first_step; s < end_step; ++s) {
     for (int64_t k = 0; k < k_segments; ++k) {
       ring.complete(s, k, op);
