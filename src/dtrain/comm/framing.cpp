@@ -114,12 +114,6 @@ void add_pieces(Plan& plan, const at::Tensor& bytes, int64_t piece, int k) {
     plan.add(bytes.narrow(0, begin, std::min(piece, n - begin)), j % k);
 }
 
-// A striped payload's piece: an even share of each connection, in whole 64 KiB.
-int64_t striped_piece(int64_t bytes, int k) {
-  const int64_t share = (bytes + k - 1) / k;
-  return (share + kFrameGrain - 1) / kFrameGrain * kFrameGrain;
-}
-
 }  // namespace
 
 Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
@@ -143,7 +137,7 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
   const bool checked = (options.checked || options.deferred) && wire_check_;
   Plan plan;
   if (!checked) {
-    add_pieces(plan, bytes, k > 1 ? striped_piece(s.bytes, k) : s.bytes, k);
+    add_pieces(plan, bytes, k > 1 ? striped_piece_bytes(s.bytes, k) : s.bytes, k);
   } else if (s.bytes <= kInlineCheckBytes && !options.deferred && k == 1) {
     at::Tensor framed;  // payload and check, one message
     if (options.room == Room::kCheck) {
@@ -166,7 +160,7 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
     plan.add(framed, 0);
   } else {
     const int64_t piece = std::min(options.deferred ? s.bytes : piece_bytes(s.bytes),
-                                   k > 1 ? striped_piece(s.bytes, k) : s.bytes);
+                                   k > 1 ? striped_piece_bytes(s.bytes, k) : s.bytes);
     add_pieces(plan, bytes, piece, k);
     s.check = at::empty({kCheckBytes}, at::kByte);
     if (!send) s.pieces = plan.messages;

@@ -57,6 +57,19 @@ inline int64_t piece_bytes(int64_t payload) {
   return std::clamp(quarter, kInlineCheckBytes, int64_t{4} << 20);
 }
 constexpr int64_t kStripeMinBytes = Group::kStripeMinBytes;
+// A striped payload's piece (Group::set_streams): an even share of the payload for each of
+// the k connections, rounded up to a whole cache line, so that every connection carries a
+// piece of every striped message of kStripeMinBytes or more (k <= kMaxStreams). A connection
+// left out (64 KiB shares left the fifth of 5 without a piece of a 1 MiB segment) carries
+// only openings, idles between calls past TCP's retransmission timeout, and Linux starts it
+// again from its initial window: on the 25 ms lab the ring's opening then arrived last, and
+// a 4-rank all-reduce of 64 MiB took 1,009 ms instead of 893 (docs/results.md,
+// "Connections kept warm").
+constexpr int64_t kStripeGrain = 64;
+inline int64_t striped_piece_bytes(int64_t bytes, int k) {
+  const int64_t share = (bytes + k - 1) / k;
+  return (share + kStripeGrain - 1) / kStripeGrain * kStripeGrain;
+}
 constexpr int64_t kCheckBytes = Group::kCheckRoom;  // [CRC32C, payload bytes mod 2^32], LE uint32
 
 inline void write_check(uint8_t* at, uint32_t crc, int64_t bytes) {
