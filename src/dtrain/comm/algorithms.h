@@ -21,11 +21,10 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
 // Whether this rank's ring posts each step's receives a step early (ring.cpp, "Look-ahead"):
 // more than 2 ranks (with 2, a step receives into the block the step before sends), a round
 // trip of kLongRttSeconds or more from its left neighbour, and a step's block of at most
-// kRingLookAheadMaxBytes. On a 1 Gbit/s link of 25 ms each way, 4 ranks, a step's data
-// crosses within a round trip up to blocks of about 6 MiB, and there looking ahead made the
-// ring 1.6-1.9x faster; with blocks of 8 MiB and more it made it 7-10 % slower
-// (docs/results.md, "The ring's look-ahead").
-constexpr int64_t kRingLookAheadMaxBytes = int64_t{4} << 20;
+// kRingLookAheadMaxBytes. On a 1 Gbit/s link of 25 ms each way, 4 ranks, looking ahead made
+// the ring 1.1-2x faster with blocks up to 8 MiB; with 16 and 64 MiB blocks it was level
+// and with 32 MiB blocks 4-9 % slower (docs/results.md, "The ring's look-ahead").
+constexpr int64_t kRingLookAheadMaxBytes = int64_t{8} << 20;
 bool ring_looks_ahead(const Group& group, int64_t block_bytes);
 
 void ring_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t segment_bytes);

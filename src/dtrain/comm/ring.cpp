@@ -13,7 +13,7 @@
 // once, where every other message waits for its receive's notice to cross the link.
 //
 // Look-ahead (ring_looks_ahead, algorithms.h: p > 2, a long link from the left neighbour,
-// blocks of at most 4 MiB): each step's receives are posted a step early, as the step before
+// blocks of at most 8 MiB): each step's receives are posted a step early, as the step before
 // them begins, so their notices cross the link while that step's data is on its way and the
 // sender finds them there as it reduces; posted with the step, each of the 2p - 3 later
 // steps began one one-way delay late where a step's data crosses within a round trip. A
