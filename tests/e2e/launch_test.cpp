@@ -90,13 +90,18 @@ TEST(BenchCollectiveTest, SweepsWorldSizesWithExactResults) {
   ASSERT_EQ(rows.size(), 2u * 2u * 5u) << p.out();  // worlds x sizes x algos
   for (const auto& row : rows) {
     for (const char* key :
-         {"bench", "op", "algo", "world", "bytes", "count", "dtype", "time_us", "algbw_gbps",
-          "busbw_gbps", "wrong", "max_abs_diff", "peak_rss_bytes"}) {
+         {"bench", "op", "algo", "world", "bytes", "count", "dtype", "time_us", "median_us",
+          "algbw_gbps", "busbw_gbps", "wrong", "max_abs_diff", "peak_rss_bytes"}) {
       EXPECT_TRUE(row.contains(key)) << key << " missing in " << row.dump();
     }
     EXPECT_EQ(row["wrong"], 0) << row.dump();
     EXPECT_GT(row["time_us"].get<double>(), 0);
     const int p_ = row["world"];
+    // Two calls a row: their median is their mean, each call the slowest rank's, so it is at
+    // least the slowest rank's mean (time_us) and at most the sum of every rank's.
+    const double median = row["median_us"].get<double>(), mean = row["time_us"].get<double>();
+    EXPECT_GE(median, mean * (1 - 1e-9)) << row.dump();
+    EXPECT_LE(median, mean * p_ * (1 + 1e-9)) << row.dump();
     EXPECT_NEAR(row["busbw_gbps"].get<double>(),
                 row["algbw_gbps"].get<double>() * 2.0 * (p_ - 1) / p_, 1e-9);
   }

@@ -103,6 +103,7 @@ std::vector<metrics::Column> collective_columns() {
           {key::kAlgo, "algo"},
           {key::kWorld, "ranks"},
           {key::kTimeUs, "time(us)", 1},
+          {key::kMedianUs, "median(us)", 1},
           {key::kAlgbwGbps, "algbw(GB/s)", 3},
           {key::kBusbwGbps, "busbw(GB/s)", 3},
           {key::kWrong, "#wrong"},
@@ -158,6 +159,19 @@ struct OpeningSwitch {
   }
 };
 
+// The median call in microseconds, each call's time the slowest rank's (every rank ran the
+// same calls in the same order). Beside the mean (nccl-tests' time): on a busy machine one
+// call in a hundred held up by the scheduler moves a small size's mean by tens of percent.
+double median_call_us(comm::Group& g, const std::vector<double>& calls_s) {
+  if (calls_s.empty()) return 0;
+  at::Tensor slowest = at::tensor(calls_s, at::kDouble);
+  g.native_all_reduce(slowest, comm::ReduceOp::kMax);
+  std::vector<double> v(slowest.data_ptr<double>(), slowest.data_ptr<double>() + slowest.numel());
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return (n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) * 1e6;
+}
+
 std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Group& g) {
   const Op op = parse_op(o.op);
   const auto dtype = parse_dtype(o.dtype);
@@ -194,6 +208,7 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
     // One set of buffers serves every algorithm (restored before each run): 1 GiB sizes fit.
     Buffers b = make_buffers(op, rop, g, count, dtype, o.device);
     std::vector<double> total_s(runs.size(), 0.0);
+    std::vector<std::vector<double>> calls_s(runs.size());
     std::vector<std::pair<int64_t, double>> checks(runs.size(), {-1, -1.0});
     // Every rank switches the wire check between the same two collectives (nothing is in
     // flight between them), as both ends of every link must.
@@ -229,8 +244,10 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
           const auto t0 = metrics::Clock::now();
           run_once(op, runs[a].algo, g, b, rop, o.segment_bytes);
           synchronize(o.device);  // a GPU collective is timed to its end, not its launch
-          total_s[a] += metrics::trace::span_since("collective", span_names[a].c_str(), t0,
-                                                   count * elem, "bytes");
+          const double call_s = metrics::trace::span_since("collective", span_names[a].c_str(), t0,
+                                                           count * elem, "bytes");
+          total_s[a] += call_s;
+          calls_s[a].push_back(call_s);
         }
         if (o.check && round + 1 == o.rounds) checks[a] = check(op, rop, p, count, b, dtype);
       }
@@ -261,6 +278,7 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
       row[key::kDtype] = dtype_name(dtype);
       row[key::kDevice] = to_string(o.device);
       row[key::kTimeUs] = time_us;
+      row[key::kMedianUs] = median_call_us(g, calls_s[a]);
       row[key::kAlgbwGbps] = algbw;
       row[key::kBusbwGbps] = algbw * metrics::bus_factor(op, p);
       row[key::kWrong] = o.check ? wrong_total.item<int64_t>() : -1;
@@ -336,7 +354,8 @@ void register_bench_collective(CLI::App& bench, int& exit_code) {
   CLI::App* sub = bench.add_subcommand(
       "collective",
       "time and check a collective (nccl-tests style): time = mean over iterations, max over "
-      "ranks; algbw = bytes/time; busbw = algbw * 2(p-1)/p (all_reduce), (p-1)/p "
+      "ranks; median = the median call, each call the slowest rank's; algbw = bytes/time; busbw = "
+      "algbw * 2(p-1)/p (all_reduce), (p-1)/p "
       "(reduce_scatter, all_gather), 1 (broadcast)");
   add_rank_flags(sub, o->rank, /*allow_list=*/true);
   sub->add_option("--op", o->op, "all_reduce, broadcast, reduce_scatter, all_gather")

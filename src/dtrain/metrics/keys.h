@@ -141,6 +141,8 @@ inline constexpr char kCount[] = "count";
 inline constexpr char kDtype[] = "dtype";
 inline constexpr char kDevice[] = "device";
 inline constexpr char kTimeUs[] = "time_us";
+// bench collective: the median call, each call's time the slowest rank's
+inline constexpr char kMedianUs[] = "median_us";
 inline constexpr char kAlgbwGbps[] = "algbw_gbps";
 inline constexpr char kBusbwGbps[] = "busbw_gbps";
 inline constexpr char kWrong[] = "wrong";  // elements (collective) or bytes (p2p) off
