@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "dtrain/base/device.h"
+#include "dtrain/base/median.h"
 #include "dtrain/cli/collective_buffers.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
@@ -166,10 +167,7 @@ double median_call_us(comm::Group& g, const std::vector<double>& calls_s) {
   if (calls_s.empty()) return 0;
   at::Tensor slowest = at::tensor(calls_s, at::kDouble);
   g.native_all_reduce(slowest, comm::ReduceOp::kMax);
-  std::vector<double> v(slowest.data_ptr<double>(), slowest.data_ptr<double>() + slowest.numel());
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return (n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) * 1e6;
+  return median({slowest.data_ptr<double>(), slowest.data_ptr<double>() + slowest.numel()}) * 1e6;
 }
 
 std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Group& g) {

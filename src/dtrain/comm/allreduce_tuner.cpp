@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dtrain/base/median.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/world.h"
 
@@ -16,14 +17,6 @@ namespace dtrain::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The typical time, not the best: the calls that follow run at the typical speed, and on a
-// busy machine one lucky run of a slow candidate would otherwise win.
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -109,7 +102,9 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
       untimed(c);
   }
   const int timed_turns = take_turns(group, turns, n, time_one);
-  // The slowest rank's time decides: an all-reduce is as slow as its slowest rank.
+  // The slowest rank's time decides: an all-reduce is as slow as its slowest rank. Each
+  // rank's is its typical time, not its best: the calls that follow run at the typical speed,
+  // and on a busy machine one lucky run of a slow candidate would otherwise win.
   const auto slowest_medians = [&] {
     at::Tensor mine = at::empty({static_cast<int64_t>(n)}, at::kDouble);
     for (size_t c = 0; c < n; ++c)
