@@ -172,7 +172,7 @@ Algorithm choice_among_sleepers(
 
 // The runoff: candidates that stand in for the algorithms by sleeping (ring 4 ms, butterfly
 // 4.2 ms: within kRunoffMargin; the rest 12 ms). The two close ones run kRunoffTurns more
-// times than the others and the faster is chosen; where nothing is close, every candidate
+// turns than the others and the faster is chosen; where nothing is close, every candidate
 // runs equally often.
 TEST(AllReduceTunerTest, ANearTieIsRunOffBetweenTheTwoFastest) {
   for (const bool close : {true, false}) {
@@ -193,7 +193,9 @@ TEST(AllReduceTunerTest, ANearTieIsRunOffBetweenTheTwoFastest) {
       } else {
         EXPECT_EQ(chosen[static_cast<size_t>(r)], Algorithm::kRing);
       }
-      const int extra = close ? AllReduceTuner::kRunoffTurns : 0;
+      // Each turn of the runoff is a block: one untimed call and kBlockTimedCalls timed.
+      const int extra =
+          close ? AllReduceTuner::kRunoffTurns * (1 + AllReduceTuner::kBlockTimedCalls) : 0;
       // The call itself runs the choice once more.
       const int ring_call = chosen[static_cast<size_t>(r)] == Algorithm::kRing ? 1 : 0;
       EXPECT_EQ(c[Algorithm::kRing], c[Algorithm::kDirect] + extra + ring_call) << close;
@@ -203,33 +205,42 @@ TEST(AllReduceTunerTest, ANearTieIsRunOffBetweenTheTwoFastest) {
 }
 
 // The warm call: candidates stand in by sleeps, and ring's first call after another
-// candidate is slow (20 ms, as a cold connection is), its repeats fast (2 ms); butterfly
-// always takes 6 ms, the rest 12. On a long link (the ranks' round trips set to 30 ms)
-// calibration times ring warm and chooses it; on a short one it times every candidate
-// after another, so ring reads 20 ms and butterfly wins. Every timed pair of calls on the
-// long link follows an untimed one: each candidate runs a multiple of 3 times in calibration.
-TEST(AllReduceTunerTest, OnALongLinkEachTimedCallFollowsAnUntimedOneOfTheSameCandidate) {
-  for (const bool long_link : {true, false}) {
+// candidate is slow (20 ms, as a cold connection or cache is), its repeats fast (2 ms);
+// butterfly always takes 6 ms, the rest 12. Calibration times each candidate in a block of
+// calls in a row, the first untimed, and chooses ring: on a long link (the ranks' round trips
+// set to 30 ms) one untimed and 2 timed calls at any size, on a short one one untimed and
+// kBlockTimedCalls timed up to kBlockMaxBytes (so each candidate runs a multiple of the block
+// in calibration). Above kBlockMaxBytes on a short link each candidate is timed after
+// another, ring reads 20 ms, and butterfly wins.
+TEST(AllReduceTunerTest, EachTimedCallFollowsAnUntimedOneOfTheSameCandidate) {
+  struct Case {
+    bool long_link;
+    int64_t floats;
+    Algorithm expected;
+    int block;  // calls a turn (0: not in blocks)
+  };
+  const int64_t large = AllReduceTuner::kBlockMaxBytes / 4 + 1;
+  for (const Case& k : {Case{true, 1000, Algorithm::kRing, 3},
+                        Case{false, 1000, Algorithm::kRing, 1 + AllReduceTuner::kBlockTimedCalls},
+                        Case{false, large, Algorithm::kButterfly, 0}}) {
     std::vector<std::map<Algorithm, int>> calls(2);
     std::vector<Algorithm> chosen(2);
     testing::run_ranks(2, [&](Group& g) {
-      if (long_link) g.set_round_trip(1 - g.rank(), 0.030);
+      if (k.long_link) g.set_round_trip(1 - g.rank(), 0.030);
       const auto r = static_cast<size_t>(g.rank());
-      chosen[r] = choice_among_sleepers(g, 1000, calls[r], [](Algorithm a, auto last) {
+      chosen[r] = choice_among_sleepers(g, k.floats, calls[r], [](Algorithm a, auto last) {
         return a == Algorithm::kRing        ? (last == a ? 2.0 : 20.0)
                : a == Algorithm::kButterfly ? 6.0
                                             : 12.0;
       });
     });
     for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(chosen[static_cast<size_t>(r)],
-                long_link ? Algorithm::kRing : Algorithm::kButterfly);
-      if (long_link) {
-        auto c = calls[static_cast<size_t>(r)];
-        --c[chosen[static_cast<size_t>(r)]];  // the call itself, after the calibration
-        for (const auto& [algorithm, n] : c)
-          EXPECT_EQ(n % 3, 0) << to_string(algorithm);
-      }
+      EXPECT_EQ(chosen[static_cast<size_t>(r)], k.expected) << k.long_link << " " << k.floats;
+      if (k.block == 0) continue;
+      auto c = calls[static_cast<size_t>(r)];
+      --c[chosen[static_cast<size_t>(r)]];  // the call itself, after the calibration
+      for (const auto& [algorithm, n] : c)
+        EXPECT_EQ(n % k.block, 0) << to_string(algorithm) << " " << k.long_link;
     }
   }
 }

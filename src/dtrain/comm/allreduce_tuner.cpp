@@ -65,25 +65,24 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   const int turns = bytes <= (int64_t{1} << 20) ? 16 : bytes <= (int64_t{16} << 20) ? 4 : 2;
   std::vector<std::vector<double>> times(n);
   at::Tensor trial = at::empty_like(flat);
-  // On a long link the first call of a candidate after another one pays for the order, not
-  // for itself: the ranks' skew the other left (up to a few one-way delays) and connections
-  // idle long enough for TCP to restart them slowly. There every timed call follows an
-  // untimed one of the same candidate (twice the calibration's calls): at 256 KiB between
-  // 2 ranks 25 ms apart, exchange read 151 ms cold and 52 ms warm, and ring (103 ms) won.
-  // The ranks agree on it, as on every call of the calibration. There a sample is the mean
-  // of two calls in a row: where openings let a call start sending at once (exchange),
-  // the ranks take turns finishing first, each call fast on one rank and slow on the other,
-  // and the slowest rank's single calls read 40 % over the period the calls really run at
-  // (4 KiB between 2 ranks 25 ms apart: 47-51 ms against 34; docs/results.md, "Openings").
-  const bool warm_first = on_a_long_link(group);
-  const int timed_calls = warm_first ? 2 : 1;
+  // A sample is a block of one candidate's calls in a row, the first untimed: later calls run
+  // the choice in a row, and a first call after another candidate pays for the switch (at
+  // 1 MiB on 2 shared cores native read 445-522 us between the others, 330-390 in a row). On
+  // a long link the switch costs more (the ranks' skew, connections TCP restarts after idling;
+  // exchange at 256 KiB 25 ms apart: 151 ms cold, 52 warm), and the sample is a mean because
+  // with openings the ranks take turns finishing first (docs/results.md, "Openings",
+  // "Calibrated in blocks"). Above kBlockMaxBytes on a short link one call a sample: the
+  // switch is small beside the call, and blocks would double a calibration of seconds.
+  const bool long_link = on_a_long_link(group);
+  const bool in_blocks = long_link || bytes <= kBlockMaxBytes;
+  const int timed_calls = long_link ? 2 : in_blocks ? kBlockTimedCalls : 1;
   // One call of candidate c on a fresh copy of the call's data, untimed or timed.
   const auto untimed = [&](size_t c) {
     trial.copy_(flat);
     run_one(candidates[c], trial);
   };
   const auto time_one = [&](size_t c) {
-    if (warm_first) untimed(c);
+    if (in_blocks) untimed(c);
     double seconds = 0;
     for (int i = 0; i < timed_calls; ++i) {
       trial.copy_(flat);
@@ -93,11 +92,10 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
     }
     times[c].push_back(seconds / timed_calls);
   };
-  // Elsewhere a candidate's first call of a size pays once for what later calls reuse (its
-  // scratch buffers' pages: the ring's first 64 MiB call between 2 ranks here took 72-105 ms,
-  // later ones 28-38), and above 16 MiB, in 2 turns, that sample would be half the median.
-  // Each candidate's first call is untimed, outside the budget.
-  if (!warm_first) {
+  // Without blocks each candidate's first call is untimed: it pays for the scratch buffers'
+  // pages later calls reuse (the ring's first 64 MiB call between 2 ranks: 72-105 ms, later
+  // ones 28-38).
+  if (!in_blocks) {
     for (size_t c = 0; c < n; ++c)
       untimed(c);
   }
@@ -121,7 +119,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return slowest[a] < slowest[b]; });
-  const int calls_a_turn = timed_calls + (warm_first ? 1 : 0);  // with the untimed one
+  const int calls_a_turn = timed_calls + (in_blocks ? 1 : 0);  // with the untimed one
   if (n >= 2 && slowest[order[1]] < slowest[order[0]] * (1 + kRunoffMargin) &&
       kRunoffTurns * calls_a_turn * (slowest[order[0]] + slowest[order[1]]) <= kRunoffBudgetS) {
     for (int turn = 0; turn < kRunoffTurns; ++turn)
@@ -131,7 +129,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   }
   Choice choice = choose(candidates, slowest, group.wire_check());
   choice.calibration_s = std::accumulate(slowest.begin(), slowest.end(), 0.0) *
-                         (calls_a_turn * timed_turns + (warm_first ? 0 : 1));
+                         (calls_a_turn * timed_turns + (in_blocks ? 0 : 1));
   return choice;
 }
 

@@ -8,19 +8,20 @@
 // kCalibrationBudgetS: slow calls are steady; at least kMinCalibrationTurns where a turn
 // takes under kSlowTurnS) and keeping each one's median; a
 // candidate's time is the slowest rank's, so every rank reaches the same choice from the
-// same numbers. On a long link (a round trip of kLongRttSeconds or more) each timed call of a
-// candidate follows an untimed one of it, so that no candidate pays for the one before it
-// (the ranks' skew, connections TCP restarts after idling); elsewhere each candidate's first
-// call is untimed (it pays for buffers later calls reuse). Where the two fastest are within
-// kRunoffMargin (10 %), they run off:
-// kRunoffTurns more turns of those two alone, and the medians of all their samples decide. Later
-// calls of the kind run the choice. Every kRecheckCalls calls of a kind the ranks compare the
-// median time of those calls (the slowest rank's) with the kind's steady time, the first check's
-// (one small all-reduce); a change of more than half either way at two checks in a row (the link
-// was reshaped, the machine is busier) calibrates the kind again, once the time those checks
-// drifted by would have paid for the calibration (recalibrates()). Medians, the second look and
-// the price keep noisy stretches of small calls, whose times vary by 2x on a busy machine, from
-// paying for calibrations they do not need.
+// same numbers. A candidate's turn is a block of calls in a row, the first untimed, so that
+// no candidate pays for the one before it (caches, the ranks' skew, connections TCP restarts
+// after idling) and each is timed as the calls after the calibration run: kBlockTimedCalls
+// timed calls up to kBlockMaxBytes, 2 on a long link (a round trip of kLongRttSeconds or
+// more) at every size; above kBlockMaxBytes on a short link one timed call a turn, each
+// candidate's first call untimed (it pays for buffers later calls reuse). Where the two fastest are
+// within kRunoffMargin (10 %), they run off: kRunoffTurns more turns of those two alone, and the
+// medians of all their samples decide. Later calls of the kind run the choice. Every kRecheckCalls
+// calls of a kind the ranks compare the median time of those calls (the slowest rank's) with the
+// kind's steady time, the first check's (one small all-reduce); a change of more than half either
+// way at two checks in a row (the link was reshaped, the machine is busier) calibrates the kind
+// again, once the time those checks drifted by would have paid for the calibration
+// (recalibrates()). Medians, the second look and the price keep noisy stretches of small calls,
+// whose times vary by 2x on a busy machine, from paying for calibrations they do not need.
 //
 // With the wire check on, native (Gloo's own, whose messages carry no check) is chosen only
 // where it beats every checked candidate by more than kNativeMargin (5 %).
@@ -65,6 +66,10 @@ class AllReduceTuner {
   static constexpr double kRunoffMargin = 0.10;
   static constexpr int kRunoffTurns = 4;
   static constexpr double kRunoffBudgetS = 4.0;
+  // A sample of a call of at most kBlockMaxBytes is a block of calls in a row: one untimed,
+  // then kBlockTimedCalls timed (2 on a long link, every size), their mean.
+  static constexpr int64_t kBlockMaxBytes = int64_t{16} << 20;
+  static constexpr int kBlockTimedCalls = 3;
 
   // What a kind was calibrated to, for reports (bench collective's `chosen`).
   struct Choice {
