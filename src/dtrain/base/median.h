@@ -1,6 +1,6 @@
 // The median of a sample: the middle value, or the mean of the two middle ones where the
 // sample's size is even. Timings use it where one slow call in many must not move the
-// figure (the all-reduce tuner's calibration, bench collective's median call).
+// figure (the all-reduce tuner's calibration, every bench's median).
 #pragma once
 
 #include <algorithm>

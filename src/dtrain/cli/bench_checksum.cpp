@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dtrain/base/crc32c.h"
+#include "dtrain/base/median.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/fused_reduce.h"
@@ -44,9 +45,7 @@ double median_pass_s(int64_t bytes, int reps, const std::function<void()>& pass)
     samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                       inner);
   }
-  std::nth_element(samples.begin(), samples.begin() + static_cast<long>(samples.size() / 2),
-                   samples.end());
-  return samples[samples.size() / 2];
+  return median(samples);
 }
 
 int run_checksum(const ChecksumOptions& o) {

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "dtrain/base/device.h"
+#include "dtrain/base/median.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/compress/baselines.h"
@@ -187,11 +188,6 @@ Subject make_subject(const std::string& name, int threads) {
     });
   };
   return s;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 std::vector<metrics::Column> codec_columns() {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 
+#include "dtrain/base/median.h"
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/comm/group.h"
@@ -48,8 +49,7 @@ std::pair<double, int64_t> measure(Module& bn, comm::Group& g, int64_t batch, in
     if (i >= warmup) times.push_back(dt);
     peak = std::max(peak, metrics::peak_allocated_bytes() - before);
   }
-  std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
-  auto t = at::tensor({times[times.size() / 2], static_cast<double>(peak)}, at::kDouble);
+  auto t = at::tensor({median(times), static_cast<double>(peak)}, at::kDouble);
   g.native_all_reduce(t, comm::ReduceOp::kMax);
   return {t[0].item<double>(), static_cast<int64_t>(t[1].item<double>())};
 }
