@@ -15,18 +15,10 @@
 
 namespace dtrain::comm {
 
-namespace {
-
-int64_t round_up_to_grain(int64_t bytes) {
-  return (bytes + kFrameGrain - 1) / kFrameGrain * kFrameGrain;
-}
-
-}  // namespace
-
 std::vector<OpeningPiece> opening_pieces(int64_t n, int connections) {
   const int64_t count =
       std::clamp<int64_t>((n + kFrameGrain - 1) / kFrameGrain, 1, std::max(1, connections));
-  const int64_t piece = round_up_to_grain((n + count - 1) / count);
+  const int64_t piece = round_up((n + count - 1) / count, kFrameGrain);
   std::vector<OpeningPiece> out;
   int stream = 0;
   for (int64_t begin = 0; begin < n; begin += piece, ++stream)
@@ -35,7 +27,7 @@ std::vector<OpeningPiece> opening_pieces(int64_t n, int connections) {
 }
 
 int64_t opening_share(int64_t capacity, int connections) {
-  return round_up_to_grain((capacity + connections - 1) / std::max(1, connections));
+  return round_up((capacity + connections - 1) / std::max(1, connections), kFrameGrain);
 }
 
 int64_t Group::opening_capacity(int peer) const {

@@ -52,8 +52,12 @@ struct Request::State {
 // inline (docs/results.md).
 constexpr int64_t kInlineCheckBytes = int64_t{1} << 20;
 constexpr int64_t kFrameGrain = int64_t{64} << 10;
+// n rounded up to a whole number of `grain`s.
+inline int64_t round_up(int64_t n, int64_t grain) {
+  return (n + grain - 1) / grain * grain;
+}
 inline int64_t piece_bytes(int64_t payload) {
-  const int64_t quarter = (payload / 4 + kFrameGrain - 1) / kFrameGrain * kFrameGrain;
+  const int64_t quarter = round_up(payload / 4, kFrameGrain);
   return std::clamp(quarter, kInlineCheckBytes, int64_t{4} << 20);
 }
 constexpr int64_t kStripeMinBytes = Group::kStripeMinBytes;
@@ -67,8 +71,7 @@ constexpr int64_t kStripeMinBytes = Group::kStripeMinBytes;
 // "Connections kept warm").
 constexpr int64_t kStripeGrain = 64;
 inline int64_t striped_piece_bytes(int64_t bytes, int k) {
-  const int64_t share = (bytes + k - 1) / k;
-  return (share + kStripeGrain - 1) / kStripeGrain * kStripeGrain;
+  return round_up((bytes + k - 1) / k, kStripeGrain);
 }
 constexpr int64_t kCheckBytes = Group::kCheckRoom;  // [CRC32C, payload bytes mod 2^32], LE uint32
 

@@ -54,7 +54,7 @@ at::Tensor Group::take_frame(int64_t bytes) {
       return frame;
     }
   }
-  return at::empty({(bytes + kFrameGrain - 1) / kFrameGrain * kFrameGrain}, at::kByte);
+  return at::empty({round_up(bytes, kFrameGrain)}, at::kByte);
 }
 
 at::Tensor Group::take_scratch(int64_t bytes) {
