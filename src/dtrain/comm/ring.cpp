@@ -50,7 +50,8 @@ class Ring {
         r_(group.rank()),
         first_step_(first_step),
         end_step_(end_step),
-        blocks_{flat.numel(), p_} {
+        blocks_{flat.numel(), p_},
+        look_ahead_(ring_looks_ahead(group, blocks_.max_size() * flat.element_size())) {
     const int64_t elem = flat.element_size();
     k_segments_ =
         std::max<int64_t>(1, (blocks_.max_size() * elem + segment_bytes - 1) / segment_bytes);
@@ -60,7 +61,6 @@ class Ring {
       opened_sends_ = opened_segments(send_block(first_step), wrap(r_ + 1, p_));
       opened_recvs_ = opened_segments(recv_block(first_step), wrap(r_ - 1, p_));
     }
-    look_ahead_ = ring_looks_ahead(group, blocks_.max_size() * elem);
     const int64_t slots = (look_ahead_ ? 2 : 1) * k_segments_;
     const int64_t staging_bytes = slots * slot_len_ * elem;
     const int64_t opening_len = opened_len(recv_block(first_step), opened_recvs_);
@@ -237,8 +237,8 @@ class Ring {
   Group& group_;
   at::Tensor& flat_;
   const int tag_, p_, r_, first_step_, end_step_;
-  bool look_ahead_ = false;
   const BlockLayout blocks_;
+  const bool look_ahead_;
   // The first step's opening: how many segments it carries each way, where it lands, and
   // its requests.
   int64_t opened_sends_ = 0, opened_recvs_ = 0;
