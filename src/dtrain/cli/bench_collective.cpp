@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <numeric>
 
 #include "dtrain/base/device.h"
 #include "dtrain/base/median.h"
@@ -205,7 +206,6 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
     // Algorithms take turns round by round, so drift on a noisy machine hits all alike.
     // One set of buffers serves every algorithm (restored before each run): 1 GiB sizes fit.
     Buffers b = make_buffers(op, rop, g, count, dtype, o.device);
-    std::vector<double> total_s(runs.size(), 0.0);
     std::vector<std::vector<double>> calls_s(runs.size());
     std::vector<std::pair<int64_t, double>> checks(runs.size(), {-1, -1.0});
     // Every rank switches the wire check between the same two collectives (nothing is in
@@ -242,10 +242,8 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
           const auto t0 = metrics::Clock::now();
           run_once(op, runs[a].algo, g, b, rop, o.segment_bytes);
           synchronize(o.device);  // a GPU collective is timed to its end, not its launch
-          const double call_s = metrics::trace::span_since("collective", span_names[a].c_str(), t0,
-                                                           count * elem, "bytes");
-          total_s[a] += call_s;
-          calls_s[a].push_back(call_s);
+          calls_s[a].push_back(metrics::trace::span_since("collective", span_names[a].c_str(), t0,
+                                                          count * elem, "bytes"));
         }
         if (o.check && round + 1 == o.rounds) checks[a] = check(op, rop, p, count, b, dtype);
       }
@@ -256,7 +254,8 @@ std::vector<metrics::Row> collective_rank(const CollectiveOptions& o, comm::Grou
       const std::string& algo = runs[a].algo;
       const auto [wrong, max_diff] = checks[a];
       // Time: mean over iterations, then max over ranks; memory: max over ranks.
-      at::Tensor maxes = at::tensor({total_s[a] / (o.iters * o.rounds) * 1e6, max_diff,
+      const double total_s = std::accumulate(calls_s[a].begin(), calls_s[a].end(), 0.0);
+      at::Tensor maxes = at::tensor({total_s / (o.iters * o.rounds) * 1e6, max_diff,
                                      static_cast<double>(metrics::peak_rss_bytes())},
                                     at::kDouble);
       g.native_all_reduce(maxes, comm::ReduceOp::kMax);
