@@ -35,19 +35,11 @@ void set_round_trips_to(Group& g, double seconds) {
 }
 
 // How the ranks see their links in one pass of the test.
-enum class LookAheadLinks { kAllLong, kSomeLong, kAllLongWithOpenings };
-
-std::string describe_links(LookAheadLinks links) {
-  switch (links) {
-    case LookAheadLinks::kAllLong:
-      return "every link long";
-    case LookAheadLinks::kSomeLong:
-      return "even ranks' links long";
-    case LookAheadLinks::kAllLongWithOpenings:
-      return "every link long, with openings";
-  }
-  return "?";
-}
+struct LookAheadLinks {
+  const char* name;
+  bool only_even_ranks_long;  // else every link is long
+  bool openings;
+};
 
 // all_reduce, reduce_scatter and all_gather by the ring, the check on and off, one segment to
 // hundreds of them, blocks within and beyond the look-ahead's limit: exact on every rank.
@@ -102,18 +94,20 @@ TEST_P(RingLookAheadTest, CollectivesAreExactWhetherRanksLookAheadOrNot) {
   testing::run_ranks(
       GetParam(),
       [](Group& g) {
-        for (const LookAheadLinks links : {LookAheadLinks::kAllLong, LookAheadLinks::kSomeLong,
-                                           LookAheadLinks::kAllLongWithOpenings}) {
-          const bool long_links = links != LookAheadLinks::kSomeLong || g.rank() % 2 == 0;
+        for (const LookAheadLinks& links :
+             {LookAheadLinks{"every link long", false, false},
+              LookAheadLinks{"even ranks' links long", true, false},
+              LookAheadLinks{"every link long, with openings", false, true}}) {
+          const bool long_links = !links.only_even_ranks_long || g.rank() % 2 == 0;
           set_round_trips_to(g, long_links ? kLookAheadRoundTrip : 0.0001);
-          if (links == LookAheadLinks::kAllLongWithOpenings) {
+          if (links.openings) {
             for (int peer = 0; peer < g.size(); ++peer)
               if (peer != g.rank()) g.set_opening_capacity(peer, int64_t{64} << 10);
           }
           // The left neighbour's link decides; this rank told itself every link is the same.
           EXPECT_EQ(detail::ring_looks_ahead(g, detail::kRingLookAheadMaxBytes), long_links);
           EXPECT_FALSE(detail::ring_looks_ahead(g, detail::kRingLookAheadMaxBytes + 1));
-          expect_exact_ring_collectives(g, describe_links(links) + ", rank " +
+          expect_exact_ring_collectives(g, std::string(links.name) + ", rank " +
                                                std::to_string(g.rank()) + " of " +
                                                std::to_string(g.size()));
           g.barrier();
