@@ -68,5 +68,29 @@ TEST(VersionE2eTest, NamesDtrainLibTorchCudaAndNccl) {
   EXPECT_NE(out.find("CUDA devices now:"), std::string::npos) << out;
 }
 
+// A word that names no command is named back with the commands there are, --help or not;
+// a real command's --help still prints its help.
+TEST(CommandE2eTest, AWordThatNamesNoCommandIsAClearError) {
+  testing::Process a({DTRAIN_BINARY, "diloco", "--help"});
+  EXPECT_EQ(a.wait_for(60s), 1);
+  EXPECT_NE(a.err().find("'diloco' is not a command of dtrain (its commands: train,"),
+            std::string::npos)
+      << a.err();
+  EXPECT_EQ(a.out(), "");
+  testing::Process b({DTRAIN_BINARY, "bench", "collectiv"});
+  EXPECT_EQ(b.wait_for(60s), 1);
+  EXPECT_NE(b.err().find("'collectiv' is not a command of dtrain bench (its commands: "
+                         "collective, p2p,"),
+            std::string::npos)
+      << b.err();
+  testing::Process c({DTRAIN_BINARY, "netlab", "sideways"});
+  EXPECT_EQ(c.wait_for(60s), 1);
+  EXPECT_NE(c.err().find("'sideways' is not a command of dtrain netlab"), std::string::npos)
+      << c.err();
+  testing::Process d({DTRAIN_BINARY, "bench", "collective", "--help"});
+  EXPECT_EQ(d.wait_for(60s), 0) << d.err();
+  EXPECT_NE(d.out().find("Usage:"), std::string::npos) << d.out();
+}
+
 }  // namespace
 }  // namespace dtrain

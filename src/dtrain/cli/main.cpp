@@ -7,10 +7,41 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/metrics/build_info.h"
+
+namespace {
+
+// CLI11 takes a word that names no command for a stray argument: `dtrain diloco` said only
+// "A subcommand is required", and `dtrain diloco --help` printed dtrain's help and exited 0.
+// Where a level of commands needs one (dtrain, bench, codec, netlab), the first word after
+// it must name one of that level's; options are left to CLI11. Returns the error, if any.
+std::optional<std::string> unknown_command(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* level = &app;
+  std::string path = "dtrain";
+  for (int i = 1; i < argc && level->get_require_subcommand_min() > 0; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return std::nullopt;
+    const CLI::App* next = nullptr;
+    std::string names;
+    for (const CLI::App* command :
+         level->get_subcommands([](const CLI::App* a) { return !a->get_name().empty(); })) {
+      if (command->get_name() == word) next = command;
+      names += (names.empty() ? "" : ", ") + command->get_name();
+    }
+    if (next == nullptr)
+      return "'" + word + "' is not a command of " + path + " (its commands: " + names + ")";
+    level = next;
+    path += " " + word;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a dead peer's socket must become an error, not a silent exit
@@ -47,6 +78,10 @@ int main(int argc, char** argv) {
   dtrain::cli::register_bench_syncbn(*bench, exit_code);
   dtrain::cli::register_bench_checksum(*bench, exit_code);
 
+  if (const auto unknown = unknown_command(app, argc, argv)) {
+    std::cerr << "dtrain: error: " << *unknown << std::endl;
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
