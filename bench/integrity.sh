@@ -2,7 +2,7 @@
 # What the wire check (a CRC32C over every message, comm/group.h) costs, off and on side by
 # side in one invocation each:
 #   p2p        bench p2p --wire-check both on loopback, and (as root) on a network lab link
-#              shaped to 1 GB/s (8 Gbit/s), the reference rate
+#              shaped to 1 GB/s (8 Gbit/s), the reference rate of the wire check's cost
 #   pipeline   samples/s of a 2-rank U-shape pipeline (cnn, 30,000 Fashion-MNIST images,
 #              4 chunks), DTRAIN_WIRE_CHECK=0 and 1 alternating, ROUNDS times each (default
 #              5), on loopback and (as root) on the 1 GB/s lab link; and, from the runs with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Collectives and links on loopback and on long lab links (docs/results.md, "Long fat links"
+# Collectives and links on loopback and on long lab links (docs/results.md, "Collectives and links"
 # and "auto by measurement"): every all-reduce algorithm and auto, p2p, the wire check's
 # cost, and DDP with exact gradients beside PyTorch DDP. As root (the lab).
 #   bash bench/links.sh [sweep|wirecheck|lab|ddp|auto]...   (default: all)

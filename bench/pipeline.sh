@@ -76,7 +76,7 @@ for section in $sections; do
     done
     ;;
   lowbit)
-    # The ablation at 2, 3 and 4 bits (docs/results.md, "Two to four bits"): the same runs
+    # The ablation at 2, 3 and 4 bits (docs/results.md, "Pipeline and U-shape"): the same runs
     # as `ablation` for plain uniform and sortquant, their rotated forms, and rot:tile.
     # delta:CODEC is --delta --compress CODEC (the first epoch warms up with sortquant:8).
     # CODECS overrides the list (each is one run; none first as the reference); APPEND=1

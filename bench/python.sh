@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python package measured (docs/results.md, "Python package"):
+# The Python package measured (docs/results.md, "DDP and SyncBatchNorm" and "Codecs"):
 #   hooks: PyTorch DDP, 2 ranks, with no hook, PyTorch's fp16 and PowerSGD (rank 1, 4) hooks,
 #          and dtrain's hook (sortquant:8, sortquant:4, kmeans:4): the cnn on Fashion-MNIST
 #          (20000 samples, 64 per rank: 157 steps, full test set) and the CIFAR ResNet-18 on

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compression on slow real links (docs/results.md, "Slow links"): the U-shape (cnn and
+# Compression on slow real links (docs/results.md, "Slow links and auto"): the U-shape (cnn and
 # mobilenetv2, Fashion-MNIST, batch 64, 4 chunks, client keeps the first and last block) and
 # DDP with compressed gradients (cnn), 2 ranks on 2 hosts of a network lab, at loopback,
 # 1 Gbit/s, 100 Mbit/s and 20 Mbit/s with 5 ms one way, for each
@@ -110,7 +110,7 @@ for section in $sections; do
     done
     ;;
   lowbit)
-    # The rotated low-bit codecs (docs/results.md, "Two to four bits") beside none and
+    # The rotated low-bit codecs (docs/results.md, "Pipeline and U-shape") beside none and
     # sortquant:8 on the U-shape's boundaries and on DDP's gradients (error feedback), cnn;
     # RATES defaults to 20mbit here. Writes docs/data/slowlink-lowbit.jsonl.
     out=docs/data/slowlink-lowbit.jsonl

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DiLoCo side by side with torchft's (docs/results.md, "DiLoCo beside torchft"): 2 replicas
+# DiLoCo side by side with torchft's (docs/results.md, "DiLoCo"): 2 replicas
 # of the cnn on Fashion-MNIST, batch 64 each, AdamW 1e-3 inner, Nesterov 0.7 / 0.9 outer,
 # 38,400 training samples (300 steps per replica), the full test set, in one invocation:
 #   torchft 0.2.0's local_sgd.DiLoCo (its pip package, gloo) from bench/pytorch_diloco.py;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two-way exchanges (docs/results.md, "Receives before sends"): a build against a base build,
+# Two-way exchanges (docs/results.md, "Slow links and auto"): a build against a base build,
 # taking turns, on a 20 Mbit/s + 5 ms lab link (needs root) and on loopback: the hand-written
 # all-reduces (bench collective) and DDP on the cnn (none, sortquant:8, auto on the lab).
 #   BASE=/path/to/old/dtrain bash bench/two_way.sh [lab|loopback]...   (default: both)

@@ -53,7 +53,7 @@ echo "== GPU tests"
 (cd build-gpu && ctest -L gpu --output-on-failure --timeout 150) > "$out/gpu-tests.log" 2>&1 ||
   echo "GPU TESTS FAILED (see gpu-tests.log):"
 grep -E "Passed|Failed|Skipped|Failure|Expected|Which is|error|  Actual|tests passed" "$out/gpu-tests.log" | head -40
-# TESTS_ONLY=1: a re-run after fixing a test stops here (device time is scarce).
+# TESTS_ONLY=1: a re-run after fixing a test stops here (the GPU machine's time is short).
 [ "${TESTS_ONLY:-0}" = 1 ] && exit 0
 
 echo "== codec encode/decode, 16M values, CPU vs GPU (coded on the GPU, packets to host memory)"

@@ -1,5 +1,5 @@
 """Size limits of the sources: no file under src/ over 450 lines, no function outside
-src/dtrain/cli over 80 lines (from its opening brace's line to its closing brace's).
+src/dtrain/cli over 80 lines (from its signature's first line to its closing brace's line).
 Functions are found by matching braces outside comments, strings and characters: a brace
 opens a function body when the text before it ends with a parameter list (')', optionally
 followed by const, noexcept, override, a trailing return type or a constructor's member
@@ -56,8 +56,21 @@ FUNCTION_HEAD = re.compile(
     re.S)
 
 
+def signature_lines(head):
+    """Lines of a function's head that belong to its signature: the trailing run of
+    non-blank lines that are not preprocessor lines, less one (the brace's own line)."""
+    lines = head.split("\n")
+    n = 0
+    for text in reversed(lines[:-1]):
+        if not text.strip() or text.lstrip().startswith("#"):
+            break
+        n += 1
+    return n
+
+
 def functions(code):
-    """(first line, last line, head) of every function body in stripped code."""
+    """(first line, last line, head) of every function body in stripped code, from the
+    signature's first line."""
     found, stack = [], []
     line = 1
     last_stop = 0
@@ -68,7 +81,8 @@ def functions(code):
             head = code[last_stop:i].strip()
             is_function = bool(FUNCTION_HEAD.search(head)) and not re.search(
                 r"\b(if|for|while|switch|catch)\s*\(", head.split("\n")[-1])
-            stack.append((line, is_function and not any(f for _, f, _ in stack), head))
+            first = line - signature_lines(code[last_stop:i])
+            stack.append((first, is_function and not any(f for _, f, _ in stack), head))
             last_stop = i + 1
         elif c == "}":
             if stack:

@@ -23,7 +23,7 @@ void ring_steps(Group& group, at::Tensor& flat, ReduceOp op, int tag, int64_t se
 // trip of kLongRttSeconds or more from its left neighbour, and a step's block of at most
 // kRingLookAheadMaxBytes. On a 1 Gbit/s link of 25 ms each way, 4 ranks, looking ahead made
 // the ring 1.1-2x faster with blocks up to 8 MiB; with 16 and 64 MiB blocks it was level
-// and with 32 MiB blocks 4-9 % slower (docs/results.md, "The ring's look-ahead").
+// and with 32 MiB blocks 4-9 % slower (docs/results.md, "Collectives and links").
 constexpr int64_t kRingLookAheadMaxBytes = int64_t{8} << 20;
 bool ring_looks_ahead(const Group& group, int64_t block_bytes);
 
@@ -36,7 +36,7 @@ void direct_all_reduce(Group& group, at::Tensor& flat, ReduceOp op, int tag);
 // notice queues behind this rank's own outgoing data on the pair's one connection: posted
 // after a large send, it waits for that send to cross, and on a slow link the two
 // directions then take turns (half the rate). Small sends are quicker the other way round
-// on loopback (docs/results.md, "Receives before sends").
+// on loopback (docs/results.md, "Slow links and auto").
 constexpr int64_t kReceiveFirstMinBytes = 128 * 1024;
 constexpr bool receive_first(int64_t send_bytes) {
   return send_bytes >= kReceiveFirstMinBytes;

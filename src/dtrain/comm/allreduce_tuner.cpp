@@ -60,7 +60,7 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   const size_t n = candidates.size();
   // Small calls are noisy and cheap, so they take more turns (the same number on every rank): at
   // 64 KiB on 2 shared cores the same algorithm's mean varies by 2x from run to run, and
-  // 6 turns picked candidates 15-25 % slower than the best (docs/results.md, 2026-11-26).
+  // 6 turns picked candidates 15-25 % slower than the best (measured 2026-11-26).
   const int64_t bytes = flat.numel() * flat.element_size();
   const int turns = bytes <= (int64_t{1} << 20) ? 16 : bytes <= (int64_t{16} << 20) ? 4 : 2;
   std::vector<std::vector<double>> times(n);
@@ -70,8 +70,8 @@ AllReduceTuner::Choice AllReduceTuner::calibrate(Group& group, const at::Tensor&
   // 1 MiB on 2 shared cores native read 445-522 us between the others, 330-390 in a row). On
   // a long link the switch costs more (the ranks' skew, connections TCP restarts after idling;
   // exchange at 256 KiB 25 ms apart: 151 ms cold, 52 warm), and the sample is a mean because
-  // with openings the ranks take turns finishing first (docs/results.md, "Openings",
-  // "Calibrated in blocks"). Above kBlockMaxBytes on a short link one call a sample: the
+  // with openings the ranks take turns finishing first (docs/results.md, "Collectives and
+  // links"). Above kBlockMaxBytes on a short link one call a sample: the
   // switch is small beside the call, and blocks would double a calibration of seconds.
   const bool long_link = on_a_long_link(group);
   const bool in_blocks = long_link || bytes <= kBlockMaxBytes;

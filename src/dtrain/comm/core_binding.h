@@ -1,6 +1,6 @@
 // How a launched rank's threads share the host's cores with the other ranks on it: what
 // `--bind cores` (the default) does and `--bind none` leaves to the scheduler. Measured on
-// 2 ranks sharing 2 cores (docs/results.md, "Ranks bound to cores"), where the scheduler
+// 2 ranks sharing 2 cores (docs/results.md, "DDP and SyncBatchNorm"), where the scheduler
 // left both ranks idle for up to a 4 ms tick at a time: a Gloo I/O thread woken by the
 // peer's message preempted its own rank's thread while that thread held the Gloo pair's
 // lock, and Gloo's I/O loop then polls that lock until the tick preempts it.

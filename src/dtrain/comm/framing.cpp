@@ -94,27 +94,22 @@ void Request::wait() {
   if (s.frame.defined()) s.group->give_back_frame(std::move(s.frame));
 }
 
-namespace {
-
 // The messages of one payload, in posting order, and the connection each takes.
-struct Plan {
+struct Group::Plan {
   std::vector<at::Tensor> messages;
   std::vector<int> streams;
   void add(at::Tensor m, int stream) {
     messages.push_back(std::move(m));
     streams.push_back(stream);
   }
+  // The pieces of `bytes`: `piece` bytes each, spread over `k` connections.
+  void add_pieces(const at::Tensor& bytes, int64_t piece, int k) {
+    const int64_t n = bytes.numel();
+    int j = 0;
+    for (int64_t begin = 0; begin < n; begin += piece, ++j)
+      add(bytes.narrow(0, begin, std::min(piece, n - begin)), j % k);
+  }
 };
-
-// The pieces of `bytes`: `piece` bytes each, spread over `k` connections.
-void add_pieces(Plan& plan, const at::Tensor& bytes, int64_t piece, int k) {
-  const int64_t n = bytes.numel();
-  int j = 0;
-  for (int64_t begin = 0; begin < n; begin += piece, ++j)
-    plan.add(bytes.narrow(0, begin, std::min(piece, n - begin)), j % k);
-}
-
-}  // namespace
 
 Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
                     const PostOptions& options) {
@@ -137,43 +132,62 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
   const bool checked = (options.checked || options.deferred) && wire_check_;
   Plan plan;
   if (!checked) {
-    add_pieces(plan, bytes, k > 1 ? striped_piece_bytes(s.bytes, k) : s.bytes, k);
+    plan.add_pieces(bytes, k > 1 ? striped_piece_bytes(s.bytes, k) : s.bytes, k);
   } else if (s.bytes <= kInlineCheckBytes && !options.deferred && k == 1) {
-    at::Tensor framed;  // payload and check, one message
-    if (options.room == Room::kCheck) {
-      framed = at::from_blob(bytes.data_ptr(), {s.bytes + kCheckBytes}, at::kByte);
-      s.keep_alive.push_back(bytes);
-    } else {
-      s.frame = take_frame(s.bytes + kCheckBytes);
-      framed = s.frame.narrow(0, 0, s.bytes + kCheckBytes);
-    }
-    auto* data = framed.data_ptr<uint8_t>();
-    const auto n = static_cast<size_t>(s.bytes);
-    if (send) {
-      write_check(data + s.bytes,
-                  s.frame.defined() ? checksum_copy(data, bytes.data_ptr(), n) : checksum(data, n),
-                  s.bytes);
-    } else {
-      if (s.frame.defined()) s.payload = bytes;  // copied out in wait()
-      s.framed = framed;
-    }
-    plan.add(framed, 0);
+    plan_inline(s, bytes, send, options.room, plan);
   } else {
     const int64_t piece = std::min(options.deferred ? s.bytes : piece_bytes(s.bytes),
                                    k > 1 ? striped_piece_bytes(s.bytes, k) : s.bytes);
-    add_pieces(plan, bytes, piece, k);
+    plan.add_pieces(bytes, piece, k);
     s.check = at::empty({kCheckBytes}, at::kByte);
     if (!send) s.pieces = plan.messages;
     s.deferred = options.deferred;
     plan.add(s.check, 0);
   }
+  post_plan(s, bytes, plan, options);
+  for (const auto& m : plan.messages)  // views of the caller's storage, or our framed copy
+    s.keep_alive.push_back(m);
+  if (send) s.check = at::Tensor();  // only a receive verifies in wait()
+  return req;
+}
+
+// Payload and check in one message: the caller's buffer where it left room for the check,
+// else a pooled frame the payload is copied into (a send) or out of (a receive, in wait()).
+void Group::plan_inline(Request::State& s, const at::Tensor& bytes, bool send, Room room,
+                        Plan& plan) {
+  at::Tensor framed;
+  if (room == Room::kCheck) {
+    framed = at::from_blob(bytes.data_ptr(), {s.bytes + kCheckBytes}, at::kByte);
+    s.keep_alive.push_back(bytes);
+  } else {
+    s.frame = take_frame(s.bytes + kCheckBytes);
+    framed = s.frame.narrow(0, 0, s.bytes + kCheckBytes);
+  }
+  auto* data = framed.data_ptr<uint8_t>();
+  const auto n = static_cast<size_t>(s.bytes);
+  if (send) {
+    write_check(data + s.bytes,
+                s.frame.defined() ? checksum_copy(data, bytes.data_ptr(), n) : checksum(data, n),
+                s.bytes);
+  } else {
+    if (s.frame.defined()) s.payload = bytes;  // copied out in wait()
+    s.framed = framed;
+  }
+  plan.add(framed, 0);
+}
+
+// Posts the plan's messages in order. A checked send in pieces checksums each piece just
+// before it goes and writes the check message last.
+void Group::post_plan(Request::State& s, const at::Tensor& bytes, const Plan& plan,
+                      const PostOptions& options) {
+  const bool send = s.dir == Direction::kSend;
   try {  // posting already fails when the connection to the peer is gone
     auto& pg = *backend_->pg;
     uint32_t crc = 0;
     for (size_t i = 0; i < plan.messages.size(); ++i) {
       std::vector<at::Tensor> one{plan.messages[i]};
       if (send && s.check.defined()) {
-        if (i + 1 < plan.messages.size()) {  // checksum each piece just before it goes
+        if (i + 1 < plan.messages.size()) {
           if (!options.deferred)
             crc = checksum(one[0].data_ptr(), static_cast<size_t>(one[0].numel()), crc);
         } else if (!options.deferred) {
@@ -185,17 +199,13 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
               s.bytes);
         }
       }
-      const int gloo_tag = stream_tag(tag, plan.streams[i]);
-      s.works.push_back(send ? pg.send(one, peer, gloo_tag) : pg.recv(one, peer, gloo_tag));
+      const int gloo_tag = stream_tag(s.tag, plan.streams[i]);
+      s.works.push_back(send ? pg.send(one, s.peer, gloo_tag) : pg.recv(one, s.peer, gloo_tag));
     }
   } catch (const std::exception& e) {
     s.done = true;
-    fail(dir, peer, tag, s.bytes, 0.0, e.what());
+    fail(s.dir, s.peer, s.tag, s.bytes, 0.0, e.what());
   }
-  for (const auto& m : plan.messages)  // views of the caller's storage, or our framed copy
-    s.keep_alive.push_back(m);
-  if (send) s.check = at::Tensor();  // only a receive verifies in wait()
-  return req;
 }
 
 }  // namespace dtrain::comm

@@ -158,7 +158,7 @@ class Group {
   // rank's payloads go out. Gloo sends data only to a posted receive, and a receive's
   // notice travels behind this rank's own outgoing data on the pair's one connection: a
   // receive posted after a large send waits for that send to cross, and on a slow link the
-  // two directions then take turns (half the rate; docs/results.md, "Receives before sends").
+  // two directions then take turns (half the rate; docs/results.md, "Slow links and auto").
   std::vector<std::vector<uint8_t>> exchange_bytes(
       const std::vector<int>& peers, const std::vector<const std::vector<uint8_t>*>& out, int tag,
       int64_t max_bytes = int64_t{1} << 34);
@@ -256,6 +256,12 @@ class Group {
     o.checked = checked;
     return post(tensor, peer, tag, dir, o);
   }
+  // post()'s steps for a CPU payload (framing.cpp): the messages it becomes (a Plan), the
+  // inline framing's one message, and the plan's posting.
+  struct Plan;
+  void plan_inline(Request::State& s, const at::Tensor& bytes, bool send, Room room, Plan& plan);
+  void post_plan(Request::State& s, const at::Tensor& bytes, const Plan& plan,
+                 const PostOptions& options);
   // post() of a tensor off the CPU: by NCCL where it serves the tensor's GPU, else a host
   // copy through post().
   Request post_off_cpu(const at::Tensor& tensor, int peer, int tag, Direction dir,

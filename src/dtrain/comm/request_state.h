@@ -68,7 +68,7 @@ constexpr int64_t kStripeMinBytes = Group::kStripeMinBytes;
 // only openings, idles between calls past TCP's retransmission timeout, and Linux starts it
 // again from its initial window: on the 25 ms lab the ring's opening then arrived last, and
 // a 4-rank all-reduce of 64 MiB took 1,009 ms instead of 893 (docs/results.md,
-// "Connections kept warm").
+// "Collectives and links").
 constexpr int64_t kStripeGrain = 64;
 inline int64_t striped_piece_bytes(int64_t bytes, int k) {
   return round_up((bytes + k - 1) / k, kStripeGrain);

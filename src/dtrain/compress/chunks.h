@@ -11,7 +11,7 @@
 namespace dtrain::compress {
 
 // Values per thread below which starting a thread costs about what it saves (measured:
-// docs/results.md, "Codecs on threads"). Decoding costs ~8x less per value than encoding.
+// docs/results.md, "Codecs"). Decoding costs ~8x less per value than encoding.
 constexpr int64_t kMinEncodeChunk = int64_t{1} << 19;
 constexpr int64_t kMinDecodeChunk = int64_t{1} << 20;
 

@@ -2,7 +2,7 @@
 // its largest magnitude m: levels span [-c_B m, c_B m], values beyond are clamped. Meant
 // for rotated values (rot:tile:B): after a Hadamard rotation a tile's values are close to
 // Gaussian, and c_B is the clipping ratio that minimizes the mean squared error of Gaussian
-// tiles of 256 (measured: docs/results.md, "Rotated codecs"); it lands within 4 % of the
+// tiles of 256 (measured: docs/results.md, "Codecs"); it lands within 4 % of the
 // Lloyd-Max bound at 2-4 bits. The per-tile range is TAH-Quant's tile-wise scaling; the max
 // (not a variance) is what sets it because a max is exact on every device, so a GPU's
 // packets are the CPU's bytes.
