@@ -7,6 +7,7 @@
 namespace dtrain::cli {
 
 void register_launch(CLI::App& parent, int& exit_code);
+void register_coordinator(CLI::App& parent, int& exit_code);
 void register_netlab(CLI::App& parent, int& exit_code);
 void register_codec(CLI::App& parent, int& exit_code);
 void register_train(CLI::App& parent, int& exit_code);

@@ -149,13 +149,7 @@ std::vector<int> world_sizes(const RankFlags& flags) {
   return flags.nprocs.empty() ? std::vector<int>{} : parse_int_list(flags.nprocs, "-n");
 }
 
-std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
-                                         const std::string& results_file) {
-  if (comm::launched_by_environment()) return std::nullopt;
-  if (flags.netlab && n < 2) {
-    throw std::invalid_argument("--netlab " + *flags.netlab + " needs -n 2 or more ranks");
-  }
-  if (n <= 1 && results_file.empty()) return std::nullopt;
+comm::LaunchOptions relaunch_options(const RankFlags& flags, int n) {
   comm::LaunchOptions o;
   o.nprocs = n;
   o.max_restarts = flags.max_restarts;
@@ -164,6 +158,17 @@ std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
   if (flags.netlab) place_on_lab(*flags.netlab, o);
   o.command = program_args();
   o.command[0] = self_executable();
+  return o;
+}
+
+std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
+                                         const std::string& results_file) {
+  if (comm::launched_by_environment()) return std::nullopt;
+  if (flags.netlab && n < 2) {
+    throw std::invalid_argument("--netlab " + *flags.netlab + " needs -n 2 or more ranks");
+  }
+  if (n <= 1 && results_file.empty()) return std::nullopt;
+  comm::LaunchOptions o = relaunch_options(flags, n);
   if (!results_file.empty()) {
     o.command.push_back("--results-file");
     o.command.push_back(results_file);

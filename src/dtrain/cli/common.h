@@ -84,6 +84,8 @@ std::vector<int> world_sizes(const RankFlags& flags);
 // If -n asks for more than one rank and this process is not already a launched rank,
 // runs this same command line on n local ranks (adding --results-file when given) and
 // returns the launcher's exit status; otherwise returns nullopt: go on as a rank.
+// The launcher's options for n local ranks of this very command (its flags, lab, port).
+comm::LaunchOptions relaunch_options(const RankFlags& flags, int n);
 std::optional<int> relaunch_if_requested(const RankFlags& flags, int n,
                                          const std::string& results_file = "");
 

@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   dtrain::cli::register_scale(app, exit_code);
   dtrain::cli::register_report(app, exit_code);
   dtrain::cli::register_launch(app, exit_code);
+  dtrain::cli::register_coordinator(app, exit_code);
   dtrain::cli::register_netlab(app, exit_code);
   dtrain::cli::register_codec(app, exit_code);
   CLI::App* bench =

@@ -7,6 +7,7 @@
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
 #include "dtrain/cli/diloco_options.h"
+#include "dtrain/cli/elastic_run.h"
 #include "dtrain/cli/tracing.h"
 #include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/group.h"
@@ -58,6 +59,7 @@ struct TrainOptions {
   int compress_min_bits = 8;
   double compress_runoff = parallel::AutoCompress{}.runoff_window;
   bool compress_outer_auto = false;
+  ElasticFlags elastic;
 };
 
 const EnumNames<bool> kEdgeNames("edge set", {{false, "client"}, {true, "all"}});
@@ -186,6 +188,7 @@ void register_train(CLI::App& parent, int& exit_code) {
                    "none, pipeline (one stage per rank, -n S), ddp (data parallel, -n N) or "
                    "diloco (-n R replicas training alone, averaged every --sync-every steps)");
   add_diloco_options(sub, c.parallel.diloco, o->compress_outer_auto);
+  add_elastic_options(sub, c.parallel.elastic, o->elastic);
   auto& d = c.parallel.ddp;
   add_typed_option(sub, "--algo", d.algorithm, comm::parse_algorithm,
                    "ddp: all-reduce algorithm (" + comm::algorithm_names() + ")");
@@ -350,14 +353,19 @@ void register_train(CLI::App& parent, int& exit_code) {
         o->config.parallel.ddp.auto_compress = options;
       }
     }
-    if (const auto status = relaunch_if_requested(o->ranks, n)) {
-      exit_code = *status;
-      return;
-    }
     if (o->config.data.name == "synthetic")
       o->config.data.input_shape = parse_shape(o->input_shape);
     o->config.progress = !o->no_progress && !o->quiet;
     o->config.command = command_line();
+    check_elastic_flags(o->config.parallel.elastic);
+    if (o->config.parallel.elastic.enabled) {
+      exit_code = run_elastic(o->config, o->ranks, o->elastic, n);
+      return;
+    }
+    if (const auto status = relaunch_if_requested(o->ranks, n)) {
+      exit_code = *status;
+      return;
+    }
     if (o->threads < 0) throw std::invalid_argument("--threads must be positive");
     // OpenMP may default to 1 thread under a CPU quota; use every core this process may
     // run on unless told.

@@ -51,16 +51,19 @@ void Request::wait() {
     const size_t n = s.works.size();
     for (size_t j = 0; j < n; ++j) {
       const size_t i = verify_pieces ? j : n - 1 - j;
-      s.works[i]->wait(s.group->timeout());
+      // False: aborted (Group::abort), the group's reason says why.
+      if (!s.works[i]->wait(s.group->timeout())) s.group->throw_if_aborted();
       if (verify_pieces && i < s.pieces.size())
         crc = s.group->checksum(s.pieces[i].data_ptr(), static_cast<size_t>(s.pieces[i].numel()),
                                 crc);
     }
   } catch (const std::exception& e) {
     s.done = true;
+    s.group->untrack(s);
     s.group->fail(s.dir, s.peer, s.tag, s.bytes,
                   std::chrono::duration<double>(Clock::now() - s.posted).count(), e.what());
   }
+  s.group->untrack(s);
   const auto end = Clock::now();
   s.done = true;
   if (s.finish) {
@@ -118,6 +121,7 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
     throw std::invalid_argument(describe() + ": point-to-point tensors must be contiguous");
   }
   if (tag < 0) throw std::invalid_argument(describe() + ": negative tag");
+  throw_if_aborted();
   if (!tensor.device().is_cpu()) return post_off_cpu(tensor, peer, tag, dir, options);
   Request req = new_request(tensor, peer, tag, dir);
   auto& s = *req.state_;
@@ -206,6 +210,7 @@ void Group::post_plan(Request::State& s, const at::Tensor& bytes, const Plan& pl
     s.done = true;
     fail(s.dir, s.peer, s.tag, s.bytes, 0.0, e.what());
   }
+  track(s);
 }
 
 }  // namespace dtrain::comm

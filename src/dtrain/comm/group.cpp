@@ -18,6 +18,7 @@ using Clock = std::chrono::steady_clock;
 Group::Group(std::unique_ptr<Backend> backend)
     : backend_(std::move(backend)),
       openings_(std::make_unique<Openings>(backend_->pg->getSize())),
+      aborts_(std::make_unique<Aborts>()),
       rank_(backend_->pg->getRank()),
       size_(backend_->pg->getSize()),
       timeout_(backend_->timeout),

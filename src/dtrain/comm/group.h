@@ -229,6 +229,17 @@ class Group {
   Request isend_opening_if_fits(const at::Tensor& tensor, int peer, int tag);
   Request irecv_opening_if_fits(at::Tensor& tensor, int peer, int tag);
 
+  // Aborts (elastic membership, elastic/): after make_abortable(), called before the first
+  // message, abort() from any thread ends every pending point-to-point wait of the group at
+  // once (Gloo's send and receive works are aborted) with a CommError carrying `reason`, and
+  // every later post or wait throws it too: a group once aborted is done, make a new one.
+  // A failed message of an abortable group throws at once, without waiting for the peer's
+  // published error. The backend's own collectives (native_*, barrier) are not abortable.
+  void make_abortable();
+  bool abortable() const;
+  void abort(const std::string& reason);
+  bool aborted() const;
+
   LinkStats link_stats(int peer) const;
   void reset_link_stats();
 
@@ -313,6 +324,11 @@ class Group {
   template <typename Collective>
   void run_native(const char* what, Collective&& collective);
 
+  // Aborts (aborts.cpp): the pending works of an abortable group, tracked from post to wait.
+  struct Aborts;
+  void track(Request::State& s);
+  void untrack(Request::State& s);
+  void throw_if_aborted() const;
   // Openings (openings.cpp; the caller holds the openings' mutex): an opening's arguments
   // checked, its byte view returned; a link and tag's standing receives posted where taken;
   // a received opening checked and copied out of them, and its receives posted again.
@@ -327,6 +343,7 @@ class Group {
   // The openings' standing receives (openings.h): declared after backend_, so their
   // pending receives go before the connections they wait on.
   std::unique_ptr<Openings> openings_;
+  std::unique_ptr<Aborts> aborts_;
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;

@@ -12,6 +12,14 @@
 // unless one is fixed; DTRAIN_RESTART (0, 1, ...) tells the ranks which start this is. A
 // job that resumes from its checkpoints (train --checkpoint-dir D --resume) thus goes on
 // from the last one. A launcher told to stop (SIGINT, SIGTERM) never restarts.
+//
+// Elastic (docs/elastic.md): a coordinator process (coordinator_command with "--port P"
+// added, placed where rank 0 would be) hosts the run's membership on master_addr:P; the
+// ranks are its replicas. A rank that fails does not stop the others: its slot is started
+// again alone restart_delay_s later, at most max_restarts times a slot, with its restart
+// count in DTRAIN_RESTART; it joins the running job. The launcher returns 0 once the run is
+// done (a rank ended with 0 and the coordinator with it), else the first failure's status;
+// when the coordinator ends first, it stops the ranks.
 #pragma once
 
 #include <string>
@@ -38,9 +46,14 @@ struct LaunchOptions {
   int max_restarts = 0;
   std::vector<std::pair<std::string, std::string>> extra_env;
   std::vector<RankPlacement> placements;  // empty, or one per rank
+  bool elastic = false;
+  std::vector<std::string> coordinator_command;
+  double restart_delay_s = 1.0;
 };
 
 int launch(const LaunchOptions& options);
+// launch() of an elastic job (launch_elastic.cpp).
+int launch_elastic(const LaunchOptions& options);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, close).
 int pick_free_port();

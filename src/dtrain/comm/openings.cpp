@@ -83,6 +83,7 @@ at::Tensor Group::opening_bytes(const at::Tensor& tensor, int peer, int tag,
 Request Group::isend_opening(const at::Tensor& tensor, int peer, int tag) {
   const std::lock_guard<std::mutex> lock(openings_->mutex);
   const at::Tensor bytes = opening_bytes(tensor, peer, tag, "isend_opening");
+  throw_if_aborted();
   Request req = new_request(tensor, peer, tag, Direction::kSend);
   auto& s = *req.state_;
   if (s.bytes == 0) {  // both ends know: nothing crosses, no sequence number is spent
@@ -112,12 +113,14 @@ Request Group::isend_opening(const at::Tensor& tensor, int peer, int tag) {
     fail(Direction::kSend, peer, tag, s.bytes, 0.0, e.what());
   }
   s.keep_alive.push_back(trailer);
+  track(s);
   return req;
 }
 
 Request Group::irecv_opening(at::Tensor& tensor, int peer, int tag) {
   const std::lock_guard<std::mutex> lock(openings_->mutex);
   const at::Tensor bytes = opening_bytes(tensor, peer, tag, "irecv_opening");
+  throw_if_aborted();
   Request req = new_request(tensor, peer, tag, Direction::kRecv);
   auto& s = *req.state_;
   if (s.bytes == 0) {
@@ -155,6 +158,7 @@ Request Group::irecv_opening(at::Tensor& tensor, int peer, int tag) {
   s.finish = [this, peer, tag, bytes, pieces](Request::State&) {
     take_opening(bytes, pieces, peer, tag);
   };
+  track(s);
   return req;
 }
 

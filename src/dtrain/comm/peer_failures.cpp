@@ -18,6 +18,8 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
   msg << describe() << ": " << (dir == Direction::kSend ? "send to" : "recv from") << " rank "
       << peer << " (tag " << tag << ", " << bytes << " bytes) failed after " << waited_s
       << " s: " << what.substr(0, what.find('\n'));
+  // An elastic group's failures are its membership's to explain (elastic/): throw now.
+  if (aborted() || abortable()) throw CommError(msg.str());
   std::ostringstream silent;
   silent << " -- rank " << peer << " exited, crashed or stopped responding (timeout "
          << timeout_.count() << " ms); see its output";

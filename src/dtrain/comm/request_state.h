@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -41,6 +43,14 @@ struct Request::State {
   // an opening's copy out of the group's standing buffers and its check (openings.cpp).
   std::function<void(State&)> finish;
   bool done = false;
+};
+
+// An abortable group's pending works (Group::make_abortable).
+struct Group::Aborts {
+  std::mutex mutex;
+  bool enabled = false;
+  std::string reason;  // set once aborted
+  std::vector<c10::intrusive_ptr<c10d::Work>> pending;
 };
 
 // Payloads up to kInlineCheckBytes travel with their check appended (one message: a copy,

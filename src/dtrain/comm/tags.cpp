@@ -86,9 +86,9 @@ int connect_probe_tag() {
 }
 
 std::string describe_tag(int tag) {
-  static const char* const kSpaceNames[] = {"unregistered", "collective",  "pipeline",
-                                            "DDP",          "report",      "benchmark",
-                                            "tuning",       "DiLoCo outer"};
+  static const char* const kSpaceNames[] = {"unregistered", "collective",   "pipeline",
+                                            "DDP",          "report",       "benchmark",
+                                            "tuning",       "DiLoCo outer", "elastic"};
   const int space = tag >> kFieldBits;
   const int known = static_cast<int>(sizeof(kSpaceNames) / sizeof(kSpaceNames[0]));
   char hex[16];

@@ -7,8 +7,9 @@
 //
 // Spaces: collectives (all_reduce's algorithms, broadcast, reduce_scatter / all_gather,
 // SyncBatchNorm's reductions), the pipeline (activations, gradients, labels, commands,
-// results), DDP's compressed exchange, DiLoCo's outer exchange, reports (a rank's summary to rank
-// 0), and benchmarks. Space values stay below 2^7, so every tag is a positive int.
+// results), DDP's compressed exchange, DiLoCo's outer exchange, elastic DiLoCo's records and
+// state transfers, reports (a rank's summary to rank 0), and benchmarks. Space values stay below
+// 2^7, so every tag is a positive int.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +25,9 @@ enum class TagSpace : int {
   kDdp = 3,
   kReport = 4,
   kBenchmark = 5,
-  kTuning = 6,  // link probes and codec choices of --compress-grad auto
-  kOuter = 7,   // DiLoCo's coded outer exchange
+  kTuning = 6,   // link probes and codec choices of --compress-grad auto
+  kOuter = 7,    // DiLoCo's coded outer exchange
+  kElastic = 8,  // elastic DiLoCo: records beside the outer exchange, state transfers
 };
 
 struct TagField {

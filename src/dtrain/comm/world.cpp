@@ -20,6 +20,7 @@
 #include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/kv_store_impl.h"
 #include "dtrain/comm/link_probe.h"
 #include "dtrain/comm/nccl_backend.h"
 #include "dtrain/comm/rendezvous.h"
@@ -281,6 +282,35 @@ std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
   backend->gloo_hostname = "127.0.0.1";
   auto group = std::make_unique<Group>(std::move(backend));
   if (streams > 1) configure_streams(*group, /*everywhere=*/true, /*openings=*/true);
+  return group;
+}
+
+std::unique_ptr<Group> connect_members(KeyValueStore& store, const std::string& name, int rank,
+                                       int size, const WorldConfig& config,
+                                       std::chrono::milliseconds connect_timeout) {
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store.impl().store);
+  std::unique_ptr<Backend> backend;
+  int streams = 1;
+  try {
+    streams = config.streams > 0
+                  ? config.streams
+                  : auto_streams(longest_rtt_to_rank0(*prefixed, rank, size, connect_timeout));
+    auto pg = make_gloo(prefixed, rank, size, connect_timeout, config.gloo_hostname,
+                        config.gloo_interface, /*io_thread_batch=*/false, streams);
+    backend = std::make_unique<Backend>(pg, prefixed, config.timeout, config.wire_check);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw CommError("member " + std::to_string(rank) + "/" + std::to_string(size) +
+                    ": connecting '" + name + "' failed: " + what.substr(0, what.find('\n')));
+  }
+  backend->streams = streams;
+  backend->streams_everywhere = config.streams > 0;
+  backend->openings = config.openings;
+  backend->gloo_hostname = config.gloo_hostname;
+  backend->gloo_interface = config.gloo_interface;
+  auto group = std::make_unique<Group>(std::move(backend));
+  group->make_abortable();
+  if (streams > 1) configure_streams(*group, config.streams > 0, config.openings);
   return group;
 }
 

@@ -101,6 +101,17 @@ std::unique_ptr<Group> connect(const WorldConfig& config);
 std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& members,
                                         const std::string& name);
 
+// A group of `size` processes that meet through `store` under `name` (an elastic view's
+// members: elastic/membership.h), this process being `rank`: connected as connect() connects
+// (the config's timeout, wire check, interface, streams, openings), Gloo's rendezvous waiting
+// at most `connect_timeout` for every member, and abortable (Group::make_abortable). No rank
+// hosts anything and no token is proved here: the store's host admitted every member.
+// Collective over the members.
+class KeyValueStore;
+std::unique_ptr<Group> connect_members(KeyValueStore& store, const std::string& name, int rank,
+                                       int size, const WorldConfig& config,
+                                       std::chrono::milliseconds connect_timeout);
+
 // max(1, cores / local ranks): intra-op threads per rank so local ranks do not oversubscribe;
 // the cores this process may use (under taskset, those it left), not all the host has.
 int threads_per_rank(int local_world_size);

@@ -54,6 +54,18 @@ inline constexpr char kOuterFp32Bytes[] = "outer_fp32_bytes";
 inline constexpr char kWireBytesPerSample[] = "wire_bytes_per_sample";
 inline constexpr char kComputeUtilization[] = "compute_utilization";
 
+// Elastic DiLoCo's epoch extras (docs/elastic.md): the replicas at the epoch's end, the views
+// its rounds trained in, outer steps whose exchange was redone among survivors, the samples
+// of contributions that counted and their rate, the samples trained in contributions that did
+// not count (lost with their replica: trained again later), and the membership events.
+inline constexpr char kElasticMembers[] = "elastic_members";
+inline constexpr char kElasticViews[] = "elastic_views";
+inline constexpr char kElasticRedone[] = "elastic_redone";
+inline constexpr char kCommittedSamples[] = "committed_samples";
+inline constexpr char kCommittedSamplesPerS[] = "committed_samples_per_s";
+inline constexpr char kLostSamples[] = "lost_samples";
+inline constexpr char kElasticEvents[] = "elastic_events";
+
 // The pipeline's epoch extras, and its per-rank (stages) and per-link (links) rows.
 inline constexpr char kCompressionRatio[] = "compression_ratio";
 inline constexpr char kBubbleMeasured[] = "bubble_measured";

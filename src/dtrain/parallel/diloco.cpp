@@ -51,6 +51,7 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     : group_(group),
       replica_(replica != nullptr && replica->size() > 1 ? replica : nullptr),
       parameters_(std::move(parameters)),
+      flat_(parameters_),
       config_(std::move(config)) {
   if (parameters_.empty()) throw std::invalid_argument("DiLoCo: the model has no parameters");
   int64_t values = 0;
@@ -79,7 +80,7 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     group_.native_broadcast(host, 0);
     t.copy_(host);
   }
-  anchor_ = flat_parameters(0, values);
+  anchor_ = flat_.read_all();
   momentum_ = at::zeros_like(anchor_);
   const int64_t f_count = config_.fragments, h = config_.sync_every;
   for (int64_t f = 0; f < f_count; ++f) {
@@ -120,44 +121,6 @@ void Diloco::choose_codec() {
 }
 
 Diloco::~Diloco() = default;
-
-// Calls part(p, start, from, count) for each parameter p holding values of [begin, end) of
-// the parameters' concatenation: p's values [start, start + count) are the range's
-// [from, from + count).
-template <class Part>
-void Diloco::each_part(int64_t begin, int64_t end, Part part) const {
-  int64_t offset = 0;
-  for (const auto& p : parameters_) {
-    const int64_t from = std::max(begin, offset), to = std::min(end, offset + p.numel());
-    if (from < to) part(p, from - offset, from - begin, to - from);
-    offset += p.numel();
-  }
-}
-
-// The parameters' values in [begin, begin + size) of their concatenation, flat.
-at::Tensor Diloco::flat_parameters(int64_t begin, int64_t size) const {
-  std::vector<at::Tensor> parts;
-  each_part(begin, begin + size, [&](const at::Tensor& p, int64_t start, int64_t, int64_t count) {
-    parts.push_back(p.detach().reshape({-1}).narrow(0, start, count));
-  });
-  return at::cat(parts);
-}
-
-// parameters[begin, begin + n) = own_weight * themselves + (1 - own_weight) * values.
-void Diloco::write_parameters(int64_t begin, const at::Tensor& values, double own_weight) {
-  each_part(begin, begin + values.numel(),
-            [&](const at::Tensor& p, int64_t start, int64_t from, int64_t count) {
-              // A view where the layout allows (contiguous), else a copy written back below.
-              at::Tensor flat = p.detach().reshape({-1});
-              at::Tensor part = flat.narrow(0, start, count);
-              const at::Tensor source = values.narrow(0, from, count).to(p.device());
-              if (own_weight == 0)
-                part.copy_(source);
-              else
-                part.mul_(own_weight).add_(source, 1 - own_weight);
-              if (!p.is_contiguous()) p.detach().copy_(flat.view(p.sizes()));
-            });
-}
 
 at::Tensor Diloco::flat_buffers() const {
   return buffers_.empty() ? at::Tensor() : flatten_to_host(buffers_);
@@ -204,18 +167,15 @@ void Diloco::gather_blocks(Averaged& averaged, int64_t size) {
   averaged.pseudo_gradient = whole;
 }
 
-// Outer SGD with Nesterov momentum on the averaged pseudo-gradient g, as torch.optim.SGD
-// does it: m = mu m + g; anchor -= lr (g + mu m).
+// The outer step (flat_parameters.h: Nesterov, as torch.optim.SGD) on the fragment's range.
 void Diloco::apply(size_t fragment, const Averaged& averaged, double own_weight) {
   const Fragment& f = fragments_[fragment];
   const at::NoGradGuard no_grad;
   const at::Tensor g = averaged.pseudo_gradient.to(anchor_.device());
-  at::Tensor momentum = momentum_.narrow(0, f.begin, f.size);
   at::Tensor anchor = anchor_.narrow(0, f.begin, f.size);
-  const double mu = config_.outer_momentum;
-  momentum.mul_(mu).add_(g);
-  anchor.sub_(g.add(momentum, mu), config_.outer_lr);
-  write_parameters(f.begin, anchor, own_weight);
+  nesterov_outer_step(anchor, momentum_.narrow(0, f.begin, f.size), g, config_.outer_lr,
+                      config_.outer_momentum);
+  flat_.write(f.begin, anchor, own_weight);
   if (averaged.buffers.defined()) copy_from_flat(averaged.buffers, buffers_);
   ++stats_.outer_steps;
   stats_.exchange_s += averaged.seconds;
@@ -230,7 +190,7 @@ void Diloco::launch(size_t fragment, bool background) {
   at::Tensor g;
   {
     const at::NoGradGuard no_grad;
-    g = (anchor_.narrow(0, f.begin, f.size) - flat_parameters(f.begin, f.size))
+    g = (anchor_.narrow(0, f.begin, f.size) - flat_.read(f.begin, f.size))
             .to(at::kCPU)
             .contiguous();
   }

@@ -47,6 +47,7 @@
 #include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/background_worker.h"
 #include "dtrain/parallel/coded_feedback.h"
+#include "dtrain/parallel/flat_parameters.h"
 
 namespace dtrain::comm {
 class Group;
@@ -134,10 +135,6 @@ class Diloco {
     double waited_s = 0;  // training's time blocked on it so far
   };
 
-  template <class Part>
-  void each_part(int64_t begin, int64_t end, Part part) const;
-  at::Tensor flat_parameters(int64_t begin, int64_t size) const;
-  void write_parameters(int64_t begin, const at::Tensor& values, double own_weight);
   at::Tensor flat_buffers() const;
   // The fragment averaged over `group_` (with a replica of several ranks: this rank's block).
   Averaged exchange(size_t fragment, const at::Tensor& pseudo_gradient, const at::Tensor& buffers);
@@ -154,6 +151,7 @@ class Diloco {
   comm::Group& group_;
   comm::Group* replica_;  // null, or this replica's ranks
   std::vector<at::Tensor> parameters_, buffers_;
+  FlatParameters flat_;
   DilocoConfig config_;
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   bool codec_pending_ = false;              // auto, not chosen yet

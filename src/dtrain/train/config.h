@@ -78,11 +78,24 @@ struct DdpOptions {
   bool sync_bn = false;
 };
 
+// --elastic (docs/elastic.md): DiLoCo's replicas may die and join while the run goes on.
+struct ElasticOptions {
+  bool enabled = false;
+  int min_replicas = 1;
+  double heartbeat_interval_s = 0.1;
+  double heartbeat_timeout_s = 1.0;
+  double connect_timeout_s = 10;
+  std::string join;        // HOST:PORT of a `dtrain coordinator`; empty: MASTER_ADDR/PORT
+  std::string fault_plan;  // tests only (elastic/fault_plan.h)
+  std::string sample_log;  // tests only: JSON lines of the sample positions each round counted
+};
+
 struct ParallelConfig {
   ParallelMode mode = ParallelMode::kNone;
   PipelineOptions pipeline;
   DdpOptions ddp;
   parallel::DilocoConfig diloco;
+  ElasticOptions elastic;
 };
 
 struct TrainConfig {

@@ -19,59 +19,12 @@
 #include "dtrain/train/checkpointer.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/epoch_loop.h"
+#include "dtrain/train/run_setup.h"
 
 namespace dtrain::train {
 namespace {
 
 namespace key = metrics::key;
-
-data::Dataset limit(data::Dataset d, int64_t n) {
-  if (n > 0 && n < d.size()) {
-    d.images = d.images.narrow(0, 0, n);
-    d.labels = d.labels.narrow(0, 0, n);
-    if (d.masks.defined()) d.masks = d.masks.narrow(0, 0, n);
-  }
-  return d;
-}
-
-// What the ranks that hold data loaded, and the model config completed from it.
-struct Loaded {
-  data::Dataset train_set, test_set;
-  data::Normalization norm;
-  bool digit_like = false;
-  models::ModelConfig model;
-};
-
-// Loads the data on the ranks that hold it (all but pipeline followers) and completes the
-// model's input shape and class count; pipeline followers receive those from rank 0.
-Loaded load(const TrainConfig& c, comm::Group* group, bool holds_data) {
-  const bool pipelined = c.parallel.mode == ParallelMode::kPipeline;
-  Loaded in;
-  in.model = c.model;
-  if (holds_data) {
-    try {
-      data::DataConfig dc = c.data;
-      dc.seed = c.seed;
-      data::Splits splits = data::load(dc);
-      in.train_set = limit(splits.train, c.limit_train);
-      in.test_set = limit(splits.test, c.limit_test);
-      in.digit_like = splits.digit_like;
-      if (splits.vocab_size > 0) {
-        in.model.transformer.vocab = splits.vocab_size;
-        in.model.transformer.pad_id = splits.pad_id;
-      }
-    } catch (...) {
-      if (pipelined) share_model_shape(*group, in.model, true);
-      throw;
-    }
-    if (!models::takes_tokens(in.model)) in.norm = data::channel_stats(in.train_set.images);
-    in.model.input_shape = in.train_set.images.sizes().slice(1).vec();
-    in.model.num_classes = in.train_set.num_classes;
-  }
-  if (pipelined) share_model_shape(*group, in.model, false);
-  in.model.in_channels = in.model.input_shape[0];
-  return in;
-}
 
 // The mode's engine; nullptr on pipeline followers, which have already run to the end.
 std::unique_ptr<Engine> build_engine(const TrainConfig& c, comm::Group* group,
@@ -91,39 +44,12 @@ std::unique_ptr<Engine> build_engine(const TrainConfig& c, comm::Group* group,
   return make_local_engine(std::move(model), models::make_loss(c.loss), c.device, c.memory_format);
 }
 
-data::Augment default_augment(const TrainConfig& c, const Loaded& in) {
-  data::Augment augment;
-  if (in.model.input_shape.size() != 3) return augment;  // text
-  const bool colour32 = in.model.input_shape[1] >= 32 && !in.digit_like;
-  augment.crop_padding = c.crop_padding >= 0 ? c.crop_padding : (colour32 ? 4 : 0);
-  augment.flip = c.flip >= 0 ? c.flip == 1 : !in.digit_like && colour32;
-  return augment;
-}
-
 // PyTorch's "max memory allocated" beside peak RSS, when this rank computes on a GPU.
 void record_cuda_memory(const c10::Device& device, EpochStats& s) {
   if (!device.is_cuda()) return;
   const metrics::CudaMemory m = metrics::cuda_memory(device);
   s.extra[key::kCudaMaxAllocatedBytes] = m.max_allocated_bytes;
   s.extra[key::kCudaMaxReservedBytes] = m.max_reserved_bytes;
-}
-
-std::string epoch_line(const EpochStats& s, int64_t epochs) {
-  std::ostringstream line;
-  line << "epoch " << s.epoch << "/" << epochs << ": train loss " << std::fixed
-       << std::setprecision(4) << s.train_loss << ", test acc " << std::setprecision(2)
-       << 100 * s.test_acc << "%, ";
-  if (s.extra.contains(key::kTestMcc))
-    line << "test MCC " << std::setprecision(4) << s.extra[key::kTestMcc].get<double>() << ", ";
-  line << std::setprecision(0) << s.samples_per_s << " samples/s, " << std::setprecision(1)
-       << s.epoch_s << " s";
-  if (s.extra.contains(key::kWireCheckCost)) {
-    line << "; wire check " << std::showpos << std::setprecision(2)
-         << 100 * s.extra[key::kWireCheckCost].get<double>() << std::noshowpos << " % +- "
-         << 100 * s.extra[key::kWireCheckCostCi95].get<double>() << " % of step time ("
-         << s.extra[key::kWireCheckPairs].get<int64_t>() << " pairs)";
-  }
-  return line.str();
 }
 
 metrics::Row summary_row(const TrainConfig& c, const Loaded& in, int64_t parameters, int ranks,
@@ -152,21 +78,6 @@ metrics::Row summary_row(const TrainConfig& c, const Loaded& in, int64_t paramet
   summary[key::kThreads] = at::get_num_threads();
   summary[key::kPeakRssBytes] = metrics::peak_rss_bytes();
   return summary;
-}
-
-// A metrics row as written: with the command line that produced it.
-metrics::Row stamped(metrics::Row row, const TrainConfig& c) {
-  if (!c.command.empty()) row[key::kCommand] = c.command;
-  return row;
-}
-
-// A JSON-lines output of rank 0's (--metrics, --step-log), continued by a resumed run.
-std::ofstream open_rows_file(const std::string& path, const TrainConfig& c, bool leader) {
-  std::ofstream out;
-  if (path.empty() || !leader) return out;
-  out.open(path, c.resume ? std::ios::app : std::ios::trunc);
-  if (!out) throw std::runtime_error("cannot write " + path);
-  return out;
 }
 
 // Checkpoints and resumes are collective: every rank must have the same flags for them, or

@@ -1,0 +1,125 @@
+#include "dtrain/cli/elastic_run.h"
+
+#include <ATen/Parallel.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "dtrain/base/parse.h"
+#include "dtrain/comm/launch.h"
+#include "dtrain/train/elastic.h"
+
+namespace dtrain::cli {
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  const auto parsed = parse_integer(v, 0, 1 << 20);
+  if (!parsed) throw std::invalid_argument(std::string(name) + "='" + v + "' is not an integer");
+  return static_cast<int>(*parsed);
+}
+
+// HOST:PORT of --join into the world's master address and port.
+void join_address(const std::string& text, comm::WorldConfig& world) {
+  const size_t colon = text.rfind(':');
+  const auto port =
+      colon == std::string::npos ? std::nullopt : parse_integer(text.substr(colon + 1), 1, 65535);
+  if (colon == 0 || !port) throw std::invalid_argument("--join '" + text + "' is not HOST:PORT");
+  world.master_addr = text.substr(0, colon);
+  world.master_port = static_cast<int>(*port);
+}
+
+std::string seconds(double s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
+
+}  // namespace
+
+void add_elastic_options(CLI::App* sub, train::ElasticOptions& e, ElasticFlags& flags) {
+  sub->add_flag("--elastic", e.enabled,
+                "diloco: replicas may die and join while the run goes on (docs/elastic.md); "
+                "with -n, a coordinator hosts the membership and a failed replica is started "
+                "again (--max-restarts) and joins");
+  sub->add_option("--min-replicas", e.min_replicas,
+                  "elastic: with fewer live replicas the run waits for joiners at the next "
+                  "outer step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--join", e.join,
+                  "elastic: HOST:PORT of a `dtrain coordinator` to join (default MASTER_ADDR/"
+                  "MASTER_PORT)");
+  sub->add_option("--heartbeat-timeout", e.heartbeat_timeout_s,
+                  "elastic: seconds without a heartbeat before a replica is declared lost")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  sub->add_option("--restart-delay", flags.restart_delay_s,
+                  "elastic, -n: seconds before a failed replica is started again")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--fault-plan", e.fault_plan)->group("");  // tests (elastic/fault_plan.h)
+  sub->add_option("--sample-log", e.sample_log)->group("");  // tests: committed positions
+}
+
+void check_elastic_flags(const train::ElasticOptions& e) {
+  const train::ElasticOptions defaults;
+  if (e.enabled) return;
+  if (e.min_replicas != defaults.min_replicas || !e.join.empty() ||
+      e.heartbeat_timeout_s != defaults.heartbeat_timeout_s || !e.fault_plan.empty() ||
+      !e.sample_log.empty())
+    throw std::invalid_argument("--min-replicas, --join and --heartbeat-timeout are for --elastic");
+}
+
+int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const ElasticFlags& flags,
+                int n) {
+  const auto& e = config.parallel.elastic;
+  if (config.parallel.mode != train::ParallelMode::kDiloco)
+    throw std::invalid_argument("--elastic is for --parallel diloco");
+  if (!config.checkpoint_dir.empty() || config.resume)
+    throw std::invalid_argument(
+        "--elastic keeps its state in the live replicas: no "
+        "--checkpoint-dir or --resume");
+  if (e.min_replicas > std::max(1, n) && !comm::launched_by_environment() && e.join.empty())
+    throw std::invalid_argument("--min-replicas " + std::to_string(e.min_replicas) +
+                                " is more than the -n " + std::to_string(n) + " replicas started");
+  if (!comm::launched_by_environment() && e.join.empty()) {
+    // The launcher's elastic mode: a coordinator and N replicas. Its files start empty.
+    for (const auto& path : {config.metrics_path, config.step_log_path, e.sample_log})
+      if (!path.empty()) std::ofstream(path, std::ios::trunc);
+    comm::LaunchOptions o = relaunch_options(ranks, std::max(1, n));
+    o.elastic = true;
+    o.restart_delay_s = flags.restart_delay_s;
+    o.coordinator_command = {self_executable(),
+                             "coordinator",
+                             "--expect",
+                             std::to_string(o.nprocs),
+                             "--min-replicas",
+                             std::to_string(e.min_replicas),
+                             "--heartbeat-timeout",
+                             seconds(e.heartbeat_timeout_s),
+                             "--timeout",
+                             seconds(ranks.timeout_s)};
+    return comm::launch(o);
+  }
+  comm::WorldOverrides wo;
+  wo.gloo_hostname = ranks.gloo_hostname;
+  wo.gloo_interface = ranks.gloo_interface;
+  wo.timeout_s = ranks.timeout_s;
+  wo.streams = ranks.streams;
+  wo.master_addr = ranks.master_addr;
+  wo.master_port = ranks.master_port;
+  comm::WorldConfig world = comm::world_from_env(wo);
+  if (!e.join.empty()) join_address(e.join, world);
+  at::set_num_threads(comm::threads_per_rank(world.local_world_size));
+  const bool launched = comm::launched_by_environment() && e.join.empty();
+  const int slot = launched ? world.rank : -1;
+  const int restart = launched ? env_int("DTRAIN_RESTART", 0) : -1;
+  const auto history = train::train_elastic(config, world, slot, restart);
+  (void)history;
+  return 0;
+}
+
+}  // namespace dtrain::cli

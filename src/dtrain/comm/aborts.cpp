@@ -1,0 +1,75 @@
+// Aborting a group's pending messages (Group::make_abortable): an elastic run's view of its
+// members changes while an exchange is in flight, and the ranks still waiting in it must
+// let go at once, not at the group's timeout. Gloo's send and receive works can be aborted
+// from another thread (their wait() then returns false), so the group keeps the works
+// posted and not yet waited for, and abort() aborts each.
+#include <algorithm>
+
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/request_state.h"
+
+namespace dtrain::comm {
+
+void Group::make_abortable() {
+  const std::lock_guard<std::mutex> lock(aborts_->mutex);
+  aborts_->enabled = true;
+}
+
+bool Group::abortable() const {
+  const std::lock_guard<std::mutex> lock(aborts_->mutex);
+  return aborts_->enabled;
+}
+
+void Group::abort(const std::string& reason) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+  {
+    const std::lock_guard<std::mutex> lock(aborts_->mutex);
+    if (!aborts_->reason.empty()) return;
+    aborts_->reason = reason.empty() ? "aborted" : reason;
+    pending.swap(aborts_->pending);
+  }
+  for (auto& work : pending) {
+    try {
+      work->abort();
+    } catch (const std::exception&) {  // a work that completed or failed meanwhile
+    }
+  }
+}
+
+bool Group::aborted() const {
+  const std::lock_guard<std::mutex> lock(aborts_->mutex);
+  return !aborts_->reason.empty();
+}
+
+void Group::throw_if_aborted() const {
+  const std::lock_guard<std::mutex> lock(aborts_->mutex);
+  if (!aborts_->reason.empty())
+    throw CommError(describe() + ": the group was aborted: " + aborts_->reason);
+}
+
+void Group::track(Request::State& s) {
+  bool late = false;
+  {
+    const std::lock_guard<std::mutex> lock(aborts_->mutex);
+    if (!aborts_->enabled) return;
+    late = !aborts_->reason.empty();
+    if (!late) aborts_->pending.insert(aborts_->pending.end(), s.works.begin(), s.works.end());
+  }
+  if (late)  // aborted while these were being posted
+    for (auto& work : s.works)
+      work->abort();
+}
+
+void Group::untrack(Request::State& s) {
+  const std::lock_guard<std::mutex> lock(aborts_->mutex);
+  if (!aborts_->enabled || aborts_->pending.empty()) return;
+  auto& pending = aborts_->pending;
+  pending.erase(std::remove_if(pending.begin(), pending.end(),
+                               [&](const c10::intrusive_ptr<c10d::Work>& w) {
+                                 return std::find(s.works.begin(), s.works.end(), w) !=
+                                        s.works.end();
+                               }),
+                pending.end());
+}
+
+}  // namespace dtrain::comm

@@ -1,0 +1,40 @@
+// The samples of an epoch handed out round by round to whichever replicas are live (elastic
+// DiLoCo, docs/elastic.md): every replica of a round takes the next positions of the epoch's
+// permutation, and the positions of a replica lost before its round counted are handed out
+// again first in a later round, so that every sample of an epoch is trained once by a round
+// that counted.
+//
+// Positions index the epoch's permutation (sampler.h with one shard: the same on every
+// replica for a seed and epoch). The queue is part of the shared state the replicas agree
+// on: each applies the same assignments and requeues in the same order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dtrain::data {
+
+struct SampleQueue {
+  int64_t epoch = 0;
+  int64_t cursor = 0;         // positions [0, cursor) handed out this epoch
+  std::vector<int64_t> redo;  // positions to hand out again, before the cursor's
+};
+
+// The positions for each of `replicas` this round: up to `per_replica` each, first from
+// `redo`, then from the cursor, the last round of an epoch split as evenly as it goes (no
+// replica gets more than one more than another). Advances the queue. Throws
+// std::invalid_argument on non-positive counts.
+std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
+                                               int64_t per_replica, int64_t epoch_size);
+
+// Positions of a round that did not count (a lost replica's) go back to the queue.
+void requeue(SampleQueue& queue, const std::vector<int64_t>& positions);
+
+// Every position of the epoch handed out and none waiting to be again.
+bool epoch_done(const SampleQueue& queue, int64_t epoch_size);
+
+// Flat int64 form, for the shared state's transfer and digest: [epoch, cursor, n, redo...].
+std::vector<int64_t> pack(const SampleQueue& queue);
+SampleQueue unpack_queue(const std::vector<int64_t>& packed);
+
+}  // namespace dtrain::data

@@ -1,0 +1,101 @@
+// The coordinator of an elastic run: the one process the replicas' membership lives in. It
+// hosts the store (comm/kv_store.h), watches the replicas' heartbeats and registrations, and
+// publishes a new view (view.h) whenever a member is lost (its heartbeat silent for
+// heartbeat_timeout), leaves, or a replica registers. Replicas decide at their outer
+// boundaries which view they adopt (membership.h); the coordinator never waits for them.
+//
+// `dtrain launch` / `dtrain train -n N --elastic` run one in a process of their own (on host
+// 0 of a network lab); across hosts `dtrain coordinator` runs it where every replica can reach
+// it, and replicas started anywhere (their own torchrun or Slurm jobs) join with --join.
+// The coordinator is the run's single point of failure: the replicas stop when it is gone.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtrain/elastic/view.h"
+
+namespace dtrain::comm {
+class KeyValueStore;
+}
+
+namespace dtrain::elastic {
+
+struct CoordinatorConfig {
+  int expect = 1;        // replicas the first view waits for
+  int min_replicas = 1;  // ... or this many once form_timeout has passed
+  std::chrono::milliseconds form_timeout{60'000};
+  std::chrono::milliseconds heartbeat_timeout{1'000};
+  std::chrono::milliseconds poll{50};
+};
+
+using Clock = std::chrono::steady_clock;
+
+// What one poll of the store found.
+struct Observed {
+  std::vector<int64_t> registered;            // new registrations, in their order
+  std::map<int64_t, std::string> heartbeats;  // replica -> its counter, where set
+  std::vector<int64_t> left;                  // replicas that said they are leaving
+};
+
+// The coordinator's decisions, without the store (tested on their own): feed it each poll's
+// observations; it answers with the next view to publish, if any.
+class MembershipPolicy {
+ public:
+  explicit MembershipPolicy(CoordinatorConfig config) : config_(config) {}
+  std::optional<View> step(Clock::time_point now, const Observed& observed);
+  // The replicas to read heartbeats of: members and candidates.
+  std::vector<int64_t> watched() const;
+  bool formed() const { return current_.id > 0; }
+  const View& current() const { return current_; }
+  // Seconds since the replica's heartbeat last changed (or it registered), as of `now`.
+  double silent_s(int64_t replica, Clock::time_point now) const;
+
+ private:
+  struct Seen {
+    std::string value;
+    Clock::time_point changed;
+  };
+  CoordinatorConfig config_;
+  View current_;                     // id 0: not formed yet
+  std::vector<int64_t> candidates_;  // registered, not members yet
+  std::map<int64_t, Seen> seen_;
+  std::optional<Clock::time_point> first_registration_;
+};
+
+// A view's publication, for the log and the events file.
+struct Published {
+  View view;
+  std::vector<int64_t> lost;    // members declared dead by this view
+  std::vector<int64_t> joined;  // replicas it adds
+};
+
+class Coordinator {
+ public:
+  // Hosts the store on `address`:`port` (0: a free port) and starts watching.
+  Coordinator(const std::string& address, int port, CoordinatorConfig config,
+              std::chrono::milliseconds store_timeout);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+  int port() const;
+  // Polls until the run is done (a replica set key::done), stop() is called, or every
+  // replica was lost with none to take over (then false: the run's state is gone). Calls
+  // `on_publish` for each view it publishes.
+  bool run(const std::function<void(const Published&)>& on_publish);
+  void stop();
+
+ private:
+  std::unique_ptr<comm::KeyValueStore> store_;
+  CoordinatorConfig config_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace dtrain::elastic

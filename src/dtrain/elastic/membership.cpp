@@ -1,0 +1,201 @@
+#include "dtrain/elastic/membership.h"
+
+#include <algorithm>
+#include <future>
+#include <stdexcept>
+
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/comm/kv_store.h"
+
+namespace dtrain::elastic {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+int64_t to_id(const std::optional<std::string>& text) {
+  return text ? std::stoll(*text) : 0;
+}
+
+}  // namespace
+
+Membership::Membership(MembershipConfig config)
+    : config_(std::move(config)),
+      store_(comm::KeyValueStore::connect(config_.address, config_.port, config_.world.timeout)) {
+  register_once();
+  watcher_ = std::thread([this] { watch(); });
+}
+
+Membership::~Membership() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  if (watcher_.joinable()) watcher_.join();
+  for (auto& t : connecting_)  // abandoned connects end at their timeout
+    t.join();
+}
+
+void Membership::register_once() {
+  if (config_.register_after_round) {
+    const int64_t due = *config_.register_after_round;
+    while (to_id(store_->try_get(key::round())) < due && !store_->try_get(key::done()))
+      std::this_thread::sleep_for(milliseconds(20));
+    config_.register_after_round.reset();
+  }
+  if (config_.replica_id && id_ < 0)
+    id_ = *config_.replica_id;
+  else
+    id_ = store_->add(key::next_id(), 1) + 1000;  // fixed ids (slots) stay below 1000
+  store_->set(key::heartbeat(id_), "0");
+  const int64_t seq = store_->add(key::join_count(), 1) - 1;
+  store_->set(key::join(seq), std::to_string(id_));
+}
+
+void Membership::register_again() {
+  leave();
+  disconnect();
+  config_.replica_id.reset();
+  register_once();
+}
+
+void Membership::leave() {
+  store_->set(key::left(id_), "1");
+}
+
+int64_t Membership::latest() {
+  return to_id(store_->try_get(key::latest_view()));
+}
+
+const View& Membership::view(int64_t id) {
+  auto it = views_.find(id);
+  if (it == views_.end())
+    it = views_.emplace(id, View::from_json(store_->get(key::view(id)))).first;
+  return it->second;
+}
+
+std::optional<int64_t> Membership::wait_newer(int64_t than, milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  while (true) {
+    const int64_t now = latest();
+    if (now > than) return now;
+    if (Clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::min(config_.heartbeat_interval, milliseconds(50)));
+  }
+}
+
+View Membership::wait_to_enter(milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  int64_t checked = 0;  // views up to this one did not let this replica in
+  while (Clock::now() < until) {
+    if (store_->try_get(key::done()))
+      throw RunFinished("the run finished before replica " + std::to_string(id_) +
+                        " could enter it");
+    const int64_t newest = latest();
+    for (int64_t v = std::max<int64_t>(1, checked); v <= newest; ++v) {
+      const View& candidate = view(v);
+      if (!candidate.has(id_)) {
+        checked = v + 1;
+        continue;
+      }
+      if (v == 1 || store_->try_get(key::adopted(v))) return candidate;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  throw std::runtime_error("replica " + std::to_string(id_) + ": no view let it in within " +
+                           std::to_string(timeout.count() / 1000) + " s");
+}
+
+comm::Group& Membership::connect(const std::string& name, const std::vector<int64_t>& members) {
+  const auto me = std::find(members.begin(), members.end(), id_);
+  if (me == members.end())
+    throw std::invalid_argument("replica " + std::to_string(id_) + " is not a member of " + name);
+  const int rank = static_cast<int>(me - members.begin());
+  const int64_t since = latest();
+  disconnect();
+  // Gloo connects on a thread of its own: a member lost meanwhile is noticed here at once,
+  // not when the connect timeout runs out (the abandoned thread ends at it).
+  auto task = std::make_shared<std::packaged_task<std::unique_ptr<comm::Group>()>>(
+      [store = store_->another_client(), name, rank, size = static_cast<int>(members.size()),
+       world = config_.world, timeout = config_.connect_timeout]() mutable {
+        return comm::connect_members(*store, name, rank, size, world, timeout);
+      });
+  std::future<std::unique_ptr<comm::Group>> connected = task->get_future();
+  connecting_.emplace_back([task] { (*task)(); });
+  int64_t checked = since;
+  while (connected.wait_for(milliseconds(20)) != std::future_status::ready) {
+    const int64_t newest = latest();
+    for (; checked < newest; ++checked) {
+      const View& v = view(checked + 1);
+      for (const int64_t m : members)
+        if (!v.has(m))
+          throw comm::CommError("replica " + std::to_string(m) + " was lost (view " +
+                                std::to_string(v.id) + ") while '" + name + "' connected");
+    }
+  }
+  std::unique_ptr<comm::Group> group = connected.get();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  group_ = std::move(group);
+  group_members_ = members;
+  group_since_ = since;
+  return *group_;
+}
+
+void Membership::disconnect() {
+  std::unique_ptr<comm::Group> old;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    old = std::move(group_);
+    group_members_.clear();
+  }
+}
+
+void Membership::post(const std::string& key, const std::string& value) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  posts_.emplace_back(key, value);
+}
+
+void Membership::check_against(const View& v) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (!group_ || v.id <= group_since_) return;
+  for (const int64_t m : group_members_)
+    if (!v.has(m)) {
+      group_->abort("replica " + std::to_string(m) + " left the membership (view " +
+                    std::to_string(v.id) + ": " + v.reason + ")");
+      return;
+    }
+}
+
+void Membership::watch() {
+  const auto store = store_->another_client();
+  int64_t seen = 0;
+  auto answered = Clock::now();
+  while (true) {
+    std::vector<std::pair<std::string, std::string>> posts;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) break;
+      posts.swap(posts_);
+    }
+    try {
+      store->add(key::heartbeat(id_), 1);
+      for (const auto& [k, v] : posts)
+        store->set(k, v);
+      const int64_t newest = to_id(store->try_get(key::latest_view()));
+      for (; seen < newest; ++seen)
+        check_against(View::from_json(store->get(key::view(seen + 1))));
+      answered = Clock::now();
+    } catch (const std::exception& e) {
+      // The coordinator (or this replica's link to it) is gone: nothing in flight can count.
+      if (Clock::now() - answered > config_.heartbeat_timeout) {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        if (group_)
+          group_->abort(std::string("the coordinator's store does not answer: ") + e.what());
+      }
+    }
+    std::this_thread::sleep_for(config_.heartbeat_interval);
+  }
+}
+
+}  // namespace dtrain::elastic

@@ -1,0 +1,118 @@
+// A replica's side of an elastic run's membership (docs/elastic.md): it registers with the
+// coordinator's store (coordinator.h), heartbeats from a thread of its own, follows the
+// views the coordinator publishes, and connects the groups its training runs over.
+//
+// Contracts:
+// - Heartbeats: every heartbeat_interval the watcher thread bumps key::heartbeat(id); the
+//   coordinator declares the replica lost once they stop for its heartbeat_timeout.
+// - Aborts: a group connected here is aborted (Group::abort) by the watcher as soon as a
+//   newer view drops one of its members, or when the store has not answered for a heartbeat
+//   timeout (the coordinator, or this replica's own link, is gone): a wait in it then ends
+//   at once with a CommError, whatever the group's timeout.
+// - Posts: post() hands a key and value to the watcher thread, which sets them in order;
+//   the main thread never waits for them.
+// - One thread (the training loop's) calls the rest.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dtrain/comm/world.h"
+#include "dtrain/elastic/view.h"
+
+namespace dtrain::comm {
+class Group;
+class KeyValueStore;
+}  // namespace dtrain::comm
+
+namespace dtrain::elastic {
+
+// The run finished before this replica could enter it (a joiner that came too late).
+class RunFinished : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct MembershipConfig {
+  std::string address = "127.0.0.1";  // the coordinator's store
+  int port = 0;
+  comm::WorldConfig world;  // how groups connect: timeout, wire check, interface, streams
+  std::chrono::milliseconds heartbeat_interval{100};
+  std::chrono::milliseconds heartbeat_timeout{1'000};  // the coordinator's
+  std::chrono::milliseconds connect_timeout{10'000};   // for every member of a group to come
+  std::optional<int64_t> replica_id;  // fixed (launcher slots, fault plans), else the store's
+  // Fault plans: register only once the members have committed this many outer steps.
+  std::optional<int64_t> register_after_round;
+};
+
+class Membership {
+ public:
+  // Connects to the store and registers (a fresh id unless one is given); heartbeats start.
+  // Throws CommError when the store does not answer.
+  explicit Membership(MembershipConfig config);
+  ~Membership();
+  Membership(const Membership&) = delete;
+  Membership& operator=(const Membership&) = delete;
+
+  int64_t id() const { return id_; }
+  comm::KeyValueStore& store() { return *store_; }
+  const MembershipConfig& config() const { return config_; }
+
+  // The newest view the store holds (0: none yet), and a view by id (cached: views never
+  // change).
+  int64_t latest();
+  const View& view(int64_t id);
+  // Waits until a view newer than `than` is published; its id, or nothing after `timeout`.
+  std::optional<int64_t> wait_newer(int64_t than, std::chrono::milliseconds timeout);
+  // Waits for the first view holding this replica: the view the run formed with, or one the
+  // members adopted (key::adopted) to let it in. Throws RunFinished when the run finished
+  // first, std::runtime_error when nothing came within `timeout`.
+  View wait_to_enter(std::chrono::milliseconds timeout);
+  // Connects the group of `members` (replica ids, this one among them; ranks in their order)
+  // under `name`, and makes it the current group: the one the watcher aborts. Throws
+  // CommError when a member does not come within connect_timeout, or a view drops one of
+  // them while they connect.
+  comm::Group& connect(const std::string& name, const std::vector<int64_t>& members);
+  comm::Group* group() { return group_.get(); }
+  // Drops the current group (its connections close).
+  void disconnect();
+
+  // Sets key = value from the watcher thread, in order, without waiting.
+  void post(const std::string& key, const std::string& value);
+  // Posts left(id) and waits until it is set: the coordinator drops this replica without
+  // counting it lost.
+  void leave();
+  // Leaves and registers again under a fresh id (a replica whose round did not count where
+  // others' did: it enters again as a joiner).
+  void register_again();
+
+ private:
+  void register_once();
+  void watch();
+  // Aborts the current group if `view` drops one of its members.
+  void check_against(const View& view);
+
+  MembershipConfig config_;
+  std::unique_ptr<comm::KeyValueStore> store_;  // the training thread's
+  int64_t id_ = -1;
+  std::map<int64_t, View> views_;
+
+  std::mutex mutex_;  // guards what the watcher shares
+  std::unique_ptr<comm::Group> group_;
+  std::vector<int64_t> group_members_;
+  int64_t group_since_ = 0;  // the newest view id when the group was connected
+  std::vector<std::pair<std::string, std::string>> posts_;
+  bool stopping_ = false;
+  std::thread watcher_;
+  std::vector<std::thread> connecting_;  // one per connect(); joined at the end
+};
+
+}  // namespace dtrain::elastic

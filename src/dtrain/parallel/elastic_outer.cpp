@@ -1,0 +1,174 @@
+#include "dtrain/parallel/elastic_outer.h"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+#include "dtrain/base/crc32c.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/comm/tags.h"
+#include "dtrain/metrics/bandwidth.h"
+#include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
+#include "dtrain/parallel/exact_mean.h"
+
+namespace dtrain::parallel {
+namespace {
+
+int coded_tag(int phase) {
+  static const comm::TagLayout layout(comm::TagSpace::kElastic, {{"use", 4}, {"phase", 4}});
+  return layout.make({0, phase});
+}
+
+// The residuals of error feedback, copied: restored when an exchange fails.
+struct ResidualsSnapshot {
+  std::vector<at::Tensor> scatter;
+  at::Tensor gather;
+};
+
+ResidualsSnapshot snapshot(const FeedbackResiduals& r) {
+  ResidualsSnapshot s;
+  for (const auto& e : r.scatter)
+    s.scatter.push_back(e.residual().defined() ? e.residual().clone() : at::Tensor());
+  s.gather = r.gather.residual().defined() ? r.gather.residual().clone() : at::Tensor();
+  return s;
+}
+
+void restore(FeedbackResiduals& r, ResidualsSnapshot s) {
+  for (size_t i = 0; i < r.scatter.size(); ++i)
+    r.scatter[i].restore(std::move(s.scatter[i]));
+  r.gather.restore(std::move(s.gather));
+}
+
+}  // namespace
+
+void check_elastic_config(const DilocoConfig& c) {
+  if (c.fragments != 1 || c.sync_delay != 0)
+    throw std::invalid_argument(
+        "--elastic runs blocking DiLoCo: --fragments 1 and --sync-delay 0 (Streaming DiLoCo "
+        "is not elastic yet)");
+  if (c.auto_codec)
+    throw std::invalid_argument("--elastic takes a fixed --compress-outer codec, not auto");
+  if (c.ranks_per_replica != 1)
+    throw std::invalid_argument("--elastic runs replicas of one rank (--ranks-per-replica 1)");
+  if (c.sync_every < 1) throw std::invalid_argument("--sync-every must be at least 1");
+}
+
+ElasticOuter::ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::Tensor> buffers,
+                           const DilocoConfig& config)
+    : flat_(std::move(parameters)), config_(config) {
+  check_elastic_config(config_);
+  if (flat_.size() == 0) throw std::invalid_argument("DiLoCo: the model has no parameters");
+  for (const auto& p : flat_.tensors())
+    if (p.scalar_type() != at::kFloat)
+      throw std::invalid_argument("DiLoCo: parameters must be float32");
+  for (auto& b : buffers)
+    if (b.is_floating_point() && b.numel() > 0) buffers_.push_back(b);
+  if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);
+  const at::NoGradGuard no_grad;
+  anchor_ = flat_.read_all().to(at::kCPU).contiguous();
+  momentum_ = at::zeros_like(anchor_);
+}
+
+ElasticOuter::~ElasticOuter() = default;
+
+std::string ElasticOuter::codec_name() const {
+  return compress::to_string(config_.codec);
+}
+
+at::Tensor ElasticOuter::flat_buffers() const {
+  return buffers_.empty() ? at::Tensor() : flatten_to_host(buffers_);
+}
+
+at::Tensor ElasticOuter::pseudo_gradient() const {
+  const at::NoGradGuard no_grad;
+  at::Tensor g = (anchor_ - flat_.read_all().to(at::kCPU)).contiguous();
+  if (!g.isfinite().all().item<bool>())
+    throw std::runtime_error(
+        "DiLoCo's pseudo-gradient is not finite (training diverged? lower --lr or --outer-lr)");
+  return g;
+}
+
+ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
+                                              const at::Tensor& pseudo_gradient) {
+  const auto t0 = metrics::Clock::now();
+  const at::NoGradGuard no_grad;
+  Averaged out;
+  out.mean = pseudo_gradient.clone();
+  out.fp32_bytes = metrics::ring_allreduce_traffic(out.mean.numel() * 4, group.size());
+  if (!codec_) {
+    exact_mean(group, out.mean);
+    out.wire_bytes = out.fp32_bytes;
+  } else {
+    if (feedback_.scatter.size() != static_cast<size_t>(group.size()))
+      reset_residuals(group.size());
+    ResidualsSnapshot before = snapshot(feedback_);
+    try {
+      out.wire_bytes =
+          coded_mean_with_feedback(group, out.mean, *codec_, feedback_, coded_tag(0), coded_tag(1));
+    } catch (...) {
+      restore(feedback_, std::move(before));
+      throw;
+    }
+  }
+  out.buffers = flat_buffers();
+  if (out.buffers.defined()) exact_mean(group, out.buffers);
+  out.seconds = metrics::trace::span_since("communication", "outer exchange", t0);
+  return out;
+}
+
+void ElasticOuter::apply(const Averaged& averaged) {
+  const at::NoGradGuard no_grad;
+  nesterov_outer_step(anchor_, momentum_, averaged.mean, config_.outer_lr, config_.outer_momentum);
+  flat_.write(0, anchor_);
+  if (averaged.buffers.defined()) copy_from_flat(averaged.buffers, buffers_);
+}
+
+uint64_t ElasticOuter::digest() const {
+  const auto crc = [](const at::Tensor& t, uint32_t seed) {
+    return t.defined() ? crc32c(t.data_ptr(), static_cast<size_t>(t.nbytes()), seed) : seed;
+  };
+  const at::Tensor buffers = flat_buffers();
+  const uint32_t a = crc(buffers, crc(anchor_, 0));
+  const uint32_t m = crc(momentum_, 0x9e3779b9u);
+  return (static_cast<uint64_t>(a) << 32) | m;
+}
+
+int64_t ElasticOuter::packed_values() const {
+  int64_t n = 2 * anchor_.numel();
+  for (const auto& b : buffers_)
+    n += b.numel();
+  return n;
+}
+
+at::Tensor ElasticOuter::pack() const {
+  std::vector<at::Tensor> parts{anchor_, momentum_};
+  const at::Tensor buffers = flat_buffers();
+  if (buffers.defined()) parts.push_back(buffers);
+  return at::cat(parts);
+}
+
+void ElasticOuter::unpack(const at::Tensor& state) {
+  if (state.numel() != packed_values() || state.scalar_type() != at::kFloat)
+    throw std::invalid_argument(
+        "DiLoCo state of " + std::to_string(state.numel()) + " values where this model's holds " +
+        std::to_string(packed_values()) + " (a replica of another model or run?)");
+  const at::NoGradGuard no_grad;
+  const int64_t n = anchor_.numel();
+  anchor_.copy_(state.narrow(0, 0, n));
+  momentum_.copy_(state.narrow(0, n, n));
+  if (!buffers_.empty()) copy_from_flat(state.narrow(0, 2 * n, state.numel() - 2 * n), buffers_);
+  flat_.write(0, anchor_);
+  reset_residuals(static_cast<int>(feedback_.scatter.size()));
+}
+
+void ElasticOuter::perturb(double delta) {
+  anchor_.add_(delta);
+}
+
+void ElasticOuter::reset_residuals(int group_size) {
+  feedback_.scatter.assign(static_cast<size_t>(std::max(0, group_size)), compress::ErrorFeedback{});
+  feedback_.gather = compress::ErrorFeedback{};
+}
+
+}  // namespace dtrain::parallel

@@ -1,0 +1,93 @@
+// Elastic DiLoCo's outer step (docs/elastic.md): the state every replica holds alike (the
+// shared parameters θ, the outer momentum), one outer step over whichever replicas are live
+// this round, and the state's digest and transfer to replicas that join or differ.
+//
+// Unlike Diloco (diloco.h), which owns one group for the run, the group is given per call:
+// the membership (elastic/) decides who is in a round. An exchange that fails (a CommError:
+// a member lost, the group aborted) leaves every part of the state as it was before it, the
+// coding residuals included, so it may be run again over another group with the same
+// pseudo-gradient. The BatchNorm statistics (floating-point buffers) are averaged exactly at
+// every outer step, as Diloco does.
+//
+// Not collective by itself: the caller runs exchange() on every member of a group, and the
+// state's transfer (pack/unpack) over its own messages.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtrain/compress/codec.h"
+#include "dtrain/parallel/coded_feedback.h"
+#include "dtrain/parallel/diloco.h"
+#include "dtrain/parallel/flat_parameters.h"
+
+namespace dtrain::comm {
+class Group;
+}
+
+namespace dtrain::parallel {
+
+class ElasticOuter {
+ public:
+  // `config`: sync_every, the outer optimizer and the codec (fixed: not auto), one fragment,
+  // no delay (checked by the caller: check_elastic_config).
+  ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::Tensor> buffers,
+               const DilocoConfig& config);
+  ~ElasticOuter();
+  ElasticOuter(const ElasticOuter&) = delete;
+  ElasticOuter& operator=(const ElasticOuter&) = delete;
+
+  int64_t values() const { return flat_.size(); }
+  std::string codec_name() const;
+
+  // θ minus this replica's parameters now: flat float32 on the CPU. Throws
+  // std::runtime_error when it is not finite (the replica diverged).
+  at::Tensor pseudo_gradient() const;
+
+  struct Averaged {
+    at::Tensor mean;     // the mean pseudo-gradient over the group
+    at::Tensor buffers;  // the mean buffers, flat (undefined: the model has none)
+    double seconds = 0;
+    int64_t wire_bytes = 0, fp32_bytes = 0;
+  };
+  // The mean over `group` (every member calls it with its pseudo-gradient), exact or coded
+  // with error feedback. Throws CommError as the group does; the state is then unchanged.
+  Averaged exchange(comm::Group& group, const at::Tensor& pseudo_gradient);
+  // θ and the momentum stepped by the mean; this replica's parameters and buffers set to θ
+  // and the mean buffers (every member applies the same: they stay alike).
+  void apply(const Averaged& averaged);
+
+  // A digest of the shared state (θ, momentum, buffers): two CRC-32Cs, equal on every replica
+  // that holds the same bytes.
+  uint64_t digest() const;
+  // The shared state as one float32 vector [θ, momentum, buffers], and its installation in a
+  // replica that joins or differs: parameters and buffers set to it, residuals cleared.
+  at::Tensor pack() const;
+  void unpack(const at::Tensor& state);
+  int64_t packed_values() const;
+  // The residuals of error feedback belong to the pieces of one group's exchange: a group of
+  // another size starts them again (a view change).
+  void reset_residuals(int group_size);
+  // Tests (fault plans): shifts θ by `delta`, so this replica's digest differs.
+  void perturb(double delta);
+
+ private:
+  at::Tensor flat_buffers() const;
+
+  FlatParameters flat_;
+  std::vector<at::Tensor> buffers_;
+  DilocoConfig config_;
+  std::unique_ptr<compress::Codec> codec_;  // null: exact
+  at::Tensor anchor_, momentum_;            // flat float32, CPU
+  FeedbackResiduals feedback_;
+};
+
+// Throws std::invalid_argument naming what elastic DiLoCo does not take: fragments, a sync
+// delay, --compress-outer auto, replicas of several ranks.
+void check_elastic_config(const DilocoConfig& config);
+
+}  // namespace dtrain::parallel

@@ -1,0 +1,51 @@
+// The messages elastic DiLoCo's members exchange beside the outer mean (docs/elastic.md):
+//
+// - records: after an outer exchange each member sends every other a few words: the round
+//   it finished (its acknowledgement: a member applies the outer step only once it has every
+//   other's), its proposal for the view of the next round, the digest of its shared state
+//   and the samples it trained. Every member ends with all of them, in rank order.
+// - state transfers: the shared state (ElasticOuter::pack, float32) and the run's progress
+//   (int64 words) from donors to members that join or whose state differs. The donors split
+//   the float state evenly, so a joiner draws on all of them at once; the first donor sends
+//   the progress and the digest, which the receiver checks against what it assembled.
+//
+// Both are collective over the ranks they name and throw CommError as the group does.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace dtrain::comm {
+class Group;
+}
+
+namespace dtrain::parallel {
+
+struct Record {
+  int64_t round = 0;     // the outer step this member finished
+  int64_t proposal = 0;  // the newest view it has seen
+  uint64_t digest = 0;   // of its shared state before the step
+  int64_t samples = 0;   // it trained this round
+};
+
+std::vector<Record> exchange_records(comm::Group& group, const Record& mine);
+
+// The digest most members hold (ties: the one of the lowest rank among them), and the ranks
+// whose digest differs from it.
+struct Majority {
+  uint64_t digest = 0;
+  std::vector<int> differ;
+};
+Majority majority_digest(const std::vector<Record>& records);
+
+// Sends `state` and `progress` from `donors` to each of `receivers` (ranks of `group`; every
+// one of them calls it). A donor passes its own state, progress and digest; a receiver gets
+// them back in the same arguments (state sized as the donors'). A receiver's digest is the
+// first donor's.
+void transfer_state(comm::Group& group, const std::vector<int>& donors,
+                    const std::vector<int>& receivers, at::Tensor& state,
+                    std::vector<int64_t>& progress, uint64_t& digest);
+
+}  // namespace dtrain::parallel

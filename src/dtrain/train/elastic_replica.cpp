@@ -1,0 +1,347 @@
+#include "dtrain/train/elastic_replica.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/comm/kv_store.h"
+#include "dtrain/metrics/timer.h"
+#include "dtrain/parallel/elastic_sync.h"
+
+namespace dtrain::train {
+namespace {
+
+using elastic::FaultPhase;
+using std::chrono::milliseconds;
+namespace skey = elastic::key;
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string view_group(int64_t view) {
+  return "v" + std::to_string(view);
+}
+
+bool contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::vector<int> ranks_of(const std::vector<int64_t>& members, const std::vector<int64_t>& ids) {
+  std::vector<int> out;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (contains(ids, members[i])) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+}  // namespace
+
+ElasticReplica::ElasticReplica(Settings settings, parallel::ElasticOuter& outer,
+                               std::function<void()> reset_inner)
+    : settings_(std::move(settings)), outer_(outer), reset_inner_(std::move(reset_inner)) {
+  membership_ = std::make_unique<elastic::Membership>(settings_.membership);
+}
+
+ElasticReplica::~ElasticReplica() = default;
+
+int64_t ElasticReplica::id() const {
+  return membership_->id();
+}
+
+comm::Group& ElasticReplica::group() {
+  if (!membership_->group()) throw std::logic_error("elastic replica without a group");
+  return *membership_->group();
+}
+
+std::vector<int64_t> ElasticReplica::progress() const {
+  std::vector<int64_t> words{round_};
+  const std::vector<int64_t> q = data::pack(queue_);
+  words.insert(words.end(), q.begin(), q.end());
+  return words;
+}
+
+void ElasticReplica::set_progress(const std::vector<int64_t>& words) {
+  if (words.empty()) throw std::invalid_argument("an empty progress record");
+  round_ = words[0];
+  queue_ = data::unpack_queue({words.begin() + 1, words.end()});
+}
+
+void ElasticReplica::event(metrics::Row row) {
+  row["replica"] = id();
+  row["round"] = round_;
+  row["view"] = view_.id;
+  events_.push_back(std::move(row));
+}
+
+std::vector<metrics::Row> ElasticReplica::take_events() {
+  std::vector<metrics::Row> out;
+  out.swap(events_);
+  return out;
+}
+
+void ElasticReplica::transfer(const std::vector<int>& donors, const std::vector<int>& receivers) {
+  at::Tensor state = outer_.pack();
+  std::vector<int64_t> words = progress();
+  uint64_t digest = outer_.digest();
+  const bool receiver =
+      std::find(receivers.begin(), receivers.end(), group().rank()) != receivers.end();
+  parallel::transfer_state(group(), donors, receivers, state, words, digest);
+  if (!receiver) return;
+  outer_.unpack(state);
+  set_progress(words);
+  if (outer_.digest() != digest)
+    throw comm::CommError("replica " + std::to_string(id()) +
+                          ": the state received does not match its donors' digest");
+}
+
+void ElasticReplica::enter() {
+  const auto start = metrics::Clock::now();
+  const double started_at = wall_now();
+  for (int attempt = 0;; ++attempt) {
+    try {
+      enter_once();
+      break;
+    } catch (const comm::CommError& e) {
+      // A donor or this replica's link went while it entered: register again and retry.
+      std::cerr << "elastic: replica " << id() << " could not enter (" << e.what()
+                << "); registering again" << std::endl;
+      if (metrics::since(start) * 1000 > static_cast<double>(settings_.enter_timeout.count()))
+        throw;
+      membership_->register_again();
+    }
+  }
+  metrics::Row row;
+  row["event"] = "entered";
+  row["enter_s"] = metrics::since(start);
+  row["started_at"] = started_at;
+  event(std::move(row));
+}
+
+void ElasticReplica::enter_once() {
+  view_ = membership_->wait_to_enter(settings_.enter_timeout);
+  group_name_ = view_group(view_.id);
+  std::vector<int64_t> donors_ids;
+  if (view_.id == 1) {
+    donors_ids = {view_.members.front()};  // the founders start from the first one's state
+  } else {
+    reset_inner_();
+    donors_ids = nlohmann::json::parse(membership_->store().get(skey::adopted(view_.id)))
+                     .get<std::vector<int64_t>>();
+  }
+  membership_->connect(elastic::key::group_prefix(group_name_), view_.members);
+  group_broken_ = false;
+  std::vector<int64_t> arrivals;
+  for (const int64_t m : view_.members)
+    if (!contains(donors_ids, m)) arrivals.push_back(m);
+  if (settings_.plan.kills_at(id(), round_, FaultPhase::kJoin)) elastic::die_now(*membership_);
+  transfer(ranks_of(view_.members, donors_ids), ranks_of(view_.members, arrivals));
+}
+
+std::vector<std::vector<int64_t>> ElasticReplica::assign(int64_t per_replica, int64_t epoch_size) {
+  return data::assign_round(queue_, size(), per_replica, epoch_size);
+}
+
+int64_t ElasticReplica::next_proposal(int64_t round) {
+  const std::vector<int64_t> due = settings_.plan.due_before(round + 1);
+  if (due.empty()) return membership_->latest();
+  // A fault plan's replacements enter exactly here: wait until a view holds them all.
+  const auto until = metrics::Clock::now() + settings_.enter_timeout;
+  while (metrics::Clock::now() < until) {
+    const int64_t newest = membership_->latest();
+    const elastic::View& v = membership_->view(newest);
+    if (std::all_of(due.begin(), due.end(), [&](int64_t r) { return v.has(r); })) return newest;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  throw std::runtime_error("elastic: the fault plan's replacements " + elastic::describe(due) +
+                           " did not register");
+}
+
+std::optional<std::vector<int64_t>> ElasticReplica::recover(const std::string& group, int64_t round,
+                                                            const std::vector<int64_t>& members) {
+  auto& store = membership_->store();
+  store.set(skey::status(group, round, id()), "failed");
+  // The view that replaces the group: the coordinator publishes one once the lost member's
+  // heartbeats stop; a failure with everyone still there (a broken connection) keeps them.
+  const auto wait = settings_.membership.heartbeat_timeout * 3;
+  const int64_t newest = membership_->wait_newer(view_.id, wait).value_or(membership_->latest());
+  const int64_t decided =
+      std::stoll(store.compare_set(skey::redo(group, round), "", std::to_string(newest)));
+  const elastic::View& replacing = membership_->view(decided);
+  std::vector<int64_t> live;
+  for (const int64_t m : members)
+    if (replacing.has(m)) live.push_back(m);
+  if (!contains(live, id())) return std::nullopt;  // dropped: it enters again
+  // Each live member notes how its round went; one whose round counted holds the step.
+  for (const int64_t m : live) {
+    if (m == id()) continue;
+    const std::string k = skey::status(group, round, m);
+    if (!store.wait({k}, store.timeout()))
+      throw comm::CommError("replica " + std::to_string(m) + " noted no outcome of round " +
+                            std::to_string(round));
+    if (store.get(k) == "done") return std::nullopt;
+  }
+  return live;
+}
+
+ElasticReplica::Outcome ElasticReplica::finish_round(
+    int64_t samples, const std::vector<std::vector<int64_t>>& assignment) {
+  const int64_t k = round_;
+  const elastic::View trained_in = view_;
+  if (settings_.plan.corrupts(id(), k)) outer_.perturb(1e-3);
+  const at::Tensor pseudo_gradient = outer_.pseudo_gradient();
+  const uint64_t digest_before = outer_.digest();
+  std::vector<int64_t> members = group_broken_ ? std::vector<int64_t>{} : trained_in.members;
+  std::string name = group_name_;
+  Outcome out;
+  std::vector<parallel::Record> records;
+  for (int attempt = 0;; ++attempt) {
+    const auto t0 = metrics::Clock::now();
+    try {
+      if (members.empty()) throw comm::CommError("the round's group broke in a transfer");
+      if (settings_.plan.kills_at(id(), k, FaultPhase::kExchange)) elastic::die_now(*membership_);
+      out.averaged = outer_.exchange(group(), pseudo_gradient);
+      if (settings_.plan.kills_at(id(), k, FaultPhase::kRecords)) elastic::die_now(*membership_);
+      records = parallel::exchange_records(group(), {k, next_proposal(k), digest_before, samples});
+      membership_->post(skey::status(name, k, id()), "done");
+      break;
+    } catch (const comm::CommError& e) {
+      if (members.empty()) members = trained_in.members;
+      const auto failed = metrics::Clock::now();
+      // Closing this group's connections ends the peers' waits in it at once.
+      membership_->disconnect();
+      std::cerr << "elastic: replica " << id() << ", round " << k << ": " << e.what() << std::endl;
+      const auto live = recover(name, k, members);
+      if (!live) {  // dropped, or another member's round counted where this one's did not
+        membership_->register_again();
+        enter();
+        out.counted = false;
+        return out;
+      }
+      const auto recovered = metrics::Clock::now();
+      name = name + "-r" + std::to_string(k) + "a" + std::to_string(attempt);
+      membership_->connect(skey::group_prefix(name), *live);
+      std::vector<int64_t> gone;
+      for (const int64_t m : members)
+        if (!contains(*live, m)) gone.push_back(m);
+      members = *live;
+      metrics::Row row;
+      row["event"] = "redo";
+      row["lost"] = elastic::describe(gone);
+      row["failed_after_s"] = std::chrono::duration<double>(failed - t0).count();
+      row["decide_s"] = std::chrono::duration<double>(recovered - failed).count();
+      row["rebuild_s"] = metrics::since(recovered);
+      row["members"] = live->size();
+      event(std::move(row));
+    }
+  }
+  out.members = members;
+  for (size_t r = 0; r < trained_in.members.size(); ++r) {
+    if (contains(members, trained_in.members[r])) continue;
+    out.lost.push_back(trained_in.members[r]);
+    data::requeue(queue_, assignment[r]);
+  }
+  for (const auto& rec : records)
+    out.samples += rec.samples;
+  outer_.apply(out.averaged);
+  round_ = k + 1;
+  const parallel::Majority majority = parallel::majority_digest(records);
+  if (!majority.differ.empty()) resync(majority.differ, records);
+  proposal_ = view_.id;
+  for (const auto& rec : records)
+    proposal_ = std::max(proposal_, rec.proposal);
+  holders_ = members;
+  membership_->post(skey::round(), std::to_string(round_));
+  return out;
+}
+
+void ElasticReplica::begin_round() {
+  const bool redone = holders_ != view_.members;
+  if (proposal_ <= view_.id && !redone) return;
+  if (!adopt(proposal_, holders_)) {
+    membership_->register_again();  // the next view dropped this replica: it enters again
+    enter();
+  }
+}
+
+void ElasticReplica::resync(const std::vector<int>& differ,
+                            const std::vector<parallel::Record>& records) {
+  std::vector<int> holders;
+  for (int r = 0; r < static_cast<int>(records.size()); ++r)
+    if (std::find(differ.begin(), differ.end(), r) == differ.end()) holders.push_back(r);
+  const bool mine = std::find(differ.begin(), differ.end(), group().rank()) != differ.end();
+  const auto t0 = metrics::Clock::now();
+  transfer(holders, differ);
+  if (mine) {
+    metrics::Row row;
+    row["event"] = "resync";
+    row["transfer_s"] = metrics::since(t0);
+    event(std::move(row));
+    std::cerr << "elastic: replica " << id() << "'s shared state differed from the majority's; "
+              << "re-synced from it" << std::endl;
+  }
+}
+
+bool ElasticReplica::adopt(int64_t proposal, const std::vector<int64_t>& holders) {
+  auto& store = membership_->store();
+  elastic::View next = membership_->view(proposal);
+  if (static_cast<int>(next.members.size()) < settings_.min_replicas) {
+    // Too few left: wait for joiners, all members for the same view (the first decides).
+    const auto until = metrics::Clock::now() + settings_.enter_timeout;
+    int64_t enough = 0;
+    while (enough == 0 && metrics::Clock::now() < until) {
+      const int64_t newest = membership_->latest();
+      if (static_cast<int>(membership_->view(newest).members.size()) >= settings_.min_replicas)
+        enough = newest;
+      else
+        std::this_thread::sleep_for(milliseconds(50));
+    }
+    if (enough == 0)
+      throw std::runtime_error("elastic: fewer than --min-replicas " +
+                               std::to_string(settings_.min_replicas) + " replicas left");
+    next = membership_->view(
+        std::stoll(store.compare_set(skey::boundary(round_), "", std::to_string(enough))));
+  }
+  std::vector<int64_t> donors, arrivals;
+  for (const int64_t m : next.members)
+    (contains(holders, m) ? donors : arrivals).push_back(m);
+  if (donors.empty()) throw std::runtime_error("elastic: no replica of the run is left");
+  if (!contains(next.members, id())) return false;
+  store.set(skey::adopted(next.id), nlohmann::json(donors).dump());
+  view_ = next;
+  group_name_ = view_group(next.id);
+  membership_->connect(skey::group_prefix(group_name_), next.members);
+  group_broken_ = false;
+  if (arrivals.empty()) return true;
+  const auto t0 = metrics::Clock::now();
+  try {
+    if (settings_.plan.kills_at(id(), round_, FaultPhase::kTransfer))
+      elastic::die_now(*membership_);
+    transfer(ranks_of(next.members, donors), ranks_of(next.members, arrivals));
+  } catch (const comm::CommError& e) {
+    // A joiner or a donor went: the next exchange fails and recovers among those left.
+    std::cerr << "elastic: replica " << id() << ": the state transfer failed: " << e.what()
+              << std::endl;
+    group_broken_ = true;
+  }
+  metrics::Row row;
+  row["event"] = "joined";
+  row["joined"] = elastic::describe(arrivals);
+  row["transfer_s"] = metrics::since(t0);
+  row["bytes"] = outer_.packed_values() * 4;
+  if (group().rank() == 0) event(std::move(row));
+  return true;
+}
+
+void ElasticReplica::finish() {
+  auto& store = membership_->store();
+  if (group().rank() == 0) store.set(skey::done(), "1");
+  membership_->leave();
+}
+
+}  // namespace dtrain::train

@@ -1,0 +1,116 @@
+// Internal to the trainer: one replica of an elastic DiLoCo run (docs/elastic.md), its place
+// in the membership and the protocol of an outer boundary:
+//
+// 1. The outer exchange over the group the round trained in. Where it fails (a member lost:
+//    its connections closed, or the watcher aborted the group on a view that drops it), every
+//    member notes "failed" in the store, the first to decide names the view that replaces
+//    the group (key::redo), and the members still in it redo the exchange among themselves
+//    with the same pseudo-gradients: the survivors lose no inner step, and the lost
+//    replicas' samples go back to the queue.
+// 2. Records: each member sends every other its acknowledgement, its proposal for the next
+//    view and its state's digest. A member applies the outer step only with every record
+//    in; a member that finds another member's "done" where its own round failed (the
+//    acknowledgements crossed as a member died) enters again as a joiner.
+// 3. The view of the next round: the newest any member proposed. Its group is connected, and
+//    replicas that enter with it receive the shared state from the members that hold it,
+//    split between them, checked against the first donor's digest. A member whose digest
+//    differs from the majority's is re-synced from it the same way.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtrain/data/sample_queue.h"
+#include "dtrain/elastic/fault_plan.h"
+#include "dtrain/elastic/membership.h"
+#include "dtrain/metrics/rows.h"
+#include "dtrain/parallel/elastic_outer.h"
+#include "dtrain/parallel/elastic_sync.h"
+
+namespace dtrain::train {
+
+class ElasticReplica {
+ public:
+  struct Settings {
+    elastic::MembershipConfig membership;
+    elastic::FaultPlan plan;
+    int min_replicas = 1;
+    std::chrono::milliseconds enter_timeout{600'000};
+  };
+  // `reset_inner`: called when this replica enters as a joiner (its inner optimizer starts
+  // afresh, docs/elastic.md).
+  ElasticReplica(Settings settings, parallel::ElasticOuter& outer,
+                 std::function<void()> reset_inner);
+  ~ElasticReplica();
+
+  // Enters the run: the founders start from the first founder's state, a joiner from the
+  // members'. Blocks until it is in.
+  void enter();
+  int64_t id() const;
+  int rank() const { return view_.rank_of(id()); }
+  int size() const { return static_cast<int>(view_.members.size()); }
+  const elastic::View& view() const { return view_; }
+  comm::Group& group();
+  int64_t round() const { return round_; }
+  data::SampleQueue& queue() { return queue_; }
+  const elastic::FaultPlan& plan() const { return settings_.plan; }
+  elastic::Membership& membership() { return *membership_; }
+
+  // The positions each member of the view trains this round (advances the queue).
+  std::vector<std::vector<int64_t>> assign(int64_t per_replica, int64_t epoch_size);
+
+  struct Outcome {
+    bool counted = true;           // false: this replica's round did not count (it re-entered)
+    int64_t samples = 0;           // samples of the contributions that counted
+    std::vector<int64_t> members;  // the replicas whose contributions counted
+    std::vector<int64_t> lost;     // members of the round whose contributions did not
+    parallel::ElasticOuter::Averaged averaged;
+  };
+  // The outer step that ends the round (steps 1 and 2 above). `assignment` is assign()'s.
+  Outcome finish_round(int64_t samples, const std::vector<std::vector<int64_t>>& assignment);
+  // Step 3: the view the next round trains in, and the state's transfer to replicas that
+  // enter it. Between the two the group is still the round's (the epoch's evaluation).
+  void begin_round();
+
+  // The run is over: leaves, and the view's first member marks the run done.
+  void finish();
+  // Events (lost replicas, joins, re-syncs) as metrics rows, since the last call.
+  std::vector<metrics::Row> take_events();
+
+ private:
+  void enter_once();
+  // A failed exchange's replacement group: the survivors of `members`; or nothing when
+  // another member's round counted (this one must enter again).
+  std::optional<std::vector<int64_t>> recover(const std::string& group, int64_t round,
+                                              const std::vector<int64_t>& members);
+  int64_t next_proposal(int64_t round);
+  // Connects the group of the view the next round trains in, and hands the state to the
+  // replicas that enter with it.
+  // False: the view dropped this replica (it enters again).
+  bool adopt(int64_t proposal, const std::vector<int64_t>& holders);
+  void resync(const std::vector<int>& differ, const std::vector<parallel::Record>& records);
+  void transfer(const std::vector<int>& donors, const std::vector<int>& receivers);
+  std::vector<int64_t> progress() const;
+  void set_progress(const std::vector<int64_t>& words);
+  void event(metrics::Row row);
+
+  Settings settings_;
+  parallel::ElasticOuter& outer_;
+  std::function<void()> reset_inner_;
+  std::unique_ptr<elastic::Membership> membership_;
+  elastic::View view_;
+  std::string group_name_;
+  bool group_broken_ = false;     // a transfer failed in it: the next exchange recovers
+  int64_t round_ = 0;             // outer steps committed
+  int64_t proposal_ = 0;          // the newest view proposed at the last boundary
+  std::vector<int64_t> holders_;  // the members whose step counted there
+  data::SampleQueue queue_;
+  std::vector<metrics::Row> events_;
+};
+
+}  // namespace dtrain::train

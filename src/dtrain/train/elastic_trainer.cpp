@@ -1,0 +1,338 @@
+#include <torch/torch.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+
+#include "dtrain/comm/allreduce.h"
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/data/loader.h"
+#include "dtrain/data/sampler.h"
+#include "dtrain/metrics/keys.h"
+#include "dtrain/metrics/memory.h"
+#include "dtrain/metrics/progress.h"
+#include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
+#include "dtrain/train/elastic.h"
+#include "dtrain/train/elastic_replica.h"
+#include "dtrain/train/engine.h"
+#include "dtrain/train/epoch_loop.h"
+#include "dtrain/train/optimizer.h"
+#include "dtrain/train/run_setup.h"
+
+namespace dtrain::train {
+namespace {
+
+namespace mkey = metrics::key;
+using elastic::FaultPhase;
+
+// Appends whole lines to a file several replicas share (O_APPEND: one write a line).
+void append_rows(const std::string& path, const std::vector<metrics::Row>& rows) {
+  if (path.empty() || rows.empty()) return;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot append to " + path);
+  for (const auto& row : rows) {
+    const std::string line = row.dump() + "\n";
+    if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      close(fd);
+      throw std::runtime_error("cannot append to " + path);
+    }
+  }
+  close(fd);
+}
+
+// Evaluation over the view's members (each a share of the test set, summed by the ring), or
+// alone where the group fails meanwhile.
+class ShareOfGroup final : public Engine {
+ public:
+  ShareOfGroup(Engine& local, comm::Group* group) : local_(local), group_(group) {}
+  int rank() const override { return group_ ? group_->rank() : 0; }
+  int world() const override { return group_ ? group_->size() : 1; }
+  void sum_over_ranks(std::vector<double>& values) override {
+    if (!group_) return;
+    at::Tensor t = at::tensor(values, at::kDouble);
+    comm::AllReduceOptions o;
+    o.algorithm = comm::Algorithm::kRing;
+    comm::all_reduce(*group_, t, o);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = t[static_cast<int64_t>(i)].item<double>();
+  }
+  c10::Device input_device() const override { return local_.input_device(); }
+  std::vector<at::Tensor> parameters() override { return local_.parameters(); }
+  BatchResult train_batch(const data::Batch& b, double lr, const StepPlan& p,
+                          EpochStats& s) override {
+    return local_.train_batch(b, lr, p, s);
+  }
+  BatchResult eval_batch(const data::Batch& batch) override { return local_.eval_batch(batch); }
+  torch::nn::Sequential& checkpoint_module() override { return local_.checkpoint_module(); }
+
+ private:
+  Engine& local_;
+  comm::Group* group_;
+};
+
+struct RoundTally {
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+};
+
+class ElasticRun {
+ public:
+  ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int slot, int restart);
+  std::vector<EpochStats> run();
+
+ private:
+  ElasticReplica::Settings settings(const comm::WorldConfig& world, int slot, int restart) const;
+  // This replica's share of the round: its inner steps. Returns the samples it trained.
+  int64_t train_round(const std::vector<int64_t>& positions, int64_t epoch, EpochStats& s);
+  EpochStats close_epoch(EpochStats s, int64_t epoch, metrics::Clock::time_point start);
+  const std::vector<int64_t>& permutation(int64_t epoch);
+
+  const TrainConfig& c_;
+  Loaded in_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<parallel::ElasticOuter> outer_;
+  std::unique_ptr<ElasticReplica> replica_;
+  data::Augment augment_;
+  std::map<int64_t, std::vector<int64_t>> permutations_;
+  RoundTally tally_;
+  int64_t committed_ = 0, lost_samples_ = 0, redone_ = 0, events_ = 0;
+  std::vector<int64_t> views_;
+  metrics::ProgressLine progress_;
+};
+
+ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, int slot,
+                                              int restart) const {
+  const ElasticOptions& e = c_.parallel.elastic;
+  ElasticReplica::Settings s;
+  s.plan = elastic::parse_fault_plan(e.fault_plan);
+  s.min_replicas = e.min_replicas;
+  s.membership.address = world.master_addr;
+  s.membership.port = world.master_port;
+  s.membership.world = world;
+  s.membership.heartbeat_interval =
+      std::chrono::milliseconds(static_cast<int64_t>(e.heartbeat_interval_s * 1000));
+  s.membership.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(e.heartbeat_timeout_s * 1000));
+  s.membership.connect_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(e.connect_timeout_s * 1000));
+  s.enter_timeout = world.timeout;
+  if (slot >= 0 && restart >= 0) {
+    if (!s.plan.empty())
+      s.membership.replica_id = slot + elastic::kRestartStride * restart;
+    else if (restart == 0)
+      s.membership.replica_id = slot;  // a founder: its slot
+  }
+  return s;
+}
+
+ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int slot, int restart)
+    : c_(c), progress_(c.progress && slot <= 0) {
+  parallel::check_elastic_config(c.parallel.diloco);
+  torch::manual_seed(c.seed);
+  in_ = load(c, nullptr, true);
+  torch::manual_seed(c.seed);
+  engine_ = make_local_engine(models::make_model(in_.model), models::make_loss(c.loss), c.device,
+                              c.memory_format);
+  optimizer_ = make_optimizer(c.optim, engine_->parameters());
+  outer_ = std::make_unique<parallel::ElasticOuter>(engine_->checkpoint_module()->parameters(),
+                                                    engine_->checkpoint_module()->buffers(),
+                                                    c.parallel.diloco);
+  augment_ = default_augment(c, in_);
+  ElasticReplica::Settings s = settings(world, slot, restart);
+  // A fault plan's replacement registers only once the round before its entry is under
+  // way, so the members take it in exactly before its round.
+  if (const auto due = s.plan.rejoin_round(s.membership.replica_id.value_or(-1)))
+    s.membership.register_after_round = *due - 1;
+  replica_ = std::make_unique<ElasticReplica>(std::move(s), *outer_, [this] {
+    optimizer_ = make_optimizer(c_.optim, engine_->parameters());
+  });
+}
+
+const std::vector<int64_t>& ElasticRun::permutation(int64_t epoch) {
+  auto it = permutations_.find(epoch);
+  if (it != permutations_.end()) return it->second;
+  permutations_.clear();
+  data::SamplerConfig sc;
+  sc.dataset_size = in_.train_set.size();
+  sc.seed = c_.seed;
+  return permutations_.emplace(epoch, data::shard_indices(sc, epoch)).first->second;
+}
+
+int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t epoch,
+                                EpochStats& s) {
+  const std::vector<int64_t>& order = permutation(epoch);
+  std::vector<int64_t> indices;
+  for (const int64_t p : positions)
+    indices.push_back(order[static_cast<size_t>(p)]);
+  const int64_t round = replica_->round();
+  const uint64_t seed = c_.seed * 7777 + static_cast<uint64_t>(round) * 1000003ull +
+                        static_cast<uint64_t>(replica_->rank());
+  data::EpochLoader loader(in_.train_set, indices, c_.batch_size, in_.norm, augment_, seed, 2);
+  const int64_t half = loader.batches() / 2;
+  const double at = static_cast<double>(epoch) +
+                    static_cast<double>(replica_->queue().cursor) /
+                        static_cast<double>(std::max<int64_t>(1, in_.train_set.size()));
+  const double lr =
+      learning_rate(c_.optim, std::min(at, static_cast<double>(epoch + 1)), c_.epochs);
+  set_learning_rate(*optimizer_, lr);
+  s.lr = lr;
+  int64_t step = 0;
+  const bool dies = replica_->plan().kills_at(replica_->id(), round, FaultPhase::kInner);
+  if (dies && loader.batches() == 0) elastic::die_now(replica_->membership());
+  while (auto batch = loader.next()) {
+    if (dies && step == half) elastic::die_now(replica_->membership());
+    optimizer_->zero_grad();
+    const BatchResult r = engine_->train_batch(*batch, lr, StepPlan{}, s);
+    const auto t = metrics::Clock::now();
+    optimizer_->step();
+    s.time_optimizer_s += metrics::trace::span_since("compute", "optimizer step", t);
+    if (!std::isfinite(r.loss_sum))
+      throw std::runtime_error("training diverged: loss is " + std::to_string(r.loss_sum) +
+                               " in round " + std::to_string(round) + " (lower --lr?)");
+    tally_.loss_sum += r.loss_sum;
+    tally_.correct += r.correct;
+    tally_.seen += r.samples;
+    ++step;
+  }
+  s.time_data_s += loader.wait_s();
+  return static_cast<int64_t>(indices.size());
+}
+
+EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch, metrics::Clock::time_point start) {
+  s.epoch = epoch + 1;
+  s.epoch_s = metrics::since(start);
+  comm::Group* group = replica_->membership().group();
+  Evaluation test;
+  std::vector<double> totals{tally_.loss_sum, static_cast<double>(tally_.correct),
+                             static_cast<double>(tally_.seen)};
+  try {
+    ShareOfGroup shared(*engine_, group);
+    test = evaluate(shared, in_.test_set, in_.norm, c_.test_batch_size);
+    shared.sum_over_ranks(totals);
+  } catch (const comm::CommError&) {  // a member went meanwhile: the whole test set here
+    ShareOfGroup alone(*engine_, nullptr);
+    test = evaluate(alone, in_.test_set, in_.norm, c_.test_batch_size);
+  }
+  s.test_loss = test.loss;
+  s.test_acc = test.accuracy;
+  s.train_loss = totals[0] / std::max(1.0, totals[2]);
+  s.train_acc = totals[1] / std::max(1.0, totals[2]);
+  s.samples_per_s = static_cast<double>(committed_) / std::max(1e-9, s.epoch_s);
+  s.peak_rss_bytes = metrics::peak_rss_bytes();
+  s.extra[mkey::kElasticMembers] = replica_->group().size();
+  s.extra[mkey::kElasticViews] = views_.size();
+  s.extra[mkey::kElasticRedone] = redone_;
+  s.extra[mkey::kCommittedSamples] = committed_;
+  s.extra[mkey::kCommittedSamplesPerS] = s.samples_per_s;
+  s.extra[mkey::kLostSamples] = lost_samples_;
+  s.extra[mkey::kElasticEvents] = events_;
+  s.extra[mkey::kOuterCodec] = outer_->codec_name();
+  const double compute_s = s.time_forward_s + s.time_backward_s + s.time_optimizer_s;
+  s.extra[mkey::kComputeUtilization] = s.epoch_s > 0 ? compute_s / s.epoch_s : 0.0;
+  tally_ = {};
+  committed_ = lost_samples_ = redone_ = events_ = 0;
+  views_.clear();
+  return s;
+}
+
+std::vector<EpochStats> ElasticRun::run() {
+  replica_->enter();
+  const int64_t per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
+  const int64_t n = in_.train_set.size();
+  std::vector<EpochStats> history;
+  EpochStats s;
+  int64_t epoch = replica_->queue().epoch;
+  auto epoch_start = metrics::Clock::now();
+  while (replica_->queue().epoch < c_.epochs) {
+    if (replica_->queue().epoch != epoch) {  // entered later: the members' epoch
+      epoch = replica_->queue().epoch;
+      s = {};
+      epoch_start = metrics::Clock::now();
+    }
+    const auto t0 = metrics::Clock::now();
+    const std::vector<std::vector<int64_t>> assignment = replica_->assign(per_replica, n);
+    const int64_t round = replica_->round();
+    const int64_t trained =
+        train_round(assignment[static_cast<size_t>(replica_->rank())], epoch, s);
+    const elastic::View trained_in = replica_->view();
+    const ElasticReplica::Outcome outcome = replica_->finish_round(trained, assignment);
+    auto events = replica_->take_events();
+    events_ += static_cast<int64_t>(events.size());
+    for (auto& e : events)
+      e = stamped(std::move(e), c_);
+    append_rows(c_.metrics_path, events);
+    if (!outcome.counted) continue;  // it entered again: with the members' state and queue
+    s.time_comm_s += outcome.averaged.seconds;
+    committed_ += outcome.samples;
+    redone_ += outcome.members != trained_in.members ? 1 : 0;
+    for (size_t r = 0; r < trained_in.members.size(); ++r)
+      if (std::find(outcome.lost.begin(), outcome.lost.end(), trained_in.members[r]) !=
+          outcome.lost.end())
+        lost_samples_ += static_cast<int64_t>(assignment[r].size());
+    if (views_.empty() || views_.back() != trained_in.id) views_.push_back(trained_in.id);
+    if (!c_.parallel.elastic.sample_log.empty()) {
+      metrics::Row row;
+      row["replica"] = replica_->id();
+      row["epoch"] = epoch;
+      row["round"] = round;
+      row["positions"] = assignment[static_cast<size_t>(trained_in.rank_of(replica_->id()))];
+      append_rows(c_.parallel.elastic.sample_log, {row});
+    }
+    if (replica_->group().rank() == 0) {  // the group the round counted in
+      metrics::Row row;
+      row["round"] = round;
+      row["epoch"] = epoch + 1;
+      row["view"] = trained_in.id;
+      row["members"] = outcome.members;
+      row["lost"] = outcome.lost;
+      row["samples"] = outcome.samples;
+      row["round_s"] = metrics::since(t0);
+      row["exchange_s"] = outcome.averaged.seconds;
+      append_rows(c_.step_log_path, {stamped(std::move(row), c_)});
+    }
+    progress_.update([&] {
+      return "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c_.epochs) + " round " +
+             std::to_string(round) + ": " + std::to_string(replica_->size()) + " replicas, " +
+             std::to_string(replica_->queue().cursor) + "/" + std::to_string(n) + " samples";
+    });
+    if (data::epoch_done(replica_->queue(), n)) {
+      EpochStats closed = close_epoch(s, epoch, epoch_start);
+      progress_.finish(epoch_line(closed, c_.epochs) + ", " +
+                       std::to_string(replica_->group().size()) + " replicas");
+      if (replica_->group().rank() == 0)
+        append_rows(c_.metrics_path, {stamped(closed.to_row(), c_)});
+      history.push_back(closed);
+      data::SampleQueue& q = replica_->queue();  // before begin_round hands it to joiners
+      q.epoch += 1;
+      q.cursor = 0;
+      s = {};
+      epoch_start = metrics::Clock::now();
+    }
+    if (replica_->queue().epoch < c_.epochs) replica_->begin_round();
+  }
+  replica_->finish();
+  return history;
+}
+
+}  // namespace
+
+std::vector<EpochStats> train_elastic(const TrainConfig& config, const comm::WorldConfig& world,
+                                      int slot, int restart) {
+  validate(config, true);
+  try {
+    ElasticRun run(config, world, slot, restart);
+    return run.run();
+  } catch (const elastic::RunFinished& e) {
+    std::cerr << "elastic: " << e.what() << std::endl;
+    return {};
+  }
+}
+
+}  // namespace dtrain::train

@@ -1,0 +1,160 @@
+// Elastic DiLoCo through the binary and its launcher: three replicas of the cnn on
+// Fashion-MNIST, a coordinator process, and fault plans whose replicas SIGKILL themselves at
+// given points; the launcher starts the killed replica again and it joins the running job.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <map>
+#include <set>
+
+#include "../support/e2e.h"
+
+namespace dtrain {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct ElasticRun {
+  int code = -1;
+  std::string err;
+  std::vector<nlohmann::json> metrics, steps, samples;
+  std::vector<nlohmann::json> epochs() const {
+    std::vector<nlohmann::json> out;
+    for (const auto& r : metrics)
+      if (r.contains("epoch") && !r.contains("event")) out.push_back(r);
+    return out;
+  }
+  std::vector<nlohmann::json> events(const std::string& kind) const {
+    std::vector<nlohmann::json> out;
+    for (const auto& r : metrics)
+      if (r.value("event", "") == kind) out.push_back(r);
+    return out;
+  }
+};
+
+// 3 replicas, 2 epochs of 3,840 samples (rounds of 3 x 5 steps of 64), a killed replica
+// started again at once.
+ElasticRun run(const std::string& plan) {
+  static int count = 0;
+  const std::string base =
+      "/tmp/dtrain-e2e-elastic-" + std::to_string(getpid()) + "-" + std::to_string(count++);
+  std::vector<std::string> args{DTRAIN_BINARY,
+                                "train",
+                                "-n",
+                                "3",
+                                "--parallel",
+                                "diloco",
+                                "--elastic",
+                                "--model",
+                                "cnn",
+                                "--epochs",
+                                "2",
+                                "--limit-train",
+                                "3840",
+                                "--limit-test",
+                                "500",
+                                "--sync-every",
+                                "5",
+                                "--optimizer",
+                                "adamw",
+                                "--lr",
+                                "1e-3",
+                                "--max-restarts",
+                                "1",
+                                "--restart-delay",
+                                "0",
+                                "--heartbeat-timeout",
+                                "1",
+                                "--metrics",
+                                base + ".metrics",
+                                "--step-log",
+                                base + ".steps",
+                                "--sample-log",
+                                base + ".samples",
+                                "--no-progress",
+                                "--timeout",
+                                "120"};
+  if (!plan.empty()) {
+    args.push_back("--fault-plan");
+    args.push_back(plan);
+  }
+  testing::Process p(args);
+  ElasticRun r;
+  r.code = p.wait_for(400s);
+  r.err = p.err();
+  r.metrics = testing::take_json_lines_file(base + ".metrics");
+  r.steps = testing::take_json_lines_file(base + ".steps");
+  r.samples = testing::take_json_lines_file(base + ".samples");
+  return r;
+}
+
+// Every position of each epoch counted in exactly one round's contribution.
+void expect_every_sample_once(const ElasticRun& r, int epochs, int64_t n) {
+  std::map<int64_t, std::multiset<int64_t>> counted;
+  for (const auto& row : r.samples)
+    for (const int64_t pos : row["positions"].get<std::vector<int64_t>>())
+      counted[row["epoch"].get<int64_t>()].insert(pos);
+  ASSERT_EQ(counted.size(), static_cast<size_t>(epochs)) << r.err;
+  for (const auto& [epoch, positions] : counted) {
+    EXPECT_EQ(positions.size(), static_cast<size_t>(n)) << "epoch " << epoch;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(positions.count(i), 1u) << "epoch " << epoch << ", position " << i;
+  }
+}
+
+TEST(ElasticE2eTest, AKilledReplicaIsLeftBehindItsSamplesRedoneAndItsReplacementJoins) {
+  const ElasticRun r = run("kill:1@1:inner,rejoin:1@5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto epochs = r.epochs();
+  ASSERT_EQ(epochs.size(), 2u) << r.err;
+  EXPECT_GT(epochs.back()["test_acc"].get<double>(), 0.5) << epochs.back().dump();
+  EXPECT_EQ(epochs.back()["elastic_members"], 3) << epochs.back().dump();
+  // Round 1: the survivors redid the exchange without replica 1; its samples went back.
+  bool redone = false, joined = false;
+  for (const auto& s : r.steps) {
+    const auto members = s["members"].get<std::vector<int64_t>>();
+    if (s["round"] == 1) {
+      redone = true;
+      EXPECT_EQ(members, (std::vector<int64_t>{0, 2})) << s.dump();
+      EXPECT_EQ(s["lost"].get<std::vector<int64_t>>(), std::vector<int64_t>{1});
+    }
+    if (s["round"] == 5) {
+      joined = true;
+      EXPECT_EQ(members, (std::vector<int64_t>{0, 2, 101})) << s.dump();
+    }
+  }
+  EXPECT_TRUE(redone && joined) << r.err;
+  EXPECT_FALSE(r.events("redo").empty()) << r.err;
+  ASSERT_FALSE(r.events("joined").empty()) << r.err;
+  EXPECT_GT(r.events("joined").front()["bytes"].get<int64_t>(), 3'000'000);
+  EXPECT_GT(epochs.front()["lost_samples"].get<int64_t>(), 0) << epochs.front().dump();
+  expect_every_sample_once(r, 2, 3840);
+}
+
+TEST(ElasticE2eTest, AFaultPlanRunTwiceEndsBitIdentical) {
+  const std::string plan = "kill:0@2:exchange,rejoin:0@4";
+  const ElasticRun a = run(plan), b = run(plan);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ea = a.epochs(), eb = b.epochs();
+  ASSERT_EQ(ea.size(), 2u);
+  ASSERT_EQ(eb.size(), 2u);
+  for (size_t e = 0; e < 2; ++e)
+    for (const char* k : {"train_loss", "test_loss", "test_acc", "committed_samples"})
+      EXPECT_EQ(ea[e][k], eb[e][k]) << k << " of epoch " << e + 1;
+  expect_every_sample_once(a, 2, 3840);
+}
+
+TEST(ElasticE2eTest, AReplicaWhoseStateDiffersIsResyncedFromTheMajority) {
+  const ElasticRun r = run("corrupt:2@2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto resyncs = r.events("resync");
+  ASSERT_EQ(resyncs.size(), 1u) << r.err;
+  EXPECT_EQ(resyncs.front()["replica"], 2);
+  EXPECT_NE(r.err.find("differed from the majority"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace dtrain

@@ -1,0 +1,195 @@
+// Elastic DiLoCo's collective parts over real Gloo/TCP between rank threads: aborting a
+// group's pending waits, the records and state transfers of a boundary, and the outer step
+// over a membership that shrinks, against a single-process reference; an exchange that
+// fails leaves the state as it was.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "../support/models.h"
+#include "../support/ranks.h"
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/comm/world.h"
+#include "dtrain/parallel/elastic_outer.h"
+#include "dtrain/parallel/elastic_sync.h"
+
+namespace dtrain::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(GroupAbortTest, AnAbortEndsAPendingReceiveWithItsReasonAndLaterPostsFail) {
+  testing::run_ranks(2, [](comm::Group& g) {
+    g.make_abortable();
+    if (g.rank() == 1) {  // never sends: only the abort can end rank 0's wait
+      g.barrier();
+      return;
+    }
+    std::thread aborter([&g] {
+      std::this_thread::sleep_for(100ms);
+      g.abort("replica 1 was lost (a test)");
+    });
+    at::Tensor t = at::zeros({4});
+    comm::Request r = g.irecv(t, 1, 7);
+    try {
+      r.wait();
+      ADD_FAILURE() << "the receive completed";
+    } catch (const comm::CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("replica 1 was lost (a test)"), std::string::npos)
+          << e.what();
+    }
+    aborter.join();
+    EXPECT_TRUE(g.aborted());
+    EXPECT_THROW(g.isend(t, 1, 8), comm::CommError);
+    g.barrier();
+  });
+}
+
+TEST(ElasticSyncTest, RecordsReachEveryMemberAndTheMajorityDigestIsFound) {
+  testing::run_ranks(3, [](comm::Group& g) {
+    const Record mine{5, 10 + g.rank(), g.rank() == 2 ? 99u : 42u, 100 * g.rank()};
+    const std::vector<Record> all = exchange_records(g, mine);
+    ASSERT_EQ(all.size(), 3u);
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(all[static_cast<size_t>(r)].round, 5);
+      EXPECT_EQ(all[static_cast<size_t>(r)].proposal, 10 + r);
+      EXPECT_EQ(all[static_cast<size_t>(r)].samples, 100 * r);
+    }
+    const Majority m = majority_digest(all);
+    EXPECT_EQ(m.digest, 42u);
+    EXPECT_EQ(m.differ, std::vector<int>{2});
+  });
+}
+
+TEST(ElasticSyncTest, AJoinerAssemblesTheStateFromEveryDonor) {
+  const at::Tensor truth = at::arange(0, 1001, at::kFloat);
+  testing::run_ranks(4, [&](comm::Group& g) {
+    const bool joiner = g.rank() >= 2;
+    at::Tensor state = joiner ? at::zeros({1001}) : truth.clone();
+    std::vector<int64_t> progress = joiner ? std::vector<int64_t>{} : std::vector<int64_t>{7, 8, 9};
+    uint64_t digest = joiner ? 0 : 1234;
+    transfer_state(g, {0, 1}, {2, 3}, state, progress, digest);
+    EXPECT_TRUE(at::equal(state, truth));
+    EXPECT_EQ(progress, (std::vector<int64_t>{7, 8, 9}));
+    EXPECT_EQ(digest, 1234u);
+  });
+}
+
+DilocoConfig outer_config(const std::string& codec = "none") {
+  DilocoConfig c;
+  c.sync_every = 3;
+  c.outer_lr = 0.7;
+  c.outer_momentum = 0.9;
+  c.codec = compress::parse_codec(codec);
+  return c;
+}
+
+// Replica r's parameters after its round k of inner steps: the anchor moved by its own
+// deterministic offset (what its training would do).
+at::Tensor trained(const at::Tensor& anchor, int replica, int round) {
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(100 * round + replica));
+  return anchor - 0.01 * at::randn(anchor.sizes(), gen);
+}
+
+// Three replicas take one outer step together; replica 2 is lost; the two left take two more.
+// Every rank's shared state must equal the reference's: outer Nesterov on the mean of the
+// live replicas' pseudo-gradients, computed here in double.
+TEST(ElasticOuterTest, TheOuterStepFollowsTheLiveMembersAsTheReferenceDoes) {
+  torch::nn::Sequential model = testing::tiny_mlp(3, 2);
+  const at::Tensor start = torch::nn::utils::parameters_to_vector(model->parameters()).detach();
+  at::Tensor anchor = start.to(at::kDouble), momentum = at::zeros_like(anchor);
+  const auto reference_step = [&](const std::vector<int>& live, int round) {
+    at::Tensor g = at::zeros_like(anchor);
+    for (const int r : live)
+      g += (anchor - trained(anchor.to(at::kFloat), r, round).to(at::kDouble));
+    g /= static_cast<double>(live.size());
+    momentum = 0.9 * momentum + g;
+    anchor = anchor - 0.7 * (g + 0.9 * momentum);
+  };
+  reference_step({0, 1, 2}, 0);
+  reference_step({0, 1}, 1);
+  reference_step({0, 1}, 2);
+  std::mutex mutex;
+  std::map<int, at::Tensor> finals;
+  std::map<int, uint64_t> digests;
+  std::vector<torch::nn::Sequential> models;  // made here: seeding is process-wide
+  for (int r = 0; r < 3; ++r)
+    models.push_back(testing::tiny_mlp(3, 2));
+  testing::run_ranks(3, [&](comm::Group& g) {
+    torch::nn::Sequential& mine = models[static_cast<size_t>(g.rank())];
+    ElasticOuter outer(mine->parameters(), mine->buffers(), outer_config());
+    const auto train_round = [&](int round) {
+      const at::Tensor now = torch::nn::utils::parameters_to_vector(mine->parameters()).detach();
+      torch::NoGradGuard no_grad;
+      torch::nn::utils::vector_to_parameters(trained(now, g.rank(), round), mine->parameters());
+    };
+    train_round(0);
+    outer.apply(outer.exchange(g, outer.pseudo_gradient()));
+    if (g.rank() == 2) return;  // lost
+    auto pair = comm::connect_subgroup(g, {0, 1}, "after-2-was-lost");
+    for (int round = 1; round <= 2; ++round) {
+      train_round(round);
+      outer.apply(outer.exchange(*pair, outer.pseudo_gradient()));
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
+    finals[g.rank()] = outer.pack().narrow(0, 0, outer.values()).clone();
+    digests[g.rank()] = outer.digest();
+  });
+  ASSERT_EQ(finals.size(), 2u);
+  EXPECT_TRUE(at::equal(finals[0], finals[1]));
+  EXPECT_EQ(digests[0], digests[1]);
+  EXPECT_TRUE(at::allclose(finals[0].to(at::kDouble), anchor, 1e-5, 1e-6))
+      << (finals[0].to(at::kDouble) - anchor).abs().max().item<double>();
+}
+
+// A coded exchange that fails half way (the peer's connections close) must leave the
+// residuals of error feedback as they were: the redo then gives what a first try gives.
+TEST(ElasticOuterTest, AFailedExchangeLeavesTheStateAsItWas) {
+  std::vector<torch::nn::Sequential> models{testing::tiny_mlp(3, 2), testing::tiny_mlp(3, 2)};
+  std::vector<std::unique_ptr<ElasticOuter>> outers, fresh;
+  for (auto& m : models) {
+    outers.push_back(
+        std::make_unique<ElasticOuter>(m->parameters(), m->buffers(), outer_config("sortquant:4")));
+  }
+  std::vector<at::Tensor> pseudo(2);
+  for (int r = 0; r < 2; ++r) {
+    torch::NoGradGuard no_grad;
+    const at::Tensor now = torch::nn::utils::parameters_to_vector(models[r]->parameters());
+    torch::nn::utils::vector_to_parameters(trained(now.detach(), r, 0), models[r]->parameters());
+    pseudo[static_cast<size_t>(r)] = outers[static_cast<size_t>(r)]->pseudo_gradient();
+  }
+  std::atomic<bool> failed{false};
+  testing::run_ranks(2, [&](comm::Group& g) {
+    if (g.rank() == 1) return;  // leaves: its connections close under rank 0's exchange
+    try {
+      outers[0]->exchange(g, pseudo[0]);
+    } catch (const comm::CommError&) {
+      failed = true;
+    }
+  });
+  ASSERT_TRUE(failed);
+  std::vector<at::Tensor> redone(2), first(2);
+  testing::run_ranks(2, [&](comm::Group& g) {
+    redone[static_cast<size_t>(g.rank())] = outers[static_cast<size_t>(g.rank())]
+                                                ->exchange(g, pseudo[static_cast<size_t>(g.rank())])
+                                                .mean;
+  });
+  for (auto& m : models)
+    fresh.push_back(
+        std::make_unique<ElasticOuter>(m->parameters(), m->buffers(), outer_config("sortquant:4")));
+  testing::run_ranks(2, [&](comm::Group& g) {
+    first[static_cast<size_t>(g.rank())] = fresh[static_cast<size_t>(g.rank())]
+                                               ->exchange(g, pseudo[static_cast<size_t>(g.rank())])
+                                               .mean;
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(at::equal(redone[static_cast<size_t>(r)], first[static_cast<size_t>(r)])) << r;
+}
+
+}  // namespace
+}  // namespace dtrain::parallel

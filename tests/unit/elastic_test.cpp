@@ -1,0 +1,177 @@
+// Elastic DiLoCo's pure parts: the views in the store, the sample queue that hands out an
+// epoch's samples to whoever is live, the coordinator's decisions from what it observed, and
+// the fault plans tests script.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "dtrain/data/sample_queue.h"
+#include "dtrain/elastic/coordinator.h"
+#include "dtrain/elastic/fault_plan.h"
+#include "dtrain/elastic/view.h"
+
+namespace dtrain {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ElasticViewTest, RoundTripsThroughTheStoreAndRejectsMalformedText) {
+  elastic::View v;
+  v.id = 4;
+  v.members = {0, 2, 1005};
+  v.reason = "lost [1]; joined [1005]";
+  v.published_at = 1.7e9;
+  v.silent_s = {{1, 1.08}};
+  const elastic::View back = elastic::View::from_json(v.to_json());
+  EXPECT_EQ(back.id, 4);
+  EXPECT_EQ(back.members, v.members);
+  EXPECT_EQ(back.reason, v.reason);
+  EXPECT_DOUBLE_EQ(back.silent_s.at(1), 1.08);
+  EXPECT_EQ(back.rank_of(1005), 2);
+  EXPECT_EQ(back.rank_of(1), -1);
+  EXPECT_THROW(elastic::View::from_json("{\"view\": 2}"), std::invalid_argument);
+  EXPECT_THROW(elastic::View::from_json("not json"), std::invalid_argument);
+  EXPECT_THROW(elastic::View::from_json("{\"view\": 2, \"members\": [1, 1]}"),
+               std::invalid_argument);
+  EXPECT_THROW(elastic::View::from_json("{\"view\": 0, \"members\": []}"), std::invalid_argument);
+  elastic::View before;
+  before.members = {0, 1, 2};
+  EXPECT_EQ(elastic::arrived(before, v), (std::vector<int64_t>{1005}));
+  EXPECT_EQ(elastic::departed(before, v), (std::vector<int64_t>{1}));
+}
+
+// Every position of an epoch handed out once, whatever the replicas per round and the
+// positions of lost replicas given back.
+TEST(SampleQueueTest, EveryPositionOfAnEpochCountsOnceThroughLossesAndJoins) {
+  const int64_t n = 1000, per = 64;
+  data::SampleQueue q;
+  std::multiset<int64_t> counted;
+  const std::vector<int> replicas_by_round = {3, 3, 2, 2, 3, 1, 4, 4, 4, 4, 4, 4};
+  size_t round = 0;
+  while (!data::epoch_done(q, n)) {
+    const int p = replicas_by_round[std::min(round, replicas_by_round.size() - 1)];
+    const auto shares = data::assign_round(q, p, per, n);
+    ASSERT_EQ(shares.size(), static_cast<size_t>(p));
+    size_t most = 0, least = SIZE_MAX;
+    for (const auto& s : shares) {
+      most = std::max(most, s.size());
+      least = std::min(least, s.size());
+    }
+    EXPECT_LE(most, static_cast<size_t>(per));
+    for (int r = 0; r < p; ++r) {
+      const auto& share = shares[static_cast<size_t>(r)];
+      if (round % 3 == 1 && r == 0)  // replica 0 is lost every third round
+        data::requeue(q, share);
+      else
+        counted.insert(share.begin(), share.end());
+    }
+    ++round;
+    ASSERT_LT(round, 100u);
+  }
+  EXPECT_EQ(counted.size(), static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(counted.count(i), 1u) << i;
+}
+
+TEST(SampleQueueTest, TheLastRoundIsSplitEvenlyAndRedoComesFirst) {
+  data::SampleQueue q;
+  q.cursor = 90;
+  q.redo = {3, 4};
+  const auto shares = data::assign_round(q, 3, 10, 100);
+  // 12 left over 3 replicas: 4 each, the redone positions first.
+  EXPECT_EQ(shares[0], (std::vector<int64_t>{3, 4, 90, 91}));
+  EXPECT_EQ(shares[1], (std::vector<int64_t>{92, 93, 94, 95}));
+  EXPECT_EQ(shares[2], (std::vector<int64_t>{96, 97, 98, 99}));
+  EXPECT_TRUE(data::epoch_done(q, 100));
+  EXPECT_THROW(data::assign_round(q, 0, 10, 100), std::invalid_argument);
+  q.redo = {7};
+  const data::SampleQueue back = data::unpack_queue(data::pack(q));
+  EXPECT_EQ(back.cursor, q.cursor);
+  EXPECT_EQ(back.redo, q.redo);
+  EXPECT_THROW(data::unpack_queue({0, 1, 5}), std::invalid_argument);
+}
+
+elastic::Observed beats(const std::vector<int64_t>& replicas, int64_t count) {
+  elastic::Observed o;
+  for (const int64_t r : replicas)
+    o.heartbeats[r] = std::to_string(count);
+  return o;
+}
+
+TEST(MembershipPolicyTest, FormsLosesSilentReplicasAndTakesJoinersIn) {
+  elastic::CoordinatorConfig c;
+  c.expect = 3;
+  c.heartbeat_timeout = 1000ms;
+  elastic::MembershipPolicy policy(c);
+  auto t = elastic::Clock::now();
+  elastic::Observed first;
+  first.registered = {2, 0};
+  EXPECT_FALSE(policy.step(t, first));  // two of the three expected
+  elastic::Observed third;
+  third.registered = {1};
+  const auto formed = policy.step(t, third);
+  ASSERT_TRUE(formed);
+  EXPECT_EQ(formed->id, 1);
+  EXPECT_EQ(formed->members, (std::vector<int64_t>{0, 1, 2}));
+  // Replica 1 goes silent: within the timeout nothing changes, past it a view drops it.
+  for (int64_t i = 1; i <= 9; ++i)
+    EXPECT_FALSE(policy.step(t + i * 100ms, beats({0, 2}, i)));
+  const auto lost = policy.step(t + 1100ms, beats({0, 2}, 11));
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->id, 2);
+  EXPECT_EQ(lost->members, (std::vector<int64_t>{0, 2}));
+  EXPECT_NE(lost->reason.find("lost [1]"), std::string::npos);
+  // A joiner comes in behind the members; a member leaving is not lost.
+  elastic::Observed join = beats({0, 2}, 12);
+  join.registered = {1001};
+  const auto joined = policy.step(t + 1200ms, join);
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->members, (std::vector<int64_t>{0, 2, 1001}));
+  elastic::Observed leave = beats({0, 2, 1001}, 13);
+  leave.left = {2};
+  const auto left = policy.step(t + 1300ms, leave);
+  ASSERT_TRUE(left);
+  EXPECT_EQ(left->members, (std::vector<int64_t>{0, 1001}));
+  EXPECT_NE(left->reason.find("left [2]"), std::string::npos);
+}
+
+TEST(MembershipPolicyTest, FormsWithTheMinimumAfterTheFormTimeoutAndEndsWhenAllAreLost) {
+  elastic::CoordinatorConfig c;
+  c.expect = 4;
+  c.min_replicas = 2;
+  c.form_timeout = 5000ms;
+  c.heartbeat_timeout = 1000ms;
+  elastic::MembershipPolicy policy(c);
+  const auto t = elastic::Clock::now();
+  elastic::Observed o;
+  o.registered = {0, 1};
+  EXPECT_FALSE(policy.step(t, o));
+  const auto formed = policy.step(t + 5001ms, beats({0, 1}, 1));
+  ASSERT_TRUE(formed);
+  EXPECT_EQ(formed->members.size(), 2u);
+  const auto gone = policy.step(t + 7000ms, elastic::Observed{});
+  ASSERT_TRUE(gone);
+  EXPECT_TRUE(gone->members.empty());
+}
+
+TEST(FaultPlanTest, ParsesEntriesAndNamesEachReplicaByItsSlotAndRestart) {
+  const auto plan = elastic::parse_fault_plan(
+      "kill:1@3:inner,rejoin:1@6,corrupt:2@4,"
+      "kill:0@7:join");
+  EXPECT_TRUE(plan.kills_at(1, 3, elastic::FaultPhase::kInner));
+  EXPECT_FALSE(plan.kills_at(101, 3, elastic::FaultPhase::kInner));  // the replacement lives
+  EXPECT_TRUE(plan.kills_at(100, 7, elastic::FaultPhase::kJoin));
+  EXPECT_EQ(plan.rejoin_round(101), 6);
+  EXPECT_FALSE(plan.rejoin_round(1));
+  EXPECT_EQ(plan.due_before(6), (std::vector<int64_t>{101}));
+  EXPECT_TRUE(plan.corrupts(2, 4));
+  EXPECT_TRUE(elastic::parse_fault_plan("").empty());
+  for (const char* bad : {"kill:1@3", "kill:1@3:lunch", "rejoin:1@0", "explode:1@2",
+                          "kill:x@3:inner", "rejoin:1@2:inner", "kill:1"})
+    EXPECT_THROW(elastic::parse_fault_plan(bad), std::invalid_argument) << bad;
+}
+
+}  // namespace
+}  // namespace dtrain
