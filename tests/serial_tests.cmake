@@ -9,6 +9,7 @@ foreach(name
         NetlabTest.CompressAutoFollowsARateChangeAtTheNextEpoch
         NetlabTest.CompressGradAutoCompressesOnASlowLink
         NetlabTest.TheProbeReadsAFastLinkWithinTenPercent
+        NetlabTest.TheProbeReadsTheRateAndTheDelayOfShortAndLongLinks
         NetlabTest.DelayShowsInTheLatencyAndLossLeavesTheResultAlone)
   set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
 endforeach()

@@ -360,6 +360,38 @@ TEST(NetlabTest, TheProbeReadsAFastLinkWithinTenPercent) {
   EXPECT_GT(link["rate_mbps"].get<double>(), 800) << link.dump();
 }
 
+// The link probe (comm/link_probe.h) on a 50 Mbit/s lab at 0, 5, 25 and 100 ms one way, as
+// DiLoCo's --compress-outer auto reads it: the rate within 20 % of the lab's and the one-way
+// delay within 20 % of the set one. Before its pings were posted ahead and its rate came
+// from trains, it read 50 Mbit/s + 25 ms as 31,457,280 Mbit/s and 50.5 ms one way.
+TEST(NetlabTest, TheProbeReadsTheRateAndTheDelayOfShortAndLongLinks) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--rate", "50mbit"});
+  ASSERT_TRUE(lab.ok());
+  for (const int delay_ms : {0, 5, 25, 100}) {
+    SCOPED_TRACE(std::to_string(delay_ms) + " ms");
+    lab.run({"set", lab.name(), "--delay", std::to_string(delay_ms) + "ms"});
+    Process train({DTRAIN_BINARY, "train", "-n", "2", "--netlab", lab.name(), "--parallel",
+                   "diloco", "--model", "mlp", "--limit-train", "640", "--limit-test", "64",
+                   "--epochs", "1", "--sync-every", "5", "--compress-outer", "auto",
+                   "--no-progress"});
+    ASSERT_EQ(train.wait_for(300s), 0) << train.err();
+    const std::string err = train.err();
+    const size_t at = err.find("auto chose");
+    ASSERT_NE(at, std::string::npos) << err;
+    double mbit = 0, one_way_ms = 0;
+    ASSERT_EQ(std::sscanf(err.c_str() + err.find('(', at), "(%lf Mbit/s, %lf ms one way", &mbit,
+                          &one_way_ms),
+              2)
+        << err.substr(at, 200);
+    EXPECT_NEAR(mbit, 50, 10) << err.substr(at, 200);
+    if (delay_ms == 0)
+      EXPECT_LT(one_way_ms, 2) << err.substr(at, 200);
+    else
+      EXPECT_NEAR(one_way_ms, delay_ms, 0.2 * delay_ms) << err.substr(at, 200);
+  }
+}
+
 // A runoff on a 20 Mbit/s link (--compress-runoff 100: the closest other candidate is
 // always run off): its measured pairs in the row, for the pipeline's driver and DDP's rank 0,
 // and on a link this slow the smallest packets win the measurement too.

@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
 
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/tags.h"
@@ -12,69 +15,33 @@
 namespace dtrain::comm {
 namespace {
 
-constexpr int64_t kSmallBytes = 128 * 1024, kLargeBytes = 512 * 1024;
-// Rounds go on (best of each time kept) until they add up to this long, at most kRounds:
-// one round on a slow link, several on a fast one, where a scheduler hiccup would
-// otherwise decide the rate.
-constexpr int kRounds = 8;
-constexpr double kLongEnoughS = 0.05;
-// A link that carries the large message in less than this gets sizes kFastScale times
-// larger from the next round on (the earlier rounds dropped): on a 1 Gbit/s lab link a
-// token bucket's 2 ms burst (250 KB) covered most of the small message, and the probe read
-// 1.2-1.3 Gbit/s.
-constexpr double kFastLinkS = 0.016;
-constexpr int64_t kFastScale = 8;
-// Both ways at once, the scaled rounds go on (up to this many) while the two directions
-// read more than kUnevenBy apart. Two TCP directions through shaped queues often share the
-// link unevenly: each one's acknowledgements queue behind the other's data, and in about
-// half the rounds one direction ran at 1000-1040 Mbit/s on a 1 Gbit/s lab link while the
-// other read 740-860 (their sum stays 1770-1880). One round read the slower direction at
-// 634-783 about once in 6 probes; rounds repeated until even read 880-980. A link whose
-// directions differ for real costs the extra rounds and reads the same.
-constexpr int kUnevenScaledRounds = 3;
+// A ping whose receive is posted before the previous answer went out: Gloo sends a message
+// only once the receiver's notice has arrived, so a ping-pong posted as it goes costs two
+// round trips, and a probe of few pings read a long link's one-way delay as its round trip
+// (10.2 ms on a 5 ms link). Posted ahead, each ping after the first costs one round trip.
+constexpr int kPings = 5;
+
+// Trains: kTrainMessages messages back to back, every receive posted first; the receiver
+// times the arrivals after the first message, free of its latency and of a window's ramp
+// (slow start, a token bucket's burst) that the first message absorbs. Arrivals are only ever
+// late, never early: a lost packet holds back what follows it until the retransmission comes
+// (through a shaped queue, a whole queue's delay), and then several messages complete at
+// once. A late start would read the link fast, so the rate is the lowest over the starts in
+// the train's first half (the end is the last arrival in each).
+constexpr int kTrainMessages = 8;
+constexpr int64_t kFirstTrainBytes = 512 * 1024;
+constexpr int64_t kMostTrainBytes = int64_t{32} << 20;
+// A train's second half (the shortest span timed) must take this long, and two round trips, to be
+// read; shorter ones are repeated larger (at most kTrainRounds trains a direction).
+constexpr double kLongEnoughS = 0.01;
+constexpr int kTrainRounds = 3;
+// Both ways at once, directions that read more than kUnevenBy apart are measured again (at
+// most kTrainRounds): through shaped queues each direction's acknowledgements wait behind the
+// other's data, and one round often shares a 1 Gbit/s lab link 1000 / 800 Mbit/s.
 constexpr double kUnevenBy = 1.1;
-// Duplex::kBothWaysAtOnce keeps going both ways in the scaled rounds only where the first
-// round read the link below this: faster ones are memory copies (loopback: 25-85 Gbit/s),
-// where traffic both ways measures the cores copying it, and read loopback slow enough for
-// fp16 to look better than none on the mlp
-// (DdpE2eTest.CompressGradAutoKeepsTheExactAllReduceOnLoopback).
+// Both ways at once only below this rate: faster "links" are memory copies (loopback,
+// 25-85 Gbit/s), where traffic both ways measures the cores copying it.
 constexpr double kBothWaysBelowBytesPerS = 5e9 / 8;
-
-double rate_of(const double (&seconds)[2], int64_t scale) {
-  return static_cast<double>(scale * (kLargeBytes - kSmallBytes)) /
-         std::max(seconds[1] - seconds[0], 1e-7);
-}
-
-// The initiator sends `out` and waits for `in`; the peer mirrors: receives, then answers.
-// Returns the seconds it took.
-double exchange(Group& g, int peer, bool initiator, at::Tensor& out, int out_tag, at::Tensor& in,
-                int in_tag) {
-  const auto t0 = metrics::Clock::now();
-  if (initiator) {
-    g.send(out, peer, out_tag);
-    g.recv(in, peer, in_tag);
-  } else {
-    g.recv(out, peer, out_tag);
-    g.send(in, peer, in_tag);
-  }
-  return metrics::since(t0);
-}
-
-// Both ways at once: after a ping round trip, each rank sends `out` while receiving `in`.
-// Returns the seconds until this rank's receive completed (the peer's direction). The peer
-// starts about one latency before the initiator, the same for every size: the difference
-// of two sizes' times drops it.
-double both_ways(Group& g, int peer, bool initiator, at::Tensor& out, at::Tensor& in, int data_tag,
-                 at::Tensor& ping, int ping_tag) {
-  exchange(g, peer, initiator, ping, ping_tag, ping, ping_tag);
-  const auto t0 = metrics::Clock::now();
-  Request receive = g.irecv(in, peer, data_tag);
-  Request send = g.isend(out, peer, data_tag);
-  receive.wait();
-  const double seconds = metrics::since(t0);
-  send.wait();
-  return seconds;
-}
 
 // Rounds of the circle method: in round r, rank i meets partner(i, r) (ranks padded to an even
 // count; a rank whose partner is the pad sits the round out).
@@ -84,79 +51,141 @@ int partner(int rank, int round, int padded) {
   return ((2 * round - rank) % (padded - 1) + (padded - 1)) % (padded - 1);
 }
 
+// What a train's receiver saw: the rate (above), and the shortest span it timed.
+struct Arrivals {
+  double rate = 0, seconds = 0;
+};
+
+// One train each way that is asked for: `send` this rank's, `receive` the peer's, at once.
+Arrivals train(Group& g, int peer, bool send, bool receive, int64_t bytes, int tag) {
+  const int64_t piece = bytes / kTrainMessages;
+  std::vector<at::Tensor> in;
+  std::vector<Request> receives, sends;
+  if (receive)
+    for (int i = 0; i < kTrainMessages; ++i) {
+      in.push_back(at::empty({piece}, at::kByte));
+      receives.push_back(g.irecv(in.back(), peer, tag));
+    }
+  const at::Tensor out = at::zeros({piece}, at::kByte);
+  if (send)
+    for (int i = 0; i < kTrainMessages; ++i)
+      sends.push_back(g.isend(out, peer, tag));
+  std::vector<metrics::Clock::time_point> arrived;
+  for (auto& r : receives) {
+    r.wait();
+    arrived.push_back(metrics::Clock::now());
+  }
+  for (auto& s : sends)
+    s.wait();
+  Arrivals a;
+  if (!receive) return a;
+  constexpr int last = kTrainMessages - 1;
+  const auto span = [&](int from) {
+    return std::max(std::chrono::duration<double>(arrived[last] - arrived[from]).count(), 1e-7);
+  };
+  a.rate = 1e30;
+  for (int from = 1; from <= kTrainMessages / 2 - 1; ++from)
+    a.rate = std::min(a.rate, static_cast<double>(piece * (last - from)) / span(from));
+  a.seconds = span(kTrainMessages / 2 - 1);
+  return a;
+}
+
+// The initiator tells the peer what it decided (its values) and learns what the peer saw (the
+// peer's values): one small exchange, the initiator's side first.
+std::array<double, 3> swap_report(Group& g, int peer, bool initiator, std::array<double, 3> mine,
+                                  int tag) {
+  at::Tensor out = at::tensor({mine[0], mine[1], mine[2]}, at::kDouble);
+  at::Tensor in = at::empty({3}, at::kDouble);
+  if (initiator) {
+    g.send(out, peer, tag);
+    g.recv(in, peer, tag);
+  } else {
+    g.recv(in, peer, tag);
+    g.send(out, peer, tag);
+  }
+  return {in[0].item<double>(), in[1].item<double>(), in[2].item<double>()};
+}
+
 }  // namespace
+
+double probe_round_trip(Group& g, int peer, bool initiator, int tag) {
+  at::Tensor ping = at::zeros({8}, at::kByte);
+  at::Tensor in[2] = {at::empty({8}, at::kByte), at::empty({8}, at::kByte)};
+  Request posted = g.irecv(in[0], peer, tag);
+  double best = 1e30;
+  for (int i = 0; i < kPings; ++i) {
+    Request next;
+    if (i + 1 < kPings) next = g.irecv(in[(i + 1) % 2], peer, tag);
+    if (initiator) {
+      const auto t0 = metrics::Clock::now();
+      g.send(ping, peer, tag);
+      posted.wait();
+      if (i > 0) best = std::min(best, metrics::since(t0));  // the first waited for notices
+    } else {
+      posted.wait();
+      g.send(ping, peer, tag);
+    }
+    posted = std::move(next);
+  }
+  // Both ends keep the initiator's measurement.
+  at::Tensor result = at::full({1}, best, at::kDouble);
+  if (initiator)
+    g.send(result, peer, tag);
+  else
+    g.recv(result, peer, tag);
+  return result.item<double>();
+}
+
+double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
+  return probe_round_trip(g, peer, initiator, ping_tag) / 2;
+}
 
 LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_tag,
                      Duplex duplex) {
-  at::Tensor ping = at::zeros({8}, at::kByte);
-  int64_t scale = 1;
-  at::Tensor data[2] = {at::zeros({kSmallBytes}, at::kByte), at::zeros({kLargeBytes}, at::kByte)};
-  at::Tensor inbox[2];  // both ways: what the peer sends while this rank sends data[]
+  const double rtt = probe_round_trip(g, peer, initiator, ping_tag);
+  const double target = std::max(kLongEnoughS, 2 * rtt);
   bool together = duplex == Duplex::kBothWaysAtOnce;
-  if (together) inbox[0] = at::empty_like(data[0]), inbox[1] = at::empty_like(data[1]);
-  // Both ways: the peer's best receive times (the initiator's out direction) so far.
-  at::Tensor report = at::empty({2}, at::kDouble);
-  auto exchange = [&](at::Tensor& out, int out_tag, at::Tensor& in, int in_tag) {
-    return comm::exchange(g, peer, initiator, out, out_tag, in, in_tag);
-  };
-  double rtt = 1e30, out[2] = {1e30, 1e30}, in[2] = {1e30, 1e30};
-  const auto start = metrics::Clock::now();
-  int scaled_rounds = 0;
-  for (int round = 0; round < kRounds; ++round) {
-    rtt = std::min(rtt, exchange(ping, ping_tag, ping, ping_tag));
-    for (int size = 0; size < 2; ++size) {
-      if (together) {
-        in[size] = std::min(in[size], both_ways(g, peer, initiator, data[size], inbox[size],
-                                                data_tag, ping, ping_tag));
-      } else {
-        out[size] = std::min(out[size], exchange(data[size], data_tag, ping, ping_tag));
-        in[size] = std::min(in[size], exchange(ping, ping_tag, data[size], data_tag));
-      }
+  double bytes = kFirstTrainBytes;
+  LinkProbe p;
+  p.latency_s = rtt / 2;
+  for (int round = 0; round < kTrainRounds; ++round) {
+    const auto n = static_cast<int64_t>(bytes);
+    Arrivals in;  // the train this rank received
+    if (together) {
+      in = train(g, peer, true, true, n, data_tag);
+    } else {  // the initiator's train out, then the peer's back
+      const Arrivals first = train(g, peer, initiator, !initiator, n, data_tag);
+      const Arrivals second = train(g, peer, !initiator, initiator, n, data_tag);
+      in = initiator ? second : first;
     }
-    if (together) {  // the peer's receive times are the initiator's out direction
-      if (initiator) {
-        g.recv(report, peer, data_tag);
-        out[0] = report[0].item<double>();
-        out[1] = report[1].item<double>();
-      } else {
-        report[0] = in[0];
-        report[1] = in[1];
-        g.send(report, peer, data_tag);
-      }
+    const auto seen = swap_report(g, peer, initiator, {in.rate, in.seconds, 0}, ping_tag);
+    const Arrivals out{seen[0], seen[1]};  // this rank's train, as the peer received it
+    p.out_bytes_per_s = out.rate;
+    p.in_bytes_per_s = in.rate;
+    // The initiator decides what comes next and tells the peer: stop, or the next train's
+    // bytes and whether it still goes both ways.
+    std::array<double, 3> verdict{0, 0, 0};
+    if (initiator) {
+      const double shortest = std::min(in.seconds, out.seconds);
+      const double slower = std::min(in.rate, out.rate), faster = std::max(in.rate, out.rate);
+      const bool long_enough = shortest >= target;
+      const bool uneven = together && faster > kUnevenBy * slower;
+      verdict[0] = (long_enough && !uneven) || bytes >= kMostTrainBytes ? 1 : 0;
+      // Long enough at the rate seen, twice over (a first train may read low), and at least
+      // twice as long as this one.
+      const double grain = kTrainMessages * 65536.0;
+      const double wanted = long_enough ? bytes : bytes * std::max(2.0, 2 * target / shortest);
+      verdict[1] = std::min<double>(kMostTrainBytes, std::ceil(wanted / grain) * grain);
+      verdict[2] = together && slower < kBothWaysBelowBytesPerS ? 1 : 0;
     }
-    // Both ends see nearly the same times, but must agree on what comes next: the
-    // initiator decides and tells the peer in the next ping (byte 0: stop; byte 1: scale up;
-    // byte 2: the scaled rounds go both ways at once).
-    auto* const says = ping.data_ptr<uint8_t>();
-    says[1] = initiator && scale == 1 && std::max(out[1], in[1]) < kFastLinkS ? 1 : 0;
-    says[2] = says[1] != 0 && duplex == Duplex::kBothWaysAtOnce &&
-                      std::min(rate_of(out, 1), rate_of(in, 1)) < kBothWaysBelowBytesPerS
-                  ? 1
-                  : 0;
-    // Both ways at once, each direction got as much time on the wire in half the time.
-    const double long_enough = together ? kLongEnoughS / 2 : kLongEnoughS;
-    if (scale > 1) ++scaled_rounds;
-    const double faster = std::max(rate_of(out, scale), rate_of(in, scale));
-    const bool uneven =
-        together && faster > kUnevenBy * std::min(rate_of(out, scale), rate_of(in, scale));
-    const bool enough_rounds = scale == 1 || !uneven || scaled_rounds >= kUnevenScaledRounds;
-    says[0] =
-        initiator && says[1] == 0 && enough_rounds && metrics::since(start) > long_enough ? 1 : 0;
-    exchange(ping, ping_tag, ping, ping_tag);
-    if (says[1] != 0) {
-      scale = kFastScale;
-      data[0] = at::zeros({scale * kSmallBytes}, at::kByte);
-      data[1] = at::zeros({scale * kLargeBytes}, at::kByte);
-      together = says[2] != 0;
-      if (together) inbox[0] = at::empty_like(data[0]), inbox[1] = at::empty_like(data[1]);
-      out[0] = out[1] = in[0] = in[1] = 1e30;
-      says[1] = says[2] = 0;
-      continue;
-    }
-    if (says[0] != 0) break;
+    const auto told = swap_report(g, peer, initiator, verdict, ping_tag);
+    const std::array<double, 3>& decided = initiator ? verdict : told;
+    if (decided[0] != 0) break;
+    bytes = decided[1];
+    together = decided[2] != 0;
   }
   if (!initiator) return {};
-  return {rate_of(out, scale), rate_of(in, scale), rtt / 2};
+  return p;
 }
 
 SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag) {
@@ -175,14 +204,6 @@ SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag) {
   return s;
 }
 
-double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
-  at::Tensor ping = at::zeros({8}, at::kByte);
-  double rtt = 1e30;
-  for (int i = 0; i < 3; ++i)
-    rtt = std::min(rtt, exchange(g, peer, initiator, ping, ping_tag, ping, ping_tag));
-  return rtt / 2;
-}
-
 void measure_round_trips(Group& group) {
   const int p = group.size(), padded = p + p % 2;
   const int tag = connect_probe_tag();
@@ -192,14 +213,7 @@ void measure_round_trips(Group& group) {
     // Both ends keep the initiator's measurement: what is decided from it per link (its
     // streams, its openings) must be decided alike at both ends, also near a threshold.
     const bool initiator = group.rank() < peer;
-    at::Tensor round_trip =
-        at::full({1}, 2 * probe_latency(group, peer, initiator, tag), at::kDouble);
-    if (initiator) {
-      group.send(round_trip, peer, tag);
-    } else {
-      group.recv(round_trip, peer, tag);
-    }
-    group.set_round_trip(peer, round_trip.item<double>());
+    group.set_round_trip(peer, probe_round_trip(group, peer, initiator, tag));
   }
 }
 

@@ -2,15 +2,17 @@
 // not counting latency, the peer's reply or the peer's compute; one direction at a time, or
 // both at once (Duplex, below).
 //
-// The initiator sends a 128 KiB and a 512 KiB message, each answered by 8 bytes, then asks
-// for the same two sizes back; the difference of the two times of one direction is 384 KiB
-// on the wire, free of latency and of a token bucket's initial burst (the best of rounds
-// repeated until they took 50 ms, at most 8: one on a slow link, several on a fast one).
-// Where the first round moved 512 KiB in under 16 ms, the rounds start over with sizes 8x
-// (1 and 4 MiB): a fast link's token bucket holds more than the small message (a 1 Gbit/s
-// lab link's 2 ms burst is 250 KB). 4x read the same on an idle machine, but 721 Mbit/s
-// once while other tests loaded both cores (8x: 843 once): a busy CPU reads links low.
-// The latency is half an 8-byte round trip. Both ranks call it with the same tags; only the
+// The round trip comes from 8-byte pings whose receives are posted ahead (Gloo sends a
+// message only once its receive's notice has arrived: pings posted as they go cost two round
+// trips each, and read a 5 ms link's one-way delay as 10 ms). The rate comes from trains:
+// eight messages back to back, every receive posted first, the receiver timing the arrivals
+// after the first message, so neither its latency nor a window's ramp (TCP's slow start on a
+// long link, a token bucket's burst on a fast one) counts. A lost packet makes the messages
+// behind it complete late and together, so the rate is the lowest read from each start in
+// the first half to the last arrival. A train whose second half took less than 10 ms or two
+// round trips is sent again larger (at most three trains,
+// 32 MiB): 512 KiB reads a 20 Mbit/s link in one train, a 1 Gbit/s one needs 4 MiB, a 50
+// Mbit/s link with a 50 ms round trip 2.5 MiB. Both ends call it with the same tags; only the
 // initiator's result is filled in.
 #pragma once
 
@@ -45,7 +47,9 @@ struct SlowestLink {
 };
 SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag);
 
-// One way's latency alone: half the best of three 8-byte round trips (both ranks call it).
+// The round trip alone (the pings above; both ranks call it and get the initiator's), and
+// half of it.
+double probe_round_trip(Group& group, int peer, bool initiator, int ping_tag);
 double probe_latency(Group& group, int peer, bool initiator, int ping_tag);
 
 // Collective: every pair of ranks measures its round trip (in rounds where each rank meets
