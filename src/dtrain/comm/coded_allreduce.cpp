@@ -23,7 +23,8 @@ void check_length(const Group& group, const at::Tensor& part, int64_t expected, 
 
 // Every rank sends to and receives from every other: `out[i]` to `peers[i]`, returning what
 // each sent here. With sizes known at both ends, one message each, posted in the order
-// detail::post_exchange() gives; otherwise byte messages (Group::exchange_bytes). The
+// detail::post_exchange() gives, through openings where the link and tag have them (both
+// ends know the size, so both decide alike); otherwise byte messages (Group::exchange_bytes). The
 // vectors outlive the messages (every one is waited for here).
 std::vector<std::vector<uint8_t>> exchange(Group& group, const std::vector<int>& peers,
                                            const std::vector<const std::vector<uint8_t>*>& out,
@@ -45,13 +46,13 @@ std::vector<std::vector<uint8_t>> exchange(Group& group, const std::vector<int>&
         for (size_t i = 0; i < peers.size(); ++i) {
           in[i].resize(static_cast<size_t>(in_bytes[i]));
           at::Tensor target = Group::payload_view(in[i]);
-          if (!in[i].empty()) recvs.push_back(group.irecv(target, peers[i], tag));
+          if (!in[i].empty()) recvs.push_back(group.irecv_opening_if_fits(target, peers[i], tag));
         }
       },
       [&] {
         for (size_t i = 0; i < peers.size(); ++i)
           if (!out[i]->empty())
-            sends.push_back(group.isend(Group::payload_view(*out[i]), peers[i], tag));
+            sends.push_back(group.isend_opening_if_fits(Group::payload_view(*out[i]), peers[i], tag));
       });
   for (auto& r : recvs)
     r.wait();

@@ -7,8 +7,14 @@ namespace dtrain::comm {
 namespace {
 
 constexpr int kFieldBits = 24;
-// Openings' tags: the top two bits of a collective tag's 16-bit phase field.
+// Openings' tags: the top two bits of a collective tag's 16-bit phase field, bits that
+// DiLoCo's outer layout (a 2-bit phase) leaves free too.
 constexpr int kOpeningPayloadBit = 1 << 15, kOpeningTrailerBit = 1 << 14;
+
+bool opens(int space) {
+  return space == static_cast<int>(TagSpace::kCollective) ||
+         space == static_cast<int>(TagSpace::kOuter);
+}
 
 }  // namespace
 
@@ -55,13 +61,12 @@ int collective_tag(CollectiveChannel channel) {
 }
 
 bool has_opening_tags(int tag) {
-  return (tag >> kFieldBits) == static_cast<int>(TagSpace::kCollective) &&
-         (tag & (kOpeningPayloadBit | kOpeningTrailerBit)) == 0;
+  return opens(tag >> kFieldBits) && (tag & (kOpeningPayloadBit | kOpeningTrailerBit)) == 0;
 }
 
 OpeningTags opening_tags(int tag) {
   if (!has_opening_tags(tag))
-    throw std::invalid_argument("openings are for collective tags with a phase below 2^14, not " +
+    throw std::invalid_argument("openings are for collective and DiLoCo outer tags with a phase below 2^14, not " +
                                 describe_tag(tag));
   return {tag | kOpeningPayloadBit, tag | kOpeningTrailerBit};
 }

@@ -66,8 +66,10 @@ int collective_tag(CollectiveChannel channel);
 
 // The tags of a collective's openings (Group::isend_opening): its payload's and the trailer
 // that follows it, taken from the top two bits of the collective tag's phase field, so they
-// never meet the collective's other messages. Throws std::invalid_argument for a tag that is
-// not a collective's or whose phase already uses those bits.
+// never meet the collective's other messages. DiLoCo's outer exchange (TagSpace::kOuter)
+// has openings too: streaming DiLoCo exchanges often, and on a long link each exchange
+// would otherwise wait a one-way delay per phase for the receiver's notice. Throws
+// std::invalid_argument for a tag of another space or whose phase already uses those bits.
 struct OpeningTags {
   int payload = 0;
   int trailer = 0;
