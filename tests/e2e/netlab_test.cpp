@@ -338,25 +338,31 @@ TEST(NetlabTest, CompressGradAutoCompressesOnASlowLink) {
   EXPECT_GT(rows[0]["test_acc"].get<double>(), 0.3);  // chance: 0.1
 }
 
-// DiLoCo on a 20 Mbit/s link with --compress-outer auto: no candidate of 8 bits or more
-// keeps the exchange under 5 % of the steps there, and sortquant:8 (canonical
-// sortquant:6:2) waits least.
+// DiLoCo on a 20 Mbit/s link with --compress-outer auto: no candidate keeps the exchange
+// under 5 % of the steps there, and rot:tile:2 (2 bits: the outer auto's default floor)
+// waits least; with --compress-min-bits 8, sortquant:8 (canonical sortquant:6:2).
 TEST(NetlabTest, CompressOuterAutoCodesTheOuterExchangeOnASlowLink) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2", "--rate", "20mbit"});
   ASSERT_TRUE(lab.ok());
   const std::string metrics = "/tmp/dtrain-netlab-diloco-" + std::to_string(getpid()) + ".jsonl";
-  Process train({DTRAIN_BINARY,      "train",  "-n",        "2",     "--netlab",      lab.name(),
-                 "--parallel",       "diloco", "--model",   "mlp",   "--limit-train", "1280",
-                 "--limit-test",     "256",    "--epochs",  "1",     "--sync-every",  "5",
-                 "--compress-outer", "auto",   "--metrics", metrics, "--no-progress"});
-  ASSERT_EQ(train.wait_for(300s), 0) << train.err();
-  const auto rows = testing::take_json_lines_file(metrics);
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0]["outer_codec"], "sortquant:6:2") << train.err();
-  EXPECT_LT(rows[0]["outer_wire_bytes"].get<double>(),
-            rows[0]["outer_fp32_bytes"].get<double>() / 3);
-  EXPECT_NE(train.err().find("Mbit/s"), std::string::npos) << train.err();
+  for (const std::string floor : {"", "8"}) {
+    std::vector<std::string> argv{
+        DTRAIN_BINARY,      "train",  "-n",        "2",     "--netlab",      lab.name(),
+        "--parallel",       "diloco", "--model",   "mlp",   "--limit-train", "1280",
+        "--limit-test",     "256",    "--epochs",  "1",     "--sync-every",  "5",
+        "--compress-outer", "auto",   "--metrics", metrics, "--no-progress"};
+    if (!floor.empty()) argv.insert(argv.end(), {"--compress-min-bits", floor});
+    Process train(argv);
+    ASSERT_EQ(train.wait_for(300s), 0) << train.err();
+    const auto rows = testing::take_json_lines_file(metrics);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0]["outer_codec"], floor.empty() ? "rot:256:tile:2" : "sortquant:6:2")
+        << train.err();
+    EXPECT_LT(rows[0]["outer_wire_bytes"].get<double>(),
+              rows[0]["outer_fp32_bytes"].get<double>() / 3);
+    EXPECT_NE(train.err().find("Mbit/s"), std::string::npos) << train.err();
+  }
 }
 
 // The probe on a fast link: a 1 Gbit/s link's token bucket lets 250 KB through at once,

@@ -52,6 +52,32 @@ TEST(OuterCodecChoiceTest, StreamingHidesALessLossyCodecBehindTheDelay) {
   EXPECT_GT(c.exposed_s[0], c.budget_s);
 }
 
+// Streaming exchanges every fragment at each epoch's last step, where no step hides it: the
+// bench's 20 Mbit/s link (18.6 Mbit/s read, 5.2 ms), steps of 50 ms, H = 20, F = 5, tau = 4,
+// 200 steps an epoch. Each exchange hides behind its 4 steps, but the epoch's end pays 5
+// whole exchanges, spread over the epoch's 50: exact's 155 ms each add 15.5 ms to each, over
+// the 10 ms budget; fp16's 83 ms add 8.3 ms and fit.
+TEST(OuterCodecChoiceTest, StreamingCountsTheEpochsLastExchangeOfEveryFragment) {
+  OuterSetting s = cnn(18.6, 5.2);
+  s.step_s = 0.05;
+  s.sync_every = 20;
+  s.fragments = 5;
+  s.sync_delay = 4;
+  s.values = 421642 / 5;
+  const OuterChoice unknown = choose_outer_codec(kCandidates, s);
+  EXPECT_EQ(unknown.chosen, 0u) << "without the epoch's length every exchange hides";
+  s.epoch_steps = 200;
+  const OuterChoice c = choose_outer_codec(kCandidates, s);
+  EXPECT_NEAR(c.exposed_s[0], c.exchange_s[0] * 20 / 200, 1e-12);
+  EXPECT_GT(c.exposed_s[0], c.budget_s);
+  EXPECT_EQ(c.chosen, 1u);
+  // Blocking DiLoCo (F = 1, tau = 0) has no such flush: its last step is its round's end.
+  OuterSetting blocking = cnn(18.6, 5.2);
+  blocking.epoch_steps = 200;
+  const OuterChoice b = choose_outer_codec(kCandidates, blocking);
+  EXPECT_NEAR(b.exposed_s[0], b.exchange_s[0], 1e-12);
+}
+
 TEST(OuterCodecChoiceTest, NearTiesGoToTheLessLossyAndBadInputsAreErrors) {
   // Latency-bound: every candidate waits about the same 2 x 200 ms.
   OuterSetting s = cnn(10000, 200);

@@ -56,7 +56,7 @@ struct TrainOptions {
   std::optional<compress::CodecSpec> compress_grad;  // pipeline gradients or DDP's codec
   bool compress_auto = false, compress_grad_auto = false;
   std::string compress_candidates = names_of(parallel::default_auto_candidates());
-  int compress_min_bits = 8;
+  int compress_min_bits = 0;  // 0: the default of the auto that reads it (auto_options)
   double compress_runoff = parallel::AutoCompress{}.runoff_window;
   bool compress_outer_auto = false;
   ElasticFlags elastic;
@@ -75,9 +75,10 @@ std::vector<int64_t> parse_shape(const std::string& text) {
   return out;
 }
 
-// --compress-candidates and --compress-min-bits, checked here so a bad list fails before
-// any rank starts.
-parallel::AutoCompress auto_options(const TrainOptions& o) {
+// --compress-candidates and --compress-min-bits (`default_min_bits` where not given),
+// checked here so a bad list fails before any rank starts.
+constexpr int kMinBits = 8, kOuterMinBits = 2;
+parallel::AutoCompress auto_options(const TrainOptions& o, int default_min_bits) {
   parallel::AutoCompress a;
   for (const auto& name : split_list(o.compress_candidates)) {
     try {
@@ -86,7 +87,7 @@ parallel::AutoCompress auto_options(const TrainOptions& o) {
       throw std::invalid_argument(std::string("--compress-candidates: ") + e.what());
     }
   }
-  a.min_bits = o.compress_min_bits;
+  a.min_bits = o.compress_min_bits > 0 ? o.compress_min_bits : default_min_bits;
   a.runoff_window = o.compress_runoff;
   parallel::eligible_candidates(a);
   return a;
@@ -225,9 +226,10 @@ void register_train(CLI::App& parent, int& exit_code) {
                   "--compress auto: the codecs it chooses from")
       ->capture_default_str();
   sub->add_option("--compress-min-bits", o->compress_min_bits,
-                  "--compress auto: never fewer bits per value than this")
-      ->check(CLI::Range(1, 32))
-      ->capture_default_str();
+                  "--compress auto: never fewer bits per value than this (default 8; "
+                  "--compress-outer auto: 2, as error feedback keeps 2-bit outer gradients "
+                  "within 0.1 point of exact)")
+      ->check(CLI::Range(1, 32));
   sub->add_option("--compress-runoff", o->compress_runoff,
                   "--compress auto and --compress-grad auto: a candidate predicted within this "
                   "fraction of the choice's step time is run off against it over the next "
@@ -336,10 +338,10 @@ void register_train(CLI::App& parent, int& exit_code) {
     }
     if (o->compress_outer_auto) {
       if (!diloco) throw std::invalid_argument("--compress-outer auto is for --parallel diloco");
-      o->config.parallel.diloco.auto_codec = auto_options(*o);
+      o->config.parallel.diloco.auto_codec = auto_options(*o, kOuterMinBits);
     }
     if (o->compress_auto || o->compress_grad_auto) {
-      const auto options = auto_options(*o);
+      const auto options = auto_options(*o, kMinBits);
       if (o->compress_auto) {
         if (!pipelined) throw std::invalid_argument("--compress auto is for --parallel pipeline");
         if (o->compress_grad)

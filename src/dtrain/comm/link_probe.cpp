@@ -19,7 +19,7 @@ namespace {
 // only once the receiver's notice has arrived, so a ping-pong posted as it goes costs two
 // round trips, and a probe of few pings read a long link's one-way delay as its round trip
 // (10.2 ms on a 5 ms link). Posted ahead, each ping after the first costs one round trip.
-constexpr int kPings = 5;
+constexpr int kPings = 4;
 
 // Trains: kTrainMessages messages back to back, every receive posted first; the receiver
 // times the arrivals after the first message, free of its latency and of a window's ramp
@@ -90,20 +90,13 @@ Arrivals train(Group& g, int peer, bool send, bool receive, int64_t bytes, int t
   return a;
 }
 
-// The initiator tells the peer what it decided (its values) and learns what the peer saw (the
-// peer's values): one small exchange, the initiator's side first.
-std::array<double, 3> swap_report(Group& g, int peer, bool initiator, std::array<double, 3> mine,
-                                  int tag) {
-  at::Tensor out = at::tensor({mine[0], mine[1], mine[2]}, at::kDouble);
-  at::Tensor in = at::empty({3}, at::kDouble);
-  if (initiator) {
-    g.send(out, peer, tag);
-    g.recv(in, peer, tag);
-  } else {
-    g.recv(in, peer, tag);
-    g.send(out, peer, tag);
-  }
-  return {in[0].item<double>(), in[1].item<double>(), in[2].item<double>()};
+// Three numbers one way (a reading, a verdict), into a receive posted ahead.
+void tell(Group& g, int peer, std::array<double, 3> values, int tag) {
+  g.send(at::tensor({values[0], values[1], values[2]}, at::kDouble), peer, tag);
+}
+std::array<double, 3> heard(Request& posted, const at::Tensor& into) {
+  posted.wait();
+  return {into[0].item<double>(), into[1].item<double>(), into[2].item<double>()};
 }
 
 }  // namespace
@@ -143,12 +136,16 @@ double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
 LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_tag,
                      Duplex duplex) {
   const double rtt = probe_round_trip(g, peer, initiator, ping_tag);
-  const double target = std::max(kLongEnoughS, 2 * rtt);
+  const double target = std::max(kLongEnoughS, rtt);
   bool together = duplex == Duplex::kBothWaysAtOnce;
   double bytes = kFirstTrainBytes;
   LinkProbe p;
   p.latency_s = rtt / 2;
   for (int round = 0; round < kTrainRounds; ++round) {
+    // After each round the peer tells the initiator what it received, and the initiator
+    // tells the peer what comes next: one round trip, into receives posted now.
+    at::Tensor told = at::empty({3}, at::kDouble);
+    Request posted = g.irecv(told, peer, ping_tag);
     const auto n = static_cast<int64_t>(bytes);
     Arrivals in;  // the train this rank received
     if (together) {
@@ -158,31 +155,32 @@ LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_
       const Arrivals second = train(g, peer, !initiator, initiator, n, data_tag);
       in = initiator ? second : first;
     }
-    const auto seen = swap_report(g, peer, initiator, {in.rate, in.seconds, 0}, ping_tag);
+    if (!initiator) {
+      tell(g, peer, {in.rate, in.seconds, 0}, ping_tag);
+      const auto decided = heard(posted, told);
+      if (decided[0] != 0) break;
+      bytes = decided[1];
+      together = decided[2] != 0;
+      continue;
+    }
+    const auto seen = heard(posted, told);
     const Arrivals out{seen[0], seen[1]};  // this rank's train, as the peer received it
     p.out_bytes_per_s = out.rate;
     p.in_bytes_per_s = in.rate;
-    // The initiator decides what comes next and tells the peer: stop, or the next train's
-    // bytes and whether it still goes both ways.
-    std::array<double, 3> verdict{0, 0, 0};
-    if (initiator) {
-      const double shortest = std::min(in.seconds, out.seconds);
-      const double slower = std::min(in.rate, out.rate), faster = std::max(in.rate, out.rate);
-      const bool long_enough = shortest >= target;
-      const bool uneven = together && faster > kUnevenBy * slower;
-      verdict[0] = (long_enough && !uneven) || bytes >= kMostTrainBytes ? 1 : 0;
-      // Long enough at the rate seen, twice over (a first train may read low), and at least
-      // twice as long as this one.
-      const double grain = kTrainMessages * 65536.0;
-      const double wanted = long_enough ? bytes : bytes * std::max(2.0, 2 * target / shortest);
-      verdict[1] = std::min<double>(kMostTrainBytes, std::ceil(wanted / grain) * grain);
-      verdict[2] = together && slower < kBothWaysBelowBytesPerS ? 1 : 0;
-    }
-    const auto told = swap_report(g, peer, initiator, verdict, ping_tag);
-    const std::array<double, 3>& decided = initiator ? verdict : told;
-    if (decided[0] != 0) break;
-    bytes = decided[1];
-    together = decided[2] != 0;
+    // Stop, or the next train's bytes and whether it still goes both ways.
+    const double shortest = std::min(in.seconds, out.seconds);
+    const double slower = std::min(in.rate, out.rate), faster = std::max(in.rate, out.rate);
+    const bool long_enough = shortest >= target;
+    const bool uneven = together && faster > kUnevenBy * slower;
+    const bool stop = (long_enough && !uneven) || bytes >= kMostTrainBytes;
+    // Long enough at the rate seen, twice over (a first train may read low), and at least
+    // twice as long as this one.
+    const double grain = kTrainMessages * 65536.0;
+    const double wanted = long_enough ? bytes : bytes * std::max(2.0, 2 * target / shortest);
+    bytes = std::min<double>(kMostTrainBytes, std::ceil(wanted / grain) * grain);
+    together = together && slower < kBothWaysBelowBytesPerS;
+    tell(g, peer, {stop ? 1.0 : 0.0, bytes, together ? 1.0 : 0.0}, ping_tag);
+    if (stop) break;
   }
   if (!initiator) return {};
   return p;

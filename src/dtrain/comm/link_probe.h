@@ -9,11 +9,11 @@
 // after the first message, so neither its latency nor a window's ramp (TCP's slow start on a
 // long link, a token bucket's burst on a fast one) counts. A lost packet makes the messages
 // behind it complete late and together, so the rate is the lowest read from each start in
-// the first half to the last arrival. A train whose second half took less than 10 ms or two
-// round trips is sent again larger (at most three trains,
-// 32 MiB): 512 KiB reads a 20 Mbit/s link in one train, a 1 Gbit/s one needs 4 MiB, a 50
-// Mbit/s link with a 50 ms round trip 2.5 MiB. Both ends call it with the same tags; only the
-// initiator's result is filled in.
+// the first half to the last arrival. A train whose second half took less than 10 ms or a
+// round trip is sent again larger (at most three trains, 32 MiB): 512 KiB reads a 20 Mbit/s
+// link in one train, a 1 Gbit/s one needs 4 MiB. After each train the peer reports what it
+// received and the initiator answers with what comes next: one round trip a train. Both
+// ends call it with the same tags; only the initiator's result is filled in.
 #pragma once
 
 namespace dtrain::comm {

@@ -112,6 +112,7 @@ void Diloco::choose_codec() {
   setting.sync_every = config_.sync_every;
   setting.fragments = config_.fragments;
   setting.sync_delay = config_.sync_delay;
+  setting.epoch_steps = epoch_steps_;
   const OuterChoice choice = choose_outer_codec(candidates, setting);
   config_.codec = candidates[choice.chosen];
   if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);

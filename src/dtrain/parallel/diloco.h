@@ -99,6 +99,9 @@ class Diloco {
   // Waits for the exchange in flight, if any, and keeps its result for the step it is due
   // at: the group is free for other collectives, and state() holds everything.
   void settle();
+  // Inner steps in the current epoch (--compress-outer auto counts the epoch's last step,
+  // which exchanges every fragment at once, into its choice).
+  void set_epoch_steps(int64_t steps) { epoch_steps_ = steps; }
   // Seconds training waited for outer steps since the last take_stats().
   double sync_seconds() const { return stats_.sync_s; }
   DilocoStats take_stats();
@@ -155,6 +158,7 @@ class Diloco {
   DilocoConfig config_;
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   bool codec_pending_ = false;              // auto, not chosen yet
+  int64_t epoch_steps_ = 0;                 // set_epoch_steps
   metrics::Clock::time_point started_;      // for auto: the steps' time before the choice
   at::Tensor anchor_;                       // the shared parameters, flat float32
   at::Tensor momentum_;                     // the outer optimizer's

@@ -34,7 +34,10 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
     }
     const double exchange = bytes / s.rate_bytes_per_s + messages * s.latency_s;
     out.exchange_s.push_back(exchange);
-    out.exposed_s.push_back(std::max(0.0, exchange - static_cast<double>(s.sync_delay) * s.step_s));
+    double exposed = std::max(0.0, exchange - static_cast<double>(s.sync_delay) * s.step_s);
+    if ((s.fragments > 1 || s.sync_delay > 0) && s.epoch_steps > 0)
+      exposed += exchange * static_cast<double>(s.sync_every) / static_cast<double>(s.epoch_steps);
+    out.exposed_s.push_back(exposed);
   }
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (out.exposed_s[i] <= out.budget_s) {

@@ -40,6 +40,26 @@ std::vector<int> ranks_of(const std::vector<int64_t>& members, const std::vector
   return out;
 }
 
+// Where a fault plan killed a lost member (it noted the moment: key::killed_at), the times
+// from that kill to this replica's failed exchange and to the first view without it (the
+// coordinator's detection, by heartbeats): the MTTR's first parts, in the redo event's row.
+void note_kill_timings(metrics::Row& row, elastic::Membership& membership,
+                       const std::vector<int64_t>& gone, int64_t trained_view, double failed_at) {
+  for (const int64_t m : gone) {
+    const auto killed = membership.store().try_get(skey::killed_at(m));
+    if (!killed) continue;
+    const double at = std::stod(*killed);
+    row["kill_to_abort_s"] = failed_at - at;
+    for (int64_t v = trained_view + 1; v <= membership.latest(); ++v) {
+      const elastic::View& view = membership.view(v);
+      if (view.has(m)) continue;
+      row["kill_to_view_s"] = view.published_at - at;
+      break;
+    }
+    return;  // the first killed member's
+  }
+}
+
 }  // namespace
 
 ElasticReplica::ElasticReplica(Settings settings, parallel::ElasticOuter& outer,
@@ -213,6 +233,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
     } catch (const comm::CommError& e) {
       if (members.empty()) members = trained_in.members;
       const auto failed = metrics::Clock::now();
+      const double failed_at = wall_now();
       // Closing this group's connections ends the peers' waits in it at once.
       membership_->disconnect();
       std::cerr << "elastic: replica " << id() << ", round " << k << ": " << e.what() << std::endl;
@@ -237,6 +258,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
       row["decide_s"] = std::chrono::duration<double>(recovered - failed).count();
       row["rebuild_s"] = metrics::since(recovered);
       row["members"] = live->size();
+      note_kill_timings(row, *membership_, gone, trained_in.id, failed_at);
       event(std::move(row));
     }
   }

@@ -32,6 +32,7 @@ struct BatchResult {
 struct StepPlan {
   bool sync = true;         // last micro-step of the step: communicate gradients
   double loss_scale = 1.0;  // this batch's share of the step's samples
+  int64_t epoch_steps = 0;  // optimizer steps in this epoch
 };
 
 class Engine {

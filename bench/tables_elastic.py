@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Markdown tables of bench/elastic.sh's results (docs/data/elastic.jsonl), stdlib only: the
+overhead of --elastic without failures, and the recovery of each fault plan."""
+import json
+import statistics
+from pathlib import Path
+
+from metrics_keys import K
+
+DATA = Path(__file__).resolve().parent.parent / "docs" / "data" / "elastic.jsonl"
+
+
+def main():
+    rows = [json.loads(l) for l in DATA.read_text().splitlines() if l.strip()]
+    epochs = lambda run: [r for r in rows if r["run"] == run and K.epoch in r
+                          and "event" not in r and not r.get("step_log")]
+    plain, elastic = epochs("plain"), epochs("elastic")
+    sps = lambda rs: [r[K.samples_per_s] for r in rs]
+    print("| run | samples/s (rounds) | mean | test acc % |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, rs in (("DiLoCo", plain), ("DiLoCo --elastic", elastic)):
+        print(f"| {name} | {' / '.join(f'{x:.0f}' for x in sps(rs))} | "
+              f"{statistics.mean(sps(rs)):.0f} | "
+              f"{100 * statistics.mean(r[K.test_acc] for r in rs):.2f} |")
+    print(f"\n--elastic / plain: {statistics.mean(sps(elastic)) / statistics.mean(sps(plain)):.3f}\n")
+    print("| fault plan | kill to the view without it (s) | kill to the failed exchange (s) | "
+          "exchange start to failure (s) | deciding the view (s) | rebuilding the group (s) | "
+          "joiner: start to training (s) | state transfer (s) | state bytes | round with the "
+          "join / median round |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for run in ("kill-inner", "kill-exchange"):
+        evs = [r for r in rows if r["run"] == run and "event" in r]
+        redo = [r for r in evs if r["event"] == "redo"]
+        joined = [r for r in evs if r["event"] == "joined"]
+        entered = [r for r in evs if r["event"] == "entered" and r["replica"] >= 100]
+        steps = [r for r in rows if r["run"] == run and r.get("step_log")]
+        med = statistics.median(r["round_s"] for r in steps) if steps else 0
+        join_round = joined[0]["round"] if joined else None
+        with_join = [r["round_s"] for r in steps if r["round"] == join_round]
+        cell = lambda rs, key: (f"{statistics.median(r[key] for r in rs):.3f}"
+                                if rs and all(key in r for r in rs) else "")
+        print(f"| {run} | {cell(redo, 'kill_to_view_s')} | {cell(redo, 'kill_to_abort_s')} | "
+              f"{cell(redo, 'failed_after_s')} | {cell(redo, 'decide_s')} | "
+              f"{cell(redo, 'rebuild_s')} | {cell(entered, 'enter_s')} | "
+              f"{cell(joined, 'transfer_s')} | {joined[0].get('bytes', '') if joined else ''} | "
+              f"{f'{with_join[0] / med:.2f}x' if with_join and med else ''} |")
+
+
+if __name__ == "__main__":
+    main()
