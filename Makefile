@@ -36,6 +36,7 @@ build-cli: configure
 # reconfigures, builds the extension (its only target) where it is not built yet, and
 # installs it with the package's sources.
 python: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target dtrain_backend_python
 	$(VENV)/bin/python -m pip install --disable-pip-version-check -q --no-build-isolation \
 	  --no-deps -C build-dir=$(BUILD_DIR) -C cmake.build-type=$(BUILD_TYPE) .
 

@@ -65,7 +65,8 @@ def run(args, lab, workdir, tag, chaos):
     """One run; returns its summary dict."""
     metrics, steps = workdir / f"{tag}.metrics", workdir / f"{tag}.steps"
     cmd = [args.dtrain, "train", "-n", "3", "--netlab", lab, "--parallel", "diloco", "--elastic",
-           "--max-restarts", "1000", "--restart-delay", "1", "--heartbeat-timeout", "1",
+           "--max-restarts", "1000", "--restart-delay", "1", "--heartbeat-timeout",
+           str(args.heartbeat_timeout),
            "--model", "cnn", "--optimizer", "adamw", "--lr", "1e-3", "--lr-schedule", "constant",
            "--sync-every", "20", "--compress-outer", "rot:tile:2", "--limit-train",
            str(args.samples), "--limit-test", "2000", "--epochs", str(args.epochs), "--seed", "0",
@@ -136,10 +137,12 @@ def run(args, lab, workdir, tag, chaos):
         "events": len(events), "kills": sum(e["kind"] == "kill" for e in events),
         "cuts": sum(e["kind"] == "cut" for e in events), "replicas_ended": len(ended),
         "survivor_failures": survivor_failures,
-        "final_test_acc": summary.get("final_test_acc"),
+        "final_test_acc": summary.get("final_test_acc",
+                                      epochs[-1].get("test_acc") if epochs else None),
         "committed_samples_per_s": statistics.mean(e["committed_samples_per_s"] for e in epochs)
         if epochs and all("committed_samples_per_s" in e for e in epochs) else None,
         "lost_samples": sum(e.get("lost_samples", 0) for e in epochs),
+        "redone_steps": sum(e.get("elastic_redone", 0) for e in epochs),
         "redo": {k: stat("redo", k) for k in ("failed_after_s", "decide_s", "rebuild_s")},
         "joined_transfer_s": stat("joined", "transfer_s"),
         "entered_enter_s": stat("entered", "enter_s"),
@@ -159,6 +162,7 @@ def main():
     p.add_argument("--samples", type=int, default=60000, help="training samples an epoch")
     p.add_argument("--hang", type=float, default=600, help="seconds after the last event")
     p.add_argument("--seed", type=int, default=0, help="the chaos schedule's")
+    p.add_argument("--heartbeat-timeout", type=float, default=1.0)
     p.add_argument("--skip-reference", action="store_true")
     args = p.parse_args()
     lab = f"ch{os.getpid() % 10000}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch side of bench/ddp.sh: torch.nn.parallel.DistributedDataParallel (gloo) on the
 same model, data, per-rank batch, optimizer, ranks and threads as
-`dtrain train --parallel ddp`, optionally with one of PyTorch's communication hooks
+`dtrain train --parallel ddp` (--backend dtrain: over dtrain's torch.distributed backend), optionally with one of PyTorch's communication hooks
 (fp16 compression, PowerSGD) or dtrain's (the Python package: dtrain:CODEC). Launch with
 the dtrain launcher, on loopback or on a network lab:
   dtrain launch -n 2 [--netlab LAB] -- .venv/bin/python bench/pytorch_ddp.py [--model resnet18 --dataset synthetic]
@@ -90,13 +90,17 @@ def main():
     p.add_argument("--comm-hook", default="none", help="none, fp16, powersgd[:RANK], dtrain:CODEC")
     p.add_argument("--count-iface", default="", help="count this interface's transmitted bytes")
     p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--backend", default="gloo", choices=["gloo", "dtrain"],
+                   help="torch.distributed's backend (dtrain: `import dtrain` registers it)")
     p.add_argument("--channels-last", action="store_true",
                    help="model and inputs in torch.channels_last (as dtrain's --memory-format)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     if os.environ.get("DTRAIN_GLOO_HOST"):  # on a lab host (dtrain launch --netlab): its eth0
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
-    dist.init_process_group("gloo")
+    if a.backend == "dtrain":
+        import dtrain  # noqa: F401  registers the backend
+    dist.init_process_group(a.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     if a.dataset == "fashion-mnist":
@@ -134,7 +138,8 @@ def main():
     else:
         wire_ratio = 1.0 if a.comm_hook == "none" else reduced_bytes / (grad_bytes_per_step * steps)
     if rank == 0:
-        print(json.dumps({"impl": "pytorch-ddp", "model": a.model, "comm_hook": a.comm_hook,
+        print(json.dumps({"impl": "pytorch-ddp", "backend": a.backend, "model": a.model,
+                          "comm_hook": a.comm_hook,
                           "memory_format": "channels-last" if a.channels_last else "contiguous",
                           "ranks": world, "batch_per_rank": a.batch_size, "steps": steps,
                           "epoch_s": stats[0].item() / a.epochs, "step_s": stats[0].item() / steps,

@@ -34,12 +34,18 @@ endif()
 find_library(DTRAIN_TORCH_PYTHON_LIBRARY torch_python PATHS "${TORCH_INSTALL_PREFIX}/lib"
              NO_DEFAULT_PATH REQUIRED)
 
-file(GLOB dtrain_python_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/dtrain/python/*.cpp)
-python_add_library(dtrain_python MODULE WITH_SOABI ${dtrain_python_sources})
-set_target_properties(dtrain_python PROPERTIES OUTPUT_NAME _C
-                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/dtrain)
-target_link_libraries(dtrain_python PRIVATE dtrain_codecs ${DTRAIN_TORCH_PYTHON_LIBRARY})
-target_compile_options(dtrain_python PRIVATE ${DTRAIN_WARNINGS})
+# An extension module of the package: `target`, imported as dtrain.`name`, built from the
+# .cpp files of src/dtrain/`folder` over the dtrain library `base`.
+function(dtrain_python_extension target name folder base)
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/dtrain/${folder}/*.cpp)
+  python_add_library(${target} MODULE WITH_SOABI ${sources})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME ${name}
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/dtrain)
+  target_link_libraries(${target} PRIVATE ${base} ${DTRAIN_TORCH_PYTHON_LIBRARY})
+  target_compile_options(${target} PRIVATE ${DTRAIN_WARNINGS})
+endfunction()
+
+dtrain_python_extension(dtrain_python _C python dtrain_codecs)
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/dtrain/python/module.cpp PROPERTIES
   COMPILE_DEFINITIONS "DTRAIN_VERSION=\"${PROJECT_VERSION}\";DTRAIN_TORCH_VERSION=\"${Torch_VERSION}\"")
 target_precompile_headers(dtrain_python REUSE_FROM dtrain_codecs)
@@ -52,6 +58,20 @@ if(NOT DTRAIN_PYTHON_ONLY)
                             ${CMAKE_BINARY_DIR}/python/dtrain
                     COMMENT "Copying the dtrain Python package into the build tree")
 endif()
+
+# dtrain._backend: the torch.distributed backend (src/dtrain/torch_backend, docs/python.md),
+# over dtrain_core's transport; the project's build only (a pip build carries the codecs
+# alone, and `import dtrain` then registers no backend). Called once dtrain_core exists.
+function(dtrain_backend_module)
+  if(DTRAIN_PYTHON_ONLY OR NOT TARGET dtrain_python)
+    return()
+  endif()
+  dtrain_python_extension(dtrain_backend_python _backend torch_backend dtrain_core)
+  # c10d guards ProcessGroupGloo.hpp with USE_C10D_GLOO (as for world.cpp).
+  target_compile_definitions(dtrain_backend_python PRIVATE USE_C10D_GLOO)
+  # `make python` installs it beside the extension where it was built.
+  install(TARGETS dtrain_backend_python LIBRARY DESTINATION dtrain OPTIONAL)
+endfunction()
 
 # The package's tests (tests/python, pytest) against the build tree, one ctest test per file.
 function(dtrain_python_tests)
@@ -72,5 +92,8 @@ function(dtrain_python_tests)
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests/python)
     set_tests_properties(python.${name} PROPERTIES TIMEOUT 300 LABELS python ENVIRONMENT
       "PYTHONPATH=${CMAKE_BINARY_DIR}/python;DTRAIN_BINARY=$<TARGET_FILE:dtrain>")
+    if(name STREQUAL "test_torch_suite")  # a part of PyTorch's suite: tests spawn ranks each
+      set_tests_properties(python.${name} PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+    endif()
   endforeach()
 endfunction()

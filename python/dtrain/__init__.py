@@ -11,6 +11,7 @@ split learning written by hand.
     x = dtrain.recv(src=0, like=template)
     with dtrain.DiLoCo(model, inner_optimizer, sync_every=50, codec="rot:tile:2"):
         ...                                              # the loop; outer steps every 50
+    torch.distributed.init_process_group("dtrain")   # dtrain's transport under torch
 
 See docs/python.md for the contracts and README.md for examples.
 """
@@ -38,6 +39,9 @@ from .codecs import canonical_codec, codec_help, decode, encode, inspect, packet
 from .p2p import format_link_stats, link_stats, recv, reset_link_stats, send  # noqa: E402
 from . import hooks  # noqa: E402
 from .diloco import DiLoCo  # noqa: E402
+from . import backend  # noqa: E402
+
+backend.register()
 
 __all__ = [
     "encode",
@@ -53,4 +57,5 @@ __all__ = [
     "format_link_stats",
     "hooks",
     "DiLoCo",
+    "backend",
 ]

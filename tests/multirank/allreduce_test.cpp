@@ -171,37 +171,41 @@ Algorithm choice_among_sleepers(
 }
 
 // The runoff: candidates that stand in for the algorithms by sleeping (ring and butterfly
-// 10 ms each: a tie, within kRunoffMargin with room for a loaded machine's late wake-ups,
-// which at 4 against 4.2 ms pushed the two apart in a CI run; the rest 16 ms). The two close
-// ones run kRunoffTurns more turns than the others and one of them is chosen; where nothing
-// is close (butterfly 16 ms too), every candidate runs equally often and the ring wins.
+// 20 ms each: a tie, within kRunoffMargin; the rest 32 ms). The two close ones run
+// kRunoffTurns more turns than the others and one of them is chosen; where nothing is close
+// (butterfly 32 ms too), every candidate runs equally often and the ring wins. A loaded
+// machine's late wake-ups can still push the tied two apart (2.4 ms in a CI run), so a tie
+// that was not run off is tried again, up to three times; it must be run off once.
 TEST(AllReduceTunerTest, ANearTieIsRunOffBetweenTheTwoFastest) {
   for (const bool close : {true, false}) {
-    std::vector<std::map<Algorithm, int>> calls(2);
-    std::vector<Algorithm> chosen(2);
-    testing::run_ranks(2, [&](Group& g) {
-      const auto r = static_cast<size_t>(g.rank());
-      chosen[r] = choice_among_sleepers(g, 1000, calls[r], [&](Algorithm a, auto) {
-        return a == Algorithm::kRing ? 10.0 : a == Algorithm::kButterfly && close ? 10.0 : 16.0;
+    bool as_expected = false;
+    for (int attempt = 0; attempt < (close ? 3 : 1) && !as_expected; ++attempt) {
+      std::vector<std::map<Algorithm, int>> calls(2);
+      std::vector<Algorithm> chosen(2);
+      testing::run_ranks(2, [&](Group& g) {
+        const auto r = static_cast<size_t>(g.rank());
+        chosen[r] = choice_among_sleepers(g, 1000, calls[r], [&](Algorithm a, auto) {
+          return a == Algorithm::kRing ? 20.0 : a == Algorithm::kButterfly && close ? 20.0 : 32.0;
+        });
       });
-    });
-    for (int r = 0; r < 2; ++r) {
-      auto& c = calls[static_cast<size_t>(r)];
-      // Tied: either may win; nothing else may.
-      if (close) {
-        EXPECT_TRUE(chosen[static_cast<size_t>(r)] == Algorithm::kRing ||
-                    chosen[static_cast<size_t>(r)] == Algorithm::kButterfly);
-      } else {
-        EXPECT_EQ(chosen[static_cast<size_t>(r)], Algorithm::kRing);
-      }
       // Each turn of the runoff is a block: one untimed call and kBlockTimedCalls timed.
       const int extra =
           close ? AllReduceTuner::kRunoffTurns * (1 + AllReduceTuner::kBlockTimedCalls) : 0;
-      // The call itself runs the choice once more.
-      const int ring_call = chosen[static_cast<size_t>(r)] == Algorithm::kRing ? 1 : 0;
-      EXPECT_EQ(c[Algorithm::kRing], c[Algorithm::kDirect] + extra + ring_call) << close;
-      EXPECT_EQ(c[Algorithm::kButterfly], c[Algorithm::kDirect] + extra + 1 - ring_call) << close;
+      as_expected = true;
+      for (int r = 0; r < 2; ++r) {
+        auto& c = calls[static_cast<size_t>(r)];
+        const Algorithm choice = chosen[static_cast<size_t>(r)];
+        // The call itself runs the choice once more.
+        const int ring_call = choice == Algorithm::kRing ? 1 : 0;
+        // Tied: either may win; nothing else may.
+        as_expected = as_expected &&
+                      (close ? choice == Algorithm::kRing || choice == Algorithm::kButterfly
+                             : choice == Algorithm::kRing) &&
+                      c[Algorithm::kRing] == c[Algorithm::kDirect] + extra + ring_call &&
+                      c[Algorithm::kButterfly] == c[Algorithm::kDirect] + extra + 1 - ring_call;
+      }
     }
+    EXPECT_TRUE(as_expected) << (close ? "the tie was never run off" : "no runoff was expected");
   }
 }
 

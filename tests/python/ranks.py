@@ -1,4 +1,5 @@
-"""Runs a function on N real processes joined in a gloo group (torch.multiprocessing spawn,
+"""Runs a function on N real processes joined in a gloo group (or another backend's:
+`backend="dtrain"`, dtrain's own) (torch.multiprocessing spawn,
 a file rendezvous in a temporary folder). An exception on any rank fails the caller with
 that rank's traceback; a collective that waits too long is an error, not a hang.
 
@@ -19,9 +20,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _entry(rank, world, store_path, fn, args):
+def _entry(rank, world, store_path, fn, args, backend):
     faulthandler.enable()  # a rank that aborts prints every thread's stack
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank,
+    if backend == "dtrain":
+        import dtrain  # noqa: F401  registers the backend in this process
+    dist.init_process_group(backend, init_method=f"file://{store_path}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=60))
     try:
         fn(rank, world, *args)
@@ -32,7 +35,7 @@ def _entry(rank, world, store_path, fn, args):
     os._exit(0)
 
 
-def run_ranks(fn, world=2, *args):
+def run_ranks(fn, world=2, *args, backend="gloo"):
     with tempfile.TemporaryDirectory() as folder:
         store = os.path.join(folder, "store")
-        mp.spawn(_entry, args=(world, store, fn, args), nprocs=world, join=True)
+        mp.spawn(_entry, args=(world, store, fn, args, backend), nprocs=world, join=True)

@@ -51,6 +51,7 @@ void all_reduce(Group& group, at::Tensor& tensor, const AllReduceOptions& option
   if (!tensor.is_contiguous()) {
     throw std::invalid_argument(group.describe() + ": all_reduce needs a contiguous tensor");
   }
+  check_reduce_op(options.op, tensor.scalar_type());
   at::Tensor flat = tensor.view({-1});
   Algorithm algo = options.algorithm;
   if (!tensor.device().is_cpu()) {

@@ -8,6 +8,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 #include "dtrain/comm/reduce_op.h"
 
 namespace dtrain::comm {
@@ -30,5 +32,18 @@ void reduce_scatter(Group& group, at::Tensor& input, at::Tensor& out, ReduceOp o
 
 // `mine` is this rank's block (block_count(n, p, rank) elements), `out` has n elements.
 void all_gather(Group& group, const at::Tensor& mine, at::Tensor& out);
+
+// Rooted, one message each way between the root and every other rank (rooted.cpp), any
+// dtype, contiguous CPU tensors:
+// - gather: `root` receives rank i's `mine` into `parts[i]` (its own copied), every part of
+//   the size the sender's `mine` has; other ranks pass no parts.
+// - scatter: rank i receives `root`'s `parts[i]` into `mine`; other ranks pass no parts.
+void gather(Group& group, const at::Tensor& mine, std::vector<at::Tensor>& parts, int root);
+void scatter(Group& group, const std::vector<at::Tensor>& parts, at::Tensor& mine, int root);
+
+// Every rank sends `out[j]` to rank j and receives rank j's into `in[j]` (its own copied),
+// every receive posted before the first send (all_to_all.cpp). Each pair's sizes must agree
+// (`in[j]` on rank i has the bytes of `out[i]` on rank j); empty ones send nothing.
+void all_to_all(Group& group, const std::vector<at::Tensor>& out, std::vector<at::Tensor>& in);
 
 }  // namespace dtrain::comm

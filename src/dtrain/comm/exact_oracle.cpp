@@ -15,6 +15,14 @@ at::Tensor exact_input(int rank, int64_t begin, int64_t count, ReduceOp op) {
 
 at::Tensor exact_reduction(int world, int64_t begin, int64_t count, ReduceOp op,
                            at::ScalarType dtype) {
+  if (is_bitwise(op)) {  // exact in int64, the inputs' own type
+    at::Tensor acc = exact_input(0, begin, count, op);
+    for (int r = 1; r < world; ++r) {
+      at::Tensor x = exact_input(r, begin, count, op);
+      combine_into(acc, x, op);
+    }
+    return acc.to(dtype).to(at::kDouble);
+  }
   at::Tensor acc = exact_input(0, begin, count, op).to(at::kDouble);
   for (int r = 1; r < world; ++r) {
     const at::Tensor x = exact_input(r, begin, count, op).to(at::kDouble);
@@ -32,6 +40,10 @@ at::Tensor exact_reduction(int world, int64_t begin, int64_t count, ReduceOp op,
       case ReduceOp::kMax:
         acc = at::maximum(acc, x);
         break;
+      case ReduceOp::kBitwiseAnd:
+      case ReduceOp::kBitwiseOr:
+      case ReduceOp::kBitwiseXor:
+        break;  // above
     }
   }
   if (op == ReduceOp::kAvg)

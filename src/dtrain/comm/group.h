@@ -320,6 +320,10 @@ class Group {
     bool store_gone = false;
   };
   PeerFailure failure_of(int peer) const;
+  // After a collective of every rank failed here: the peers that published no failure of
+  // their own within a second (the silent ones, where a stopped rank hides), as a clause
+  // of the error message, or what the others reported where every peer failed too.
+  std::string silent_peers_note() const;
   // Runs a native collective, `what` naming it in the CommError it becomes on failure.
   template <typename Collective>
   void run_native(const char* what, Collective&& collective);

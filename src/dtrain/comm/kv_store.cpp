@@ -94,6 +94,13 @@ std::unique_ptr<KeyValueStore> KeyValueStore::in_memory(std::chrono::millisecond
   return std::unique_ptr<KeyValueStore>(new KeyValueStore(std::move(impl), "", 0, timeout));
 }
 
+std::unique_ptr<KeyValueStore> KeyValueStore::adopt(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    std::chrono::milliseconds timeout) {
+  auto impl = std::make_unique<Impl>();
+  impl->store = impl->shared = store;
+  return std::unique_ptr<KeyValueStore>(new KeyValueStore(std::move(impl), "", 0, timeout));
+}
+
 std::unique_ptr<KeyValueStore> KeyValueStore::another_client() const {
   auto impl = std::make_unique<Impl>();
   if (impl_->shared) {  // in memory: one store, safe for several threads

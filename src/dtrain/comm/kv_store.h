@@ -18,6 +18,12 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/intrusive_ptr.h>
+
+namespace c10d {
+class Store;
+}
+
 namespace dtrain::comm {
 
 class KeyValueStore {
@@ -32,6 +38,11 @@ class KeyValueStore {
                                                 std::chrono::milliseconds timeout);
   // A store in this process only, for tests: its clients share it.
   static std::unique_ptr<KeyValueStore> in_memory(std::chrono::milliseconds timeout);
+  // A store torch made (the one torch.distributed hands a backend: a prefix of its TCPStore
+  // or FileStore), used as it is: c10d's stores serve several threads, so another_client()
+  // shares it too.
+  static std::unique_ptr<KeyValueStore> adopt(const c10::intrusive_ptr<c10d::Store>& store,
+                                              std::chrono::milliseconds timeout);
   ~KeyValueStore();
   KeyValueStore(const KeyValueStore&) = delete;
   KeyValueStore& operator=(const KeyValueStore&) = delete;

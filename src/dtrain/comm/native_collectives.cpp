@@ -2,6 +2,8 @@
 // tensors on the GPU it serves): bookkeeping reductions and the `native` algorithm.
 #include <ATen/ATen.h>
 
+#include <chrono>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,12 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
       return c10d::ReduceOp::MIN;
     case ReduceOp::kMax:
       return c10d::ReduceOp::MAX;
+    case ReduceOp::kBitwiseAnd:
+      return c10d::ReduceOp::BAND;
+    case ReduceOp::kBitwiseOr:
+      return c10d::ReduceOp::BOR;
+    case ReduceOp::kBitwiseXor:
+      return c10d::ReduceOp::BXOR;
   }
   return c10d::ReduceOp::SUM;
 }
@@ -50,15 +58,24 @@ at::Tensor collective_buffer(const at::Tensor& tensor, bool on_device) {
 
 template <typename Collective>
 void Group::run_native(const char* what, Collective&& collective) {
+  const auto start = std::chrono::steady_clock::now();
   try {
     collective();
   } catch (const std::exception& e) {
     const std::string error = e.what();
-    const std::string msg = describe() + ": native " + what +
-                            " failed: " + error.substr(0, error.find('\n')) +
-                            " -- a peer may have exited or crashed; see the other ranks' output";
-    publish_failure(msg);
-    throw CommError(msg);
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+    std::ostringstream msg;
+    msg.precision(3);
+    msg << describe() << ": native " << what << " failed after " << waited.count()
+        << " s: " << error.substr(0, error.find('\n'));
+    // An elastic group's failures are its membership's to explain (elastic/).
+    if (aborted() || abortable()) throw CommError(msg.str());
+    // Published before the peers are read, so ranks failing together see each other's.
+    publish_failure(msg.str());
+    const std::string note = silent_peers_note();
+    throw CommError(msg.str() + (note.empty() ? " -- a peer may have exited or crashed; see the "
+                                                "other ranks' output"
+                                              : note));
   }
 }
 

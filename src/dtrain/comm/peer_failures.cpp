@@ -1,5 +1,6 @@
 // A failing rank's error and its peers' view of it: the error it publishes in the
 // rendezvous store before it exits, and the message naming the rank where a cascade began.
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -67,6 +68,38 @@ Group::PeerFailure Group::failure_of(int peer) const {
     failure.store_gone = Clock::now() - start < kGrace / 2;
   }
   return failure;
+}
+
+std::string Group::silent_peers_note() const {
+  constexpr auto kGrace = std::chrono::milliseconds(1000);
+  const auto deadline = Clock::now() + kGrace;
+  std::vector<int> silent;
+  std::string reported;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    try {
+      const auto left =
+          std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                   std::chrono::milliseconds(1));
+      backend_->store->wait({failure_key(peer)}, left);
+      if (reported.empty()) {
+        const auto value = backend_->store->get(failure_key(peer));
+        reported = " -- rank " + std::to_string(peer) +
+                   " failed too: " + std::string(value.begin(), value.end());
+      }
+    } catch (const std::exception&) {
+      silent.push_back(peer);
+    }
+  }
+  if (silent.empty()) return reported;
+  std::ostringstream note;
+  note << " -- rank" << (silent.size() > 1 ? "s " : " ");
+  for (size_t i = 0; i < silent.size(); ++i)
+    note << (i ? ", " : "") << silent[i];
+  note << (silent.size() > 1 ? " reported no failure of their own: each " : " ")
+       << "exited, crashed or stopped responding (timeout " << timeout_.count()
+       << " ms); see its output";
+  return note.str();
 }
 
 }  // namespace dtrain::comm

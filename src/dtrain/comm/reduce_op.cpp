@@ -15,8 +15,23 @@ const EnumNames<ReduceOp> kReduceOpNames("reduce op", {{ReduceOp::kSum, "sum"},
                                                        {ReduceOp::kMin, "min"},
                                                        {ReduceOp::kMax, "max"},
                                                        {ReduceOp::kProduct, "product"},
-                                                       {ReduceOp::kProduct, "prod"}});
+                                                       {ReduceOp::kProduct, "prod"},
+                                                       {ReduceOp::kBitwiseAnd, "band"},
+                                                       {ReduceOp::kBitwiseOr, "bor"},
+                                                       {ReduceOp::kBitwiseXor, "bxor"}});
 }  // namespace
+
+bool is_bitwise(ReduceOp op) {
+  return op == ReduceOp::kBitwiseAnd || op == ReduceOp::kBitwiseOr || op == ReduceOp::kBitwiseXor;
+}
+
+void check_reduce_op(ReduceOp op, at::ScalarType dtype) {
+  const bool whole = at::isIntegralType(dtype, /*includeBool=*/true);
+  const bool complex = at::isComplexType(dtype);
+  if ((is_bitwise(op) && !whole) || (complex && (op == ReduceOp::kMin || op == ReduceOp::kMax)))
+    throw std::invalid_argument("reduce op " + to_string(op) + " cannot reduce " +
+                                std::string(c10::toString(dtype)) + " tensors");
+}
 
 ReduceOp parse_reduce_op(const std::string& name) {
   return kReduceOpNames.parse(name);
@@ -40,6 +55,15 @@ void combine_into(at::Tensor& dst, const at::Tensor& src, ReduceOp op) {
       return;
     case ReduceOp::kMax:
       at::maximum_out(dst, dst, src);
+      return;
+    case ReduceOp::kBitwiseAnd:
+      dst.bitwise_and_(src);
+      return;
+    case ReduceOp::kBitwiseOr:
+      dst.bitwise_or_(src);
+      return;
+    case ReduceOp::kBitwiseXor:
+      dst.bitwise_xor_(src);
       return;
   }
 }

@@ -8,12 +8,13 @@ namespace {
 
 constexpr int kFieldBits = 24;
 // Openings' tags: the top two bits of a collective tag's 16-bit phase field, bits that
-// DiLoCo's outer layout (a 2-bit phase) leaves free too.
+// DiLoCo's outer layout (a 2-bit phase) and elastic DiLoCo's (8 bits) leave free too.
 constexpr int kOpeningPayloadBit = 1 << 15, kOpeningTrailerBit = 1 << 14;
 
 bool opens(int space) {
   return space == static_cast<int>(TagSpace::kCollective) ||
-         space == static_cast<int>(TagSpace::kOuter);
+         space == static_cast<int>(TagSpace::kOuter) ||
+         space == static_cast<int>(TagSpace::kElastic);
 }
 
 }  // namespace
@@ -66,8 +67,9 @@ bool has_opening_tags(int tag) {
 
 OpeningTags opening_tags(int tag) {
   if (!has_opening_tags(tag))
-    throw std::invalid_argument("openings are for collective and DiLoCo outer tags with a phase below 2^14, not " +
-                                describe_tag(tag));
+    throw std::invalid_argument(
+        "openings are for collective, DiLoCo and elastic tags with a phase below 2^14, not " +
+        describe_tag(tag));
   return {tag | kOpeningPayloadBit, tag | kOpeningTrailerBit};
 }
 

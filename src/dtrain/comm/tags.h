@@ -8,7 +8,8 @@
 // Spaces: collectives (all_reduce's algorithms, broadcast, reduce_scatter / all_gather,
 // SyncBatchNorm's reductions), the pipeline (activations, gradients, labels, commands,
 // results), DDP's compressed exchange, DiLoCo's outer exchange, elastic DiLoCo's records and
-// state transfers, reports (a rank's summary to rank 0), and benchmarks. Space values stay below
+// state transfers, reports (a rank's summary to rank 0), benchmarks, and the point-to-point
+// messages of torch.distributed's users (torch_backend/). Space values stay below
 // 2^7, so every tag is a positive int.
 #pragma once
 
@@ -28,6 +29,7 @@ enum class TagSpace : int {
   kTuning = 6,   // link probes and codec choices of --compress-grad auto
   kOuter = 7,    // DiLoCo's coded outer exchange
   kElastic = 8,  // elastic DiLoCo: records beside the outer exchange, state transfers
+  kTorch = 9,    // torch.distributed's send / recv through dtrain's backend: the user's tag
 };
 
 struct TagField {
@@ -61,14 +63,17 @@ enum class CollectiveChannel : int {
   kBroadcast = 1,
   kScatterGather = 2,
   kSyncBatchNorm = 3,
+  kRooted = 4,    // gather and scatter (rooted.cpp)
+  kAllToAll = 5,  // all_to_all (all_to_all.cpp)
 };
 int collective_tag(CollectiveChannel channel);
 
 // The tags of a collective's openings (Group::isend_opening): its payload's and the trailer
 // that follows it, taken from the top two bits of the collective tag's phase field, so they
 // never meet the collective's other messages. DiLoCo's outer exchange (TagSpace::kOuter)
-// has openings too: streaming DiLoCo exchanges often, and on a long link each exchange
-// would otherwise wait a one-way delay per phase for the receiver's notice. Throws
+// and elastic DiLoCo's exchange and records (TagSpace::kElastic) have openings too: on a
+// long link each of their messages would otherwise wait a one-way delay for the receiver's
+// notice. Throws
 // std::invalid_argument for a tag of another space or whose phase already uses those bits.
 struct OpeningTags {
   int payload = 0;

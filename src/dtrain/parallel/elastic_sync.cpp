@@ -37,10 +37,11 @@ std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
   for (int r = 0; r < p; ++r) {
     if (r == me) continue;
     in[static_cast<size_t>(r)] = at::empty({kRecordWords}, at::kLong);
-    receives.push_back(group.irecv(in[static_cast<size_t>(r)], r, tag(Use::kRecord)));
+    receives.push_back(
+        group.irecv_opening_if_fits(in[static_cast<size_t>(r)], r, tag(Use::kRecord)));
   }
   for (int r = 0; r < p; ++r)
-    if (r != me) sends.push_back(group.isend(out, r, tag(Use::kRecord)));
+    if (r != me) sends.push_back(group.isend_opening_if_fits(out, r, tag(Use::kRecord)));
   for (auto& req : receives)
     req.wait();
   for (auto& req : sends)
