@@ -12,7 +12,7 @@ grad_bytes (both relative to an exact all-reduce of fp32 gradients); dtrain's ho
 its own (coded bytes sent over the fp32 bytes of the same exchange). --count-iface IFACE adds
 the bytes the rank's interface transmitted per training step (on a lab host: everything the
 rank sent, TCP/IP headers included)."""
-import argparse, json, os, resource, time
+import argparse, json, os, resource, sys, time
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
@@ -99,7 +99,11 @@ def main():
     if os.environ.get("DTRAIN_GLOO_HOST"):  # on a lab host (dtrain launch --netlab): its eth0
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
     if a.backend == "dtrain":
-        import dtrain  # noqa: F401  registers the backend
+        import dtrain  # registers the backend
+        if not getattr(getattr(dtrain, "backend", None), "available", lambda: False)():
+            sys.exit(f"pytorch_ddp.py: the dtrain package at {dtrain.__file__} has no "
+                     "torch.distributed backend: build the project's (make) and put "
+                     "build/python first on PYTHONPATH")
     dist.init_process_group(a.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)

@@ -11,6 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
 py=${PYTHON:-.venv/bin/python}
+# The build's package (it carries the backend; an installed one may predate it).
+export PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}"
 lab=tb$$
 out=docs/data/torch-backend.jsonl
 mkdir -p docs/data

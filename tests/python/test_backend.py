@@ -3,6 +3,9 @@ operation on real processes against exact expected values (integer-valued inputs
 order of addition gives the same float), the errors it owes, and PyTorch DDP trained over
 "dtrain" against the same run over "gloo"."""
 
+import datetime
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -165,6 +168,14 @@ def errors(rank, world):
     with pytest.raises((RuntimeError, ValueError), match="tags are 0"):
         dist.isend(torch.ones(1), 1 - rank, tag=1 << 25)
     dist.barrier()  # the group still works
+    # A peer that never comes: the group's own timeout ends the wait, naming it.
+    short = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=2))
+    if rank == 0:
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="rank 1"):
+            dist.all_reduce(torch.ones(4), group=short)
+        assert time.monotonic() - start < 20
+    dist.barrier()
 
 
 def subgroups(rank, world):

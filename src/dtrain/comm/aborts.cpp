@@ -13,6 +13,17 @@ namespace dtrain::comm {
 void Group::make_abortable() {
   const std::lock_guard<std::mutex> lock(aborts_->mutex);
   aborts_->enabled = true;
+  aborts_->owner_explains = true;
+}
+
+void Group::keep_explaining_failures() {
+  const std::lock_guard<std::mutex> lock(aborts_->mutex);
+  aborts_->owner_explains = false;
+}
+
+bool Group::owner_explains_failures() const {
+  const std::lock_guard<std::mutex> lock(aborts_->mutex);
+  return !aborts_->reason.empty() || aborts_->owner_explains;
 }
 
 bool Group::abortable() const {

@@ -234,9 +234,15 @@ class Group {
   // once (Gloo's send and receive works are aborted) with a CommError carrying `reason`, and
   // every later post or wait throws it too: a group once aborted is done, make a new one.
   // A failed message of an abortable group throws at once, without waiting for the peer's
-  // published error. The backend's own collectives (native_*, barrier) are not abortable.
+  // published error (its owner, the elastic membership, explains failures), unless
+  // keep_explaining_failures() says the group's failures are still its own to explain (the
+  // torch backend, abortable for abort() alone). The backend's own collectives (native_*,
+  // barrier) are not abortable.
   void make_abortable();
   bool abortable() const;
+  void keep_explaining_failures();
+  // aborted() or an abortable group whose owner explains its failures.
+  bool owner_explains_failures() const;
   void abort(const std::string& reason);
   bool aborted() const;
 

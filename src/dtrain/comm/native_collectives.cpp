@@ -69,7 +69,7 @@ void Group::run_native(const char* what, Collective&& collective) {
     msg << describe() << ": native " << what << " failed after " << waited.count()
         << " s: " << error.substr(0, error.find('\n'));
     // An elastic group's failures are its membership's to explain (elastic/).
-    if (aborted() || abortable()) throw CommError(msg.str());
+    if (owner_explains_failures()) throw CommError(msg.str());
     // Published before the peers are read, so ranks failing together see each other's.
     publish_failure(msg.str());
     const std::string note = silent_peers_note();

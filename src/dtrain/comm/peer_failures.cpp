@@ -20,9 +20,10 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
       << peer << " (tag " << tag << ", " << bytes << " bytes) failed after " << waited_s
       << " s: " << what.substr(0, what.find('\n'));
   // An elastic group's failures are its membership's to explain (elastic/): throw now.
-  if (aborted() || abortable()) throw CommError(msg.str());
+  if (owner_explains_failures()) throw CommError(msg.str());
   std::ostringstream silent;
-  silent << " -- rank " << peer << " exited, crashed or stopped responding (timeout "
+  silent << " -- rank " << peer
+         << " exited, crashed or stopped responding (no answer within the timeout of "
          << timeout_.count() << " ms); see its output";
   // Published first (so two ranks failing at once still see each other's), with the
   // peer named as silent: a rank reading it in a cascade learns where the silence began.
@@ -97,8 +98,8 @@ std::string Group::silent_peers_note() const {
   for (size_t i = 0; i < silent.size(); ++i)
     note << (i ? ", " : "") << silent[i];
   note << (silent.size() > 1 ? " reported no failure of their own: each " : " ")
-       << "exited, crashed or stopped responding (timeout " << timeout_.count()
-       << " ms); see its output";
+       << "exited, crashed or stopped responding (no answer within the timeout of "
+       << timeout_.count() << " ms); see its output";
   return note.str();
 }
 

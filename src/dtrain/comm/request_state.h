@@ -49,7 +49,8 @@ struct Request::State {
 struct Group::Aborts {
   std::mutex mutex;
   bool enabled = false;
-  std::string reason;  // set once aborted
+  bool owner_explains = false;  // failures throw at once (make_abortable)
+  std::string reason;           // set once aborted
   std::vector<c10::intrusive_ptr<c10d::Work>> pending;
 };
 

@@ -1,5 +1,5 @@
 // allreduce, allreduce_coalesced, reduce and broadcast of the dtrain backend
-// (process_group.h): comm's all-reduce (DTRAIN_ALGO, auto by default) and broadcast on
+// (process_group.h): comm's all-reduce (DTRAIN_ALGO, the ring by default) and broadcast on
 // host tensors.
 #include <ATen/ATen.h>
 
