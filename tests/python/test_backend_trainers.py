@@ -35,6 +35,18 @@ def save(rank, path, backend, losses, params):
                    f"{path}.{backend}")
 
 
+def train(model, opt, data):
+    """Steps of cross-entropy training on `data`; the losses."""
+    losses = []
+    for x, y in data:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def fsdp2(rank, world, backend, path):
     from torch.distributed.fsdp import fully_shard
     model = mlp()
@@ -42,14 +54,7 @@ def fsdp2(rank, world, backend, path):
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer)
     fully_shard(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = []
-    for x, y in batches(rank, 5):
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = train(model, torch.optim.AdamW(model.parameters(), lr=1e-2), batches(rank, 5))
     full = [p.full_tensor() for p in model.parameters()]  # an all-gather of every shard
     save(rank, path, backend, losses, full)
 
@@ -84,14 +89,8 @@ def pipeline(rank, world, backend, path, schedule):
 def diloco(rank, world, backend, path, codec):
     model = mlp()
     inner = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = []
     with dtrain.DiLoCo(model, inner, sync_every=3, codec=codec):
-        for x, y in batches(rank, 9):
-            inner.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            inner.step()
-            losses.append(loss.item())
+        losses = train(model, inner, batches(rank, 9))
     save(rank, path, backend, losses, list(model.parameters()))
 
 
