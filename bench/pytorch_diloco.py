@@ -6,6 +6,8 @@ optimizer (AdamW) and outer step (SGD, Nesterov 0.7 / 0.9) as
 `dtrain train --parallel diloco` in bench/diloco.sh. One replica per rank; launch with the
 dtrain launcher, on loopback or on a network lab:
   dtrain launch -n 2 [--netlab LAB] -- .venv/bin/python bench/pytorch_diloco.py --impl torchft
+`--backend dtrain` runs the default process group (dtrain.DiLoCo's exchanges) over dtrain's
+torch.distributed backend instead of gloo (bench/torch_backend.sh).
 Prints one JSON line (rank 0): samples/s (every replica's samples over the slowest
 replica's loop time), test accuracy of the shared parameters, outer syncs.
 
@@ -17,6 +19,7 @@ its first H steps)."""
 import argparse
 import json
 import os
+import sys
 import time
 from datetime import timedelta
 
@@ -77,13 +80,23 @@ def main():
     p.add_argument("--fragments", type=int, default=1, help="dtrain: streaming fragments")
     p.add_argument("--sync-delay", type=int, default=0, help="dtrain: streaming delay")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--backend", default="gloo", choices=["gloo", "dtrain"],
+                   help="the default process group's (dtrain: `import dtrain` registers it)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     host = os.environ.get("DTRAIN_GLOO_HOST")
     if host:  # on a lab host (dtrain launch --netlab): its eth0
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
     host = host or "127.0.0.1"
-    dist.init_process_group("gloo")
+    if a.backend == "dtrain":
+        if a.impl == "torchft":
+            sys.exit("pytorch_diloco.py: torchft runs on its own process groups (--backend gloo)")
+        import dtrain  # registers the backend
+        if not getattr(getattr(dtrain, "backend", None), "available", lambda: False)():
+            sys.exit(f"pytorch_diloco.py: the dtrain package at {dtrain.__file__} has no "
+                     "torch.distributed backend: build the project's (make) and put "
+                     "build/python first on PYTHONPATH")
+    dist.init_process_group(a.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     x, y, tx, ty = pytorch_models.fashion_mnist(a.data_dir, a.limit_train, a.limit_test)
@@ -107,7 +120,7 @@ def main():
     totals = torch.tensor([seen, loss_sum], dtype=torch.float64)
     dist.all_reduce(totals)
     if rank == 0:
-        print(json.dumps({"impl": a.impl, "sync_every": a.sync_every, "codec": a.codec,
+        print(json.dumps({"impl": a.impl, "backend": a.backend, "sync_every": a.sync_every, "codec": a.codec,
                           "fragments": a.fragments, "sync_delay": a.sync_delay,
                           "replicas": world, "steps": steps, "elapsed_s": times.item(),
                           "samples_per_s": totals[0].item() / times.item(),

@@ -6,7 +6,10 @@
 # gradients a step), RESNET_SAMPLES (default 640: 10 steps); the cnn on Fashion-MNIST, 64 a
 # rank, CNN_SAMPLES (default 6,400: 50 steps). ROUNDS rounds (default 2), gloo and dtrain
 # in turn. "Exposed" communication: a run's time minus the same backend's loopback time.
-# As root (the lab). Writes docs/data/torch-backend.jsonl, then the tables.
+# Then dtrain.DiLoCo from bench/pytorch_diloco.py (the cnn, H = 50, 38,400 samples, exact and
+# rot:tile:2) over gloo and over dtrain on loopback and DILOCO_LINKS (default "20mbit:5ms").
+# PARTS (default "ddp diloco") picks the parts. As root (the lab). Writes
+# docs/data/torch-backend.jsonl and docs/data/torch-backend-diloco.jsonl, then the tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
@@ -15,9 +18,9 @@ py=${PYTHON:-.venv/bin/python}
 export PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}"
 lab=tb$$
 out=docs/data/torch-backend.jsonl
+parts=" ${PARTS:-ddp diloco} "
 mkdir -p docs/data
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true' EXIT
-: >"$out"
 run() {  # run LINK ROUND BACKEND MODEL ARGS...
   local link=$1 round=$2 backend=$3 model=$4
   shift 4
@@ -27,18 +30,42 @@ run() {  # run LINK ROUND BACKEND MODEL ARGS...
   "$bin" launch -n 2 "${where[@]}" -- "$py" bench/pytorch_ddp.py --backend "$backend" \
     --model "$model" "$@" | sed -n "s/^\[rank 0\] {/{\"link\":\"$link\",\"round\":$round,/p" >>"$out"
 }
-for link in loopback ${LINKS:-1gbit:25ms 1gbit:100ms}; do
-  if [ "$link" != loopback ]; then
-    "$bin" netlab down "$lab" >/dev/null 2>&1 || true
-    "$bin" netlab up "$lab" --hosts 2 --rate "${link%%:*}" --delay "${link##*:}" >/dev/null
-  fi
-  for round in $(seq 1 "${ROUNDS:-2}"); do
-    for backend in gloo dtrain; do
-      run "$link" "$round" "$backend" resnet18 --dataset synthetic --input-shape 3,32,32 \
-        --synthetic-size "${RESNET_SAMPLES:-640}" --limit-train "${RESNET_SAMPLES:-640}" \
-        --limit-test 64 --batch-size 32
-      run "$link" "$round" "$backend" cnn --limit-train "${CNN_SAMPLES:-6400}" --limit-test 1000
+lab_for_link() {  # lab_for_link RATE:DELAY|loopback
+  "$bin" netlab down "$lab" >/dev/null 2>&1 || true
+  [ "$1" = loopback ] ||
+    "$bin" netlab up "$lab" --hosts 2 --rate "${1%%:*}" --delay "${1##*:}" >/dev/null
+}
+if [[ $parts == *" ddp "* ]]; then
+  : >"$out"
+  for link in loopback ${LINKS:-1gbit:25ms 1gbit:100ms}; do
+    lab_for_link "$link"
+    for round in $(seq 1 "${ROUNDS:-2}"); do
+      for backend in gloo dtrain; do
+        run "$link" "$round" "$backend" resnet18 --dataset synthetic --input-shape 3,32,32 \
+          --synthetic-size "${RESNET_SAMPLES:-640}" --limit-train "${RESNET_SAMPLES:-640}" \
+          --limit-test 64 --batch-size 32
+        run "$link" "$round" "$backend" cnn --limit-train "${CNN_SAMPLES:-6400}" --limit-test 1000
+      done
     done
   done
-done
+fi
+if [[ $parts == *" diloco "* ]]; then
+  out=docs/data/torch-backend-diloco.jsonl
+  : >"$out"
+  for link in loopback ${DILOCO_LINKS:-20mbit:5ms}; do
+    lab_for_link "$link"
+    where=()
+    [ "$link" = loopback ] || where=(--netlab "$lab")
+    for round in $(seq 1 "${ROUNDS:-2}"); do
+      for codec in none rot:tile:2; do
+        for backend in gloo dtrain; do
+          echo "torch_backend.sh: $link round $round diloco $codec $backend" >&2
+          "$bin" launch -n 2 "${where[@]}" -- "$py" bench/pytorch_diloco.py --impl dtrain \
+            --backend "$backend" --codec "$codec" |
+            sed -n "s/^\[rank 0\] {/{\"link\":\"$link\",\"round\":$round,/p" >>"$out"
+        done
+      done
+    done
+  done
+fi
 "$py" bench/tables_torch_backend.py

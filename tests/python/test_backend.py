@@ -160,11 +160,57 @@ def point_to_point(rank, world):
         dist.send(torch.ones(1), 0, tag=7)
 
 
+def any_source(rank, world):
+    """Ranks 1 and 2 send to rank 0, which receives without naming the source: each message
+    whole, with its sender, small (one framed message) and large (pieces, then the check)."""
+    if rank == 0:
+        senders = []
+        for _ in range(2 * (world - 1)):
+            got = torch.full((10,), -1.0)
+            sender = dist.recv(got, tag=4)
+            assert torch.equal(got, torch.full((10,), float(sender))), (sender, got)
+            senders.append(sender)
+        assert sorted(senders) == [1, 1, 2, 2]
+        large = torch.full((3 << 18,), -1.0)
+        work = dist.irecv(large, tag=6)
+        work.wait()
+        assert work._source_rank() == 2
+        assert torch.equal(large, torch.arange(3 << 18, dtype=torch.float32))
+    else:
+        for _ in range(2):
+            dist.send(torch.full((10,), float(rank)), 0, tag=4)
+        if rank == 2:
+            dist.send(torch.arange(3 << 18, dtype=torch.float32), 0, tag=6)
+
+
+def sparse(rank, world):
+    """The sparse all-reduce sums as the dense one would, coalesced, on every rank."""
+    def of_rank(r, dense_dims):
+        g = torch.Generator().manual_seed(r)
+        idx = torch.randint(0, 6, (2, 5 + r), generator=g)
+        vals = torch.randint(-9, 9, (5 + r,) + (3,) * dense_dims, generator=g).float()
+        return torch.sparse_coo_tensor(idx, vals, (6, 6) + (3,) * dense_dims,
+                                       check_invariants=True)
+    for dense_dims in (0, 1):
+        t = of_rank(rank, dense_dims)
+        dist.all_reduce(t)
+        assert t.is_coalesced()
+        want = sum(of_rank(r, dense_dims).to_dense() for r in range(world))
+        assert torch.equal(t.to_dense(), want)
+    empty = torch.sparse_coo_tensor(torch.zeros((1, 0), dtype=torch.long), torch.zeros(0), (4,),
+                                    check_invariants=True)
+    dist.all_reduce(empty)
+    assert torch.equal(empty.to_dense(), torch.zeros(4))
+    with pytest.raises((RuntimeError, ValueError), match="sizes"):
+        dist.all_reduce(torch.ones(3 + rank).to_sparse())
+    dist.barrier()  # the group still works
+
+
 def errors(rank, world):
     with pytest.raises((RuntimeError, ValueError), match="band cannot reduce Float"):
         dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND)
-    with pytest.raises((RuntimeError, ValueError), match="any source"):
-        dist.recv(torch.empty(1))
+    with pytest.raises((RuntimeError, ValueError), match="sparse allreduce sums"):
+        dist.all_reduce(torch.ones(3).to_sparse(), op=dist.ReduceOp.MAX)
     with pytest.raises((RuntimeError, ValueError), match="tags are 0"):
         dist.isend(torch.ones(1), 1 - rank, tag=1 << 25)
     dist.barrier()  # the group still works
@@ -197,6 +243,14 @@ def test_broadcast_gathers_scatters_and_all_to_all_move_every_value():
 
 def test_sends_and_receives_match_by_tag_and_never_wait_on_each_other():
     run_ranks(point_to_point, 2, backend="dtrain")
+
+
+def test_a_receive_from_any_source_takes_whole_messages_and_names_their_sender():
+    run_ranks(any_source, 3, backend="dtrain")
+
+
+def test_a_sparse_all_reduce_sums_as_the_dense_one_would():
+    run_ranks(sparse, 3, backend="dtrain")
 
 
 def test_what_it_does_not_support_is_an_error_naming_it():

@@ -37,6 +37,10 @@ WireCheck Request::sender_check() const {
   return state_ ? state_->sender_check : WireCheck{};
 }
 
+int Request::source() const {
+  return state_ ? state_->peer : -1;
+}
+
 void Request::wait() {
   if (!pending()) return;
   State& s = *state_;
@@ -44,6 +48,15 @@ void Request::wait() {
   uint32_t crc = 0;  // of the pieces received so far
   const bool verify_pieces = !s.deferred && s.check.defined();
   try {
+    // A Gloo work is waited for once (a second wait waits for another message).
+    bool first_done = false;
+    if (s.await_source) {
+      if (!s.works[0]->wait(s.group->timeout())) s.group->throw_if_aborted();
+      first_done = true;
+      const auto post_rest = std::move(s.await_source);
+      s.await_source = nullptr;
+      post_rest(s);
+    }
     // Without pieces to checksum as they come, the last message first: it completes last
     // (a connection keeps order; the check follows the pieces on connection 0), so this
     // thread sleeps and is woken once, not once per message. On 16 cores the ring's
@@ -52,7 +65,8 @@ void Request::wait() {
     for (size_t j = 0; j < n; ++j) {
       const size_t i = verify_pieces ? j : n - 1 - j;
       // False: aborted (Group::abort), the group's reason says why.
-      if (!s.works[i]->wait(s.group->timeout())) s.group->throw_if_aborted();
+      if (!(i == 0 && first_done) && !s.works[i]->wait(s.group->timeout()))
+        s.group->throw_if_aborted();
       if (verify_pieces && i < s.pieces.size())
         crc = s.group->checksum(s.pieces[i].data_ptr(), static_cast<size_t>(s.pieces[i].numel()),
                                 crc);
@@ -97,23 +111,6 @@ void Request::wait() {
   if (s.frame.defined()) s.group->give_back_frame(std::move(s.frame));
 }
 
-// The messages of one payload, in posting order, and the connection each takes.
-struct Group::Plan {
-  std::vector<at::Tensor> messages;
-  std::vector<int> streams;
-  void add(at::Tensor m, int stream) {
-    messages.push_back(std::move(m));
-    streams.push_back(stream);
-  }
-  // The pieces of `bytes`: `piece` bytes each, spread over `k` connections.
-  void add_pieces(const at::Tensor& bytes, int64_t piece, int k) {
-    const int64_t n = bytes.numel();
-    int j = 0;
-    for (int64_t begin = 0; begin < n; begin += piece, ++j)
-      add(bytes.narrow(0, begin, std::min(piece, n - begin)), j % k);
-  }
-};
-
 Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
                     const PostOptions& options) {
   check_peer(peer, dir == Direction::kSend ? "send" : "recv");
@@ -133,8 +130,21 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
   const at::Tensor bytes = tensor.view({-1}).view(at::kByte);
   const bool send = dir == Direction::kSend;
   const int k = s.bytes >= kStripeMinBytes ? streams(peer) : 1;
-  const bool checked = (options.checked || options.deferred) && wire_check_;
   Plan plan;
+  plan_message(s, bytes, k, options, plan);
+  post_plan(s, bytes, plan, options);
+  for (const auto& m : plan.messages)  // views of the caller's storage, or our framed copy
+    s.keep_alive.push_back(m);
+  if (send) s.check = at::Tensor();  // only a receive verifies in wait()
+  return req;
+}
+
+// The messages `bytes` becomes over `k` connections (the framing above), in `plan`; a
+// receive's state learns where its check arrives.
+void Group::plan_message(Request::State& s, const at::Tensor& bytes, int k,
+                         const PostOptions& options, Plan& plan) {
+  const bool send = s.dir == Direction::kSend;
+  const bool checked = (options.checked || options.deferred) && wire_check_;
   if (!checked) {
     plan.add_pieces(bytes, k > 1 ? striped_piece_bytes(s.bytes, k) : s.bytes, k);
   } else if (s.bytes <= kInlineCheckBytes && !options.deferred && k == 1) {
@@ -148,11 +158,6 @@ Request Group::post(const at::Tensor& tensor, int peer, int tag, Direction dir,
     s.deferred = options.deferred;
     plan.add(s.check, 0);
   }
-  post_plan(s, bytes, plan, options);
-  for (const auto& m : plan.messages)  // views of the caller's storage, or our framed copy
-    s.keep_alive.push_back(m);
-  if (send) s.check = at::Tensor();  // only a receive verifies in wait()
-  return req;
 }
 
 // Payload and check in one message: the caller's buffer where it left room for the check,

@@ -94,6 +94,9 @@ class Request {
   // A receive posted with Group::irecv_deferred, after wait(): the check the sender sent
   // (zeros with the wire check off), for Group::verify_deferred.
   WireCheck sender_check() const;
+  // The rank a receive came from: its peer, or for Group::irecv_from_any, after wait(), the
+  // rank whose message it took (-1 before).
+  int source() const;
 
  private:
   friend class Group;
@@ -142,6 +145,13 @@ class Group {
   // Throws CorruptMessage (as wait() does) unless `computed` is the CRC32C the sender of
   // `request` (an irecv_deferred, waited for) announced. A no-op with the wire check off.
   void verify_deferred(const Request& request, uint32_t computed) const;
+  // A receive from whichever rank's message of `tag` comes first (torch's recv without a
+  // source), paired with an ordinary isend; Request::source() says whose after wait(). A
+  // contiguous CPU tensor of more than 0 bytes; a message of kStripeMinBytes or more needs
+  // the same streams() to every peer (its first piece is what is matched). Only the first
+  // message is matched from any rank: the rest of a message in pieces is received from its
+  // sender once wait() has learnt who that is.
+  Request irecv_from_any(at::Tensor& tensor, int tag);
   void send(const at::Tensor& tensor, int peer, int tag) { isend(tensor, peer, tag).wait(); }
   void recv(at::Tensor& tensor, int peer, int tag) { irecv(tensor, peer, tag).wait(); }
 
@@ -276,6 +286,8 @@ class Group {
   // post()'s steps for a CPU payload (framing.cpp): the messages it becomes (a Plan), the
   // inline framing's one message, and the plan's posting.
   struct Plan;
+  void plan_message(Request::State& s, const at::Tensor& bytes, int k, const PostOptions& options,
+                    Plan& plan);
   void plan_inline(Request::State& s, const at::Tensor& bytes, bool send, Room room, Plan& plan);
   void post_plan(Request::State& s, const at::Tensor& bytes, const Plan& plan,
                  const PostOptions& options);

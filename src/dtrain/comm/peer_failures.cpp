@@ -16,11 +16,20 @@ using Clock = std::chrono::steady_clock;
 void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_s,
                  const std::string& what) const {
   std::ostringstream msg;
-  msg << describe() << ": " << (dir == Direction::kSend ? "send to" : "recv from") << " rank "
-      << peer << " (tag " << tag << ", " << bytes << " bytes) failed after " << waited_s
+  msg << describe() << ": " << (dir == Direction::kSend ? "send to" : "recv from") << " rank ";
+  if (peer < 0)
+    msg << "any";  // a receive from any rank that heard from none (irecv_from_any)
+  else
+    msg << peer;
+  msg << " (tag " << tag << ", " << bytes << " bytes) failed after " << waited_s
       << " s: " << what.substr(0, what.find('\n'));
   // An elastic group's failures are its membership's to explain (elastic/): throw now.
   if (owner_explains_failures()) throw CommError(msg.str());
+  if (peer < 0) {  // no one peer to blame: name those that reported nothing
+    msg << silent_peers_note();
+    publish_failure(msg.str());
+    throw CommError(msg.str());
+  }
   std::ostringstream silent;
   silent << " -- rank " << peer
          << " exited, crashed or stopped responding (no answer within the timeout of "

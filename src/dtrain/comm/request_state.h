@@ -42,7 +42,27 @@ struct Request::State {
   // Run by wait() once the messages have arrived, before the request counts as complete:
   // an opening's copy out of the group's standing buffers and its check (openings.cpp).
   std::function<void(State&)> finish;
+  // A receive from any rank (Group::irecv_from_any): run by wait() once the first message
+  // (works[0]) has arrived, to learn the sender and post the rest of the message from it.
+  std::function<void(State&)> await_source;
   bool done = false;
+};
+
+// The messages of one payload (framing.cpp), in posting order, and the connection each takes.
+struct Group::Plan {
+  std::vector<at::Tensor> messages;
+  std::vector<int> streams;
+  void add(at::Tensor m, int stream) {
+    messages.push_back(std::move(m));
+    streams.push_back(stream);
+  }
+  // The pieces of `bytes`: `piece` bytes each, spread over `k` connections.
+  void add_pieces(const at::Tensor& bytes, int64_t piece, int k) {
+    const int64_t n = bytes.numel();
+    int j = 0;
+    for (int64_t begin = 0; begin < n; begin += piece, ++j)
+      add(bytes.narrow(0, begin, std::min(piece, n - begin)), j % k);
+  }
 };
 
 // An abortable group's pending works (Group::make_abortable).

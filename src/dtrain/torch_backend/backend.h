@@ -1,7 +1,7 @@
 // dtrain as a torch.distributed backend: `import dtrain` registers "dtrain", and
 // dist.init_process_group("dtrain") then runs a user's own script (DDP, FSDP, pipelining,
 // DTensor) over dtrain's transport: comm::Group's connections (striped, with openings, on
-// long links), its all-reduce algorithms (--algo auto by default) and its wire check.
+// long links), its all-reduce algorithms (the ring by default, DTRAIN_ALGO) and its wire check.
 //
 // Contracts (docs/python.md, "A torch.distributed backend"):
 // - The group meets through the store torch hands the backend (no second rendezvous);
@@ -12,8 +12,11 @@
 //   future completes with its output tensors (DDP's default path waits on it).
 // - CPU tensors of any dtype move as they are; CUDA and non-contiguous tensors are staged
 //   through contiguous host copies. Sums are exact: no codec ever touches an all-reduce.
-// - What it does not support (receives from any source, sparse tensors, several tensors per
-//   call) is an error naming the operation, never a wrong result.
+// - A receive from any source takes the first matching message of any rank (a striped
+//   message needs the same streams to every peer). A sparse (COO) tensor's all-reduce is the
+//   sum, coalesced, the same on every rank; other collectives refuse sparse tensors.
+// - What it does not support (sparse tensors beyond the all-reduce's sum, several tensors
+//   per call) is an error naming the operation, never a wrong result.
 #pragma once
 
 #include <chrono>

@@ -161,24 +161,36 @@ ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::recv(Tensors& tensors, int src, 
 }
 
 // Posted at once; a waiter of its own completes the Work (a receive's after writing back).
+// `peer` -1: a receive from whichever rank sends first.
 ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::point_to_point(c10d::OpType type, Tensors& tensors,
                                                                int peer, int tag) {
   const bool sending = type == c10d::OpType::SEND;
   const char* what = sending ? "send" : "recv";
   if (tensors.size() != 1)
     throw std::invalid_argument(std::string("dtrain backend: ") + what + " takes one tensor");
-  check_rank(peer, sending ? "send to" : "recv from");
+  if (peer != -1 || sending) check_rank(peer, sending ? "send to" : "recv from");
   auto staged = std::make_shared<Staged>(tensors[0], /*read=*/sending, what);
-  if (staged->host().numel() == 0) return done_now(type, tensors);
+  if (staged->host().numel() == 0) {
+    if (peer == -1)
+      throw std::invalid_argument(
+          "dtrain backend: recv from any source of an empty tensor (nothing crosses to say "
+          "who sent it)");
+    return done_now(type, tensors);
+  }
   const int wire_tag = user_tag(tag);
-  auto request =
-      std::make_shared<comm::Request>(sending ? group_->isend(staged->host(), peer, wire_tag)
-                                              : group_->irecv(staged->host(), peer, wire_tag));
+  auto request = std::make_shared<comm::Request>(
+      sending      ? group_->isend(staged->host(), peer, wire_tag)
+      : peer == -1 ? group_->irecv_from_any(staged->host(), wire_tag)
+                   : group_->irecv(staged->host(), peer, wire_tag));
   auto work = c10::make_intrusive<BackendWork>(getRank(), type, tensors, 0);
+  if (!sending && peer != -1) work->set_source(peer);
   waiters_->add([work, request, staged, sending] {
     try {
       request->wait();
-      if (!sending) staged->write_back();
+      if (!sending) {
+        staged->write_back();
+        work->set_source(request->source());
+      }
       work->complete();
     } catch (...) {
       work->fail(std::current_exception());
@@ -187,9 +199,8 @@ ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::point_to_point(c10d::OpType type
   return work;
 }
 
-ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::recvAnysource(Tensors& /*tensors*/, int /*tag*/) {
-  throw std::invalid_argument(
-      "dtrain backend: recv from any source is not supported (name the source rank)");
+ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::recvAnysource(Tensors& tensors, int tag) {
+  return point_to_point(c10d::OpType::RECVANYSOURCE, tensors, -1, tag);
 }
 
 ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::barrier(const c10d::BarrierOptions& /*opts*/) {

@@ -1,7 +1,8 @@
 // Internal to torch_backend: the c10d::Backend over a comm::Group (backend.h has the
-// contract). The operations sit in three files: process_group.cpp (connection, the job
-// queue, sends and receives, barrier), reductions.cpp (allreduce, reduce, broadcast) and
-// gathers.cpp (allgather, gather, scatter, reduce_scatter, alltoall).
+// contract). The operations sit in four files: process_group.cpp (connection, the job
+// queue, sends and receives, barrier), reductions.cpp (allreduce, reduce, broadcast),
+// sparse.cpp (allreduce of a sparse tensor) and gathers.cpp (allgather, gather, scatter,
+// reduce_scatter, alltoall).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -91,6 +92,8 @@ class ProcessGroupDtrain final : public c10d::Backend {
   // The coalesced forms: one Work over several already enqueued.
   WorkPtr after_all(Tensors outputs, std::vector<WorkPtr> works);
   WorkPtr point_to_point(c10d::OpType type, Tensors& tensors, int peer, int tag);
+  // allreduce of a sparse COO tensor: the sum (sparse.cpp).
+  WorkPtr sparse_allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts);
   // allreduce's job on one host tensor (also reduce's and allreduce_coalesced's).
   void reduce_in_place(at::Tensor& host, const c10d::ReduceOp& op);
   // Throws naming `what` unless `rank` is a rank of the group.

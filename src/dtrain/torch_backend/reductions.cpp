@@ -67,6 +67,7 @@ void ProcessGroupDtrain::reduce_in_place(at::Tensor& host, const c10d::ReduceOp&
 ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::allreduce(Tensors& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = single(tensors, "allreduce");
+  if (t.is_sparse()) return sparse_allreduce(tensors, opts);
   comm::check_reduce_op(comm_op(opts.reduceOp), t.scalar_type());
   auto staged = std::make_shared<Staged>(t, /*read=*/true, "allreduce");
   return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, staged, op = opts.reduceOp] {

@@ -20,11 +20,15 @@ class BackendWork final : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   uint64_t getSequencenumber() const override { return sequence_; }
+  // A receive's sender (torch's Work._source_rank()), set before complete().
+  int sourceRank() const override { return source_; }
+  void set_source(int rank) { source_ = rank; }
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   uint64_t sequence_;
+  int source_ = -1;
 };
 
 }  // namespace dtrain::torch_backend
