@@ -10,7 +10,8 @@ reference), then the same run under chaos: every --interval seconds one event, u
 --events were made or the run ended: a SIGKILL of a random live replica (any phase: inner
 steps, the exchange, the records, a transfer, a join), or host 1's or host 2's cable taken
 out for --cut seconds (host 0 holds the coordinator: cutting it ends every replica by
-design, docs/elastic.md). At least one replica is always left alive.
+design, docs/elastic.md). At least one replica that has run --settle seconds (a member, not
+a process still entering) is always left alive.
 
 Counted: hangs (the run not done --hang seconds after its last event), survivor failures
 (a replica that ended without being killed or cut: the launcher's "[launch] rank R ..."
@@ -37,6 +38,17 @@ OUT = ROOT / "docs" / "data" / "elastic-chaos.jsonl"
 
 def sh(*args):
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+
+
+def age_s(pid):
+    """Seconds since process `pid` started (0 where it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            started = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0]) - started / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def children(pid):
@@ -81,7 +93,10 @@ def run(args, lab, workdir, tag, chaos):
     while chaos and len(events) < args.events and proc.poll() is None:
         time.sleep(args.interval)
         live = children(proc.pid)
-        if len(live) < 2:
+        # A restarted process is a member only once it has entered (seconds): the chaos must
+        # leave a member alive, or the run ends by design (the coordinator's "all lost").
+        settled = [s for s, p in live.items() if age_s(p) > args.settle]
+        if len(live) < 2 or not settled:
             continue
         if rng.random() < args.cut_share and any(s in live for s in (1, 2)):
             host = rng.choice([s for s in (1, 2) if s in live])
@@ -92,6 +107,8 @@ def run(args, lab, workdir, tag, chaos):
             events.append({"kind": "cut", "host": host, "at_s": time.time() - start})
         else:
             slot = rng.choice(sorted(live))
+            if settled == [slot]:
+                continue  # the last member
             try:
                 os.kill(live[slot], signal.SIGKILL)
             except ProcessLookupError:
@@ -147,6 +164,9 @@ def run(args, lab, workdir, tag, chaos):
         "joined_transfer_s": stat("joined", "transfer_s"),
         "entered_enter_s": stat("entered", "enter_s"),
         "event_log": events,
+        # Why a run ended badly: the launcher's and the replicas' error lines, the last ones.
+        "error_lines": [l for l in log.splitlines()
+                        if re.search(r"error|failed|\[launch\]", l, re.IGNORECASE)][-25:],
     }
 
 
@@ -164,6 +184,8 @@ def main():
     p.add_argument("--seed", type=int, default=0, help="the chaos schedule's")
     p.add_argument("--heartbeat-timeout", type=float, default=1.0)
     p.add_argument("--skip-reference", action="store_true")
+    p.add_argument("--settle", type=float, default=10.0,
+                   help="seconds a restarted replica takes to count as a member")
     args = p.parse_args()
     lab = f"ch{os.getpid() % 10000}"
     sh(args.dtrain, "netlab", "up", lab, "--hosts", "3", "--rate", "20mbit", "--delay", "5ms",

@@ -134,7 +134,16 @@ comm::Group& Membership::connect(const std::string& name, const std::vector<int6
                                 std::to_string(v.id) + ") while '" + name + "' connected");
     }
   }
-  std::unique_ptr<comm::Group> group = connected.get();
+  std::unique_ptr<comm::Group> group;
+  try {
+    group = connected.get();
+  } catch (const comm::CommError&) {
+    throw;
+  } catch (const std::invalid_argument&) {
+    throw;                             // a setting: no retry mends it
+  } catch (const std::exception& e) {  // Gloo's handshake with a peer that went
+    throw comm::CommError("'" + name + "' did not connect: " + e.what());
+  }
   const std::lock_guard<std::mutex> lock(mutex_);
   group_ = std::move(group);
   group_members_ = members;

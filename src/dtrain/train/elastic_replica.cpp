@@ -120,6 +120,20 @@ void ElasticReplica::transfer(const std::vector<int>& donors, const std::vector<
                           ": the state received does not match its donors' digest");
 }
 
+// Another member lost or cut while the group connects (its link probe, Gloo's handshake)
+// fails the connect: false, said on stderr, and the caller recovers as from a failed round.
+bool ElasticReplica::connect_or_report(const std::string& name,
+                                       const std::vector<int64_t>& members) {
+  try {
+    membership_->connect(skey::group_prefix(name), members);
+    return true;
+  } catch (const comm::CommError& e) {
+    std::cerr << "elastic: replica " << id() << ": group '" << name
+              << "' did not connect: " << e.what() << std::endl;
+    return false;
+  }
+}
+
 void ElasticReplica::enter() {
   const auto start = metrics::Clock::now();
   const double started_at = wall_now();
@@ -220,10 +234,12 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   std::string name = group_name_;
   Outcome out;
   std::vector<parallel::Record> records;
+  bool unconnected = false;  // connecting the survivors' group failed: recover again
   for (int attempt = 0;; ++attempt) {
     const auto t0 = metrics::Clock::now();
     try {
       if (members.empty()) throw comm::CommError("the round's group broke in a transfer");
+      if (unconnected) throw comm::CommError("the survivors' group did not connect");
       if (settings_.plan.kills_at(id(), k, FaultPhase::kExchange)) elastic::die_now(*membership_);
       out.averaged = outer_.exchange(group(), pseudo_gradient);
       if (settings_.plan.kills_at(id(), k, FaultPhase::kRecords)) elastic::die_now(*membership_);
@@ -246,7 +262,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
       }
       const auto recovered = metrics::Clock::now();
       name = name + "-r" + std::to_string(k) + "a" + std::to_string(attempt);
-      membership_->connect(skey::group_prefix(name), *live);
+      unconnected = !connect_or_report(name, *live);
       std::vector<int64_t> gone;
       for (const int64_t m : members)
         if (!contains(*live, m)) gone.push_back(m);
@@ -337,9 +353,9 @@ bool ElasticReplica::adopt(int64_t proposal, const std::vector<int64_t>& holders
   store.set(skey::adopted(next.id), nlohmann::json(donors).dump());
   view_ = next;
   group_name_ = view_group(next.id);
-  membership_->connect(skey::group_prefix(group_name_), next.members);
-  group_broken_ = false;
-  if (arrivals.empty()) return true;
+  // A member lost while the group connects: the next exchange recovers among those left.
+  group_broken_ = !connect_or_report(group_name_, next.members);
+  if (arrivals.empty() || group_broken_) return true;
   const auto t0 = metrics::Clock::now();
   try {
     if (settings_.plan.kills_at(id(), round_, FaultPhase::kTransfer))

@@ -84,6 +84,8 @@ class ElasticReplica {
 
  private:
   void enter_once();
+  // Connects the group `name` of `members`; false where a member was lost or cut meanwhile.
+  bool connect_or_report(const std::string& name, const std::vector<int64_t>& members);
   // A failed exchange's replacement group: the survivors of `members`; or nothing when
   // another member's round counted (this one must enter again).
   std::optional<std::vector<int64_t>> recover(const std::string& group, int64_t round,
