@@ -166,7 +166,7 @@ def run(args, lab, workdir, tag, chaos):
         "event_log": events,
         # Why a run ended badly: the launcher's and the replicas' error lines, the last ones.
         "error_lines": [l for l in log.splitlines()
-                        if re.search(r"error|failed|\[launch\]", l, re.IGNORECASE)][-25:],
+                        if re.search(r"error|failed|\[launch\]|was lost", l, re.IGNORECASE)][-25:],
     }
 
 
