@@ -51,6 +51,16 @@ def age_s(pid):
         return 0.0
 
 
+VIEW = re.compile(r"coordinator: view \d+: .*?; members \[([^\]]*)\]")
+
+
+def members_in_view(log_path):
+    """How many members the coordinator's latest view, in the run's log so far, has."""
+    with open(log_path, errors="replace") as f:
+        views = VIEW.findall(f.read())
+    return len([m for m in views[-1].split(",") if m.strip()]) if views else 0
+
+
 def children(pid):
     """{slot: pid} of the launcher's replica processes (not the coordinator)."""
     out = {}
@@ -93,10 +103,12 @@ def run(args, lab, workdir, tag, chaos):
     while chaos and len(events) < args.events and proc.poll() is None:
         time.sleep(args.interval)
         live = children(proc.pid)
-        # A restarted process is a member only once it has entered (seconds): the chaos must
-        # leave a member alive, or the run ends by design (the coordinator's "all lost").
+        # The chaos must leave a member alive, or the run ends by design (the coordinator's
+        # "every replica was lost"): an event (which takes out at most one member) only while
+        # the coordinator's latest view has two or more, and a restarted process counts only
+        # once it has run --settle seconds.
         settled = [s for s, p in live.items() if age_s(p) > args.settle]
-        if len(live) < 2 or not settled:
+        if len(live) < 2 or not settled or members_in_view(err.name) < 2:
             continue
         if rng.random() < args.cut_share and any(s in live for s in (1, 2)):
             host = rng.choice([s for s in (1, 2) if s in live])
