@@ -103,8 +103,8 @@ std::string problems_html(const std::vector<ReportProblem>& problems) {
   if (problems.empty()) return "";
   std::string html = "<section id=\"skipped\"><h2>Skipped lines (" +
                      std::to_string(problems.size()) + ")</h2><details" +
-                     (problems.size() <= 12 ? " open" : "") + "><summary>lines not drawn" +
-                     "</summary><ul>";
+                     (problems.size() <= 12 ? " open" : "") +
+                     "><summary>lines left out of the report" + "</summary><ul>";
   for (const auto& p : problems) {
     html += "<li>" + chart::escape_xml(p.source) +
             (p.line > 0 ? ":" + std::to_string(p.line) : "") + ": " + chart::escape_xml(p.what) +
