@@ -32,9 +32,16 @@ constexpr int kTrainMessages = 8;
 constexpr int64_t kFirstTrainBytes = 512 * 1024;
 constexpr int64_t kMostTrainBytes = int64_t{32} << 20;
 // A train's second half (the shortest span timed) must take this long, and two round trips, to be
-// read; shorter ones are repeated larger (at most kTrainRounds trains a direction).
+// read; shorter ones are repeated larger (at most kTrainRounds trains a direction). What holds
+// a train back makes it read low: TCP's slow start on a long link (a 512 KiB first train read
+// a 50 Mbit/s, 25 ms link at 13-18 Mbit/s in 3 runs of 8, and took long enough to count), a
+// loss, a descheduled process. So each direction's rate is the best of kReadings trains long
+// enough to be read; the second starts with the window the first opened. (A train reads high
+// only by a little: on a 100 ms link, striped, a lagging connection catching up read 50 Mbit/s
+// as up to 61.)
 constexpr double kLongEnoughS = 0.01;
-constexpr int kTrainRounds = 3;
+constexpr int kTrainRounds = 4;
+constexpr int kReadings = 2;
 // Both ways at once, directions that read more than kUnevenBy apart are measured again (at
 // most kTrainRounds): through shaped queues each direction's acknowledgements wait behind the
 // other's data, and one round often shares a 1 Gbit/s lab link 1000 / 800 Mbit/s.
@@ -141,6 +148,7 @@ LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_
   double bytes = kFirstTrainBytes;
   LinkProbe p;
   p.latency_s = rtt / 2;
+  int readings = 0;  // trains long enough to be read
   for (int round = 0; round < kTrainRounds; ++round) {
     // After each round the peer tells the initiator what it received, and the initiator
     // tells the peer what comes next: one round trip, into receives posted now.
@@ -165,20 +173,27 @@ LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_
     }
     const auto seen = heard(posted, told);
     const Arrivals out{seen[0], seen[1]};  // this rank's train, as the peer received it
-    p.out_bytes_per_s = out.rate;
-    p.in_bytes_per_s = in.rate;
     // Stop, or the next train's bytes and whether it still goes both ways.
     const double shortest = std::min(in.seconds, out.seconds);
-    const double slower = std::min(in.rate, out.rate), faster = std::max(in.rate, out.rate);
     const bool long_enough = shortest >= target;
+    if (long_enough) {
+      p.out_bytes_per_s = readings == 0 ? out.rate : std::max(p.out_bytes_per_s, out.rate);
+      p.in_bytes_per_s = readings == 0 ? in.rate : std::max(p.in_bytes_per_s, in.rate);
+      ++readings;
+    } else if (readings == 0) {  // provisional, should no train be long enough
+      p.out_bytes_per_s = out.rate;
+      p.in_bytes_per_s = in.rate;
+    }
+    const double slower = std::min(p.in_bytes_per_s, p.out_bytes_per_s);
+    const double faster = std::max(p.in_bytes_per_s, p.out_bytes_per_s);
     const bool uneven = together && faster > kUnevenBy * slower;
-    const bool stop = (long_enough && !uneven) || bytes >= kMostTrainBytes;
+    const bool stop = (readings >= kReadings && !uneven) || bytes >= kMostTrainBytes;
     // Long enough at the rate seen, twice over (a first train may read low), and at least
     // twice as long as this one.
     const double grain = kTrainMessages * 65536.0;
     const double wanted = long_enough ? bytes : bytes * std::max(2.0, 2 * target / shortest);
     bytes = std::min<double>(kMostTrainBytes, std::ceil(wanted / grain) * grain);
-    together = together && slower < kBothWaysBelowBytesPerS;
+    together = together && std::min(in.rate, out.rate) < kBothWaysBelowBytesPerS;
     tell(g, peer, {stop ? 1.0 : 0.0, bytes, together ? 1.0 : 0.0}, ping_tag);
     if (stop) break;
   }

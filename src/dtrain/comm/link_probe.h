@@ -10,8 +10,10 @@
 // long link, a token bucket's burst on a fast one) counts. A lost packet makes the messages
 // behind it complete late and together, so the rate is the lowest read from each start in
 // the first half to the last arrival. A train whose second half took less than 10 ms or a
-// round trip is sent again larger (at most three trains, 32 MiB): 512 KiB reads a 20 Mbit/s
-// link in one train, a 1 Gbit/s one needs 4 MiB. After each train the peer reports what it
+// round trip is sent again larger (32 MiB at most): 512 KiB is long enough on a 20 Mbit/s
+// link, a 1 Gbit/s one needs 4 MiB. What holds a train back (slow start, a loss, a
+// descheduled process) only makes it read low, so each direction's rate is the best of two
+// trains long enough to be read (at most four trains). After each train the peer reports what it
 // received and the initiator answers with what comes next: one round trip a train. Both
 // ends call it with the same tags; only the initiator's result is filled in.
 #pragma once
