@@ -51,14 +51,22 @@ def age_s(pid):
         return 0.0
 
 
-VIEW = re.compile(r"coordinator: view \d+: .*?; members \[([^\]]*)\]")
+VIEW = re.compile(r"coordinator: view (\d+): .*?; members \[([^\]]*)\]")
+ENTERED = re.compile(r"coordinator: replica (\d+) entered")
 
 
-def members_in_view(log_path):
-    """How many members the coordinator's latest view, in the run's log so far, has."""
+def holders_in_view(log_path):
+    """How many members of the coordinator's latest view, in the run's log so far, hold the
+    run's state: the founders (view 1's) and the joiners it said entered."""
     with open(log_path, errors="replace") as f:
-        views = VIEW.findall(f.read())
-    return len([m for m in views[-1].split(",") if m.strip()]) if views else 0
+        text = f.read()
+    views = VIEW.findall(text)
+    if not views:
+        return 0
+    ids = lambda listed: {int(m) for m in listed.split(",") if m.strip()}
+    holders = {int(r) for r in ENTERED.findall(text)}
+    holders |= ids(views[0][1]) if views[0][0] == "1" else set()
+    return len(ids(views[-1][1]) & holders)
 
 
 def children(pid):
@@ -103,12 +111,13 @@ def run(args, lab, workdir, tag, chaos):
     while chaos and len(events) < args.events and proc.poll() is None:
         time.sleep(args.interval)
         live = children(proc.pid)
-        # The chaos must leave a member alive, or the run ends by design (the coordinator's
-        # "every replica was lost"): an event (which takes out at most one member) only while
-        # the coordinator's latest view has two or more, and a restarted process counts only
-        # once it has run --settle seconds.
+        # The chaos must leave a member that holds the run's state, or the run ends by
+        # design (the coordinator's "every replica that held the run's state was lost"): an
+        # event (which takes out at most one member) only while two or more members of the
+        # coordinator's latest view hold it (a joiner only once it entered), and a restarted
+        # process counts only once it has run --settle seconds.
         settled = [s for s, p in live.items() if age_s(p) > args.settle]
-        if len(live) < 2 or not settled or members_in_view(err.name) < 2:
+        if len(live) < 2 or not settled or holders_in_view(err.name) < 2:
             continue
         if rng.random() < args.cut_share and any(s in live for s in (1, 2)):
             host = rng.choice([s for s in (1, 2) if s in live])
@@ -138,6 +147,8 @@ def run(args, lab, workdir, tag, chaos):
     duration = time.time() - start
     err.seek(0)
     log = err.read()
+    if args.log:  # the whole log, for a run that ended badly
+        Path(f"{args.log}.{tag}").write_text(log)
     # "[launch] rank R exited with status S" / "was killed by signal ...": expected only
     # for replicas that were killed or cut (a cut replica ends once the store is silent).
     ended = [int(m.group(1)) for m in re.finditer(r"\[launch\] rank (\d+) (?:exited|was killed)",
@@ -196,6 +207,7 @@ def main():
     p.add_argument("--seed", type=int, default=0, help="the chaos schedule's")
     p.add_argument("--heartbeat-timeout", type=float, default=1.0)
     p.add_argument("--skip-reference", action="store_true")
+    p.add_argument("--log", help="keep each run's whole log as LOG.reference / LOG.chaos")
     p.add_argument("--settle", type=float, default=10.0,
                    help="seconds a restarted replica takes to count as a member")
     args = p.parse_args()

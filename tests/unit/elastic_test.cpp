@@ -156,6 +156,42 @@ TEST(MembershipPolicyTest, FormsWithTheMinimumAfterTheFormTimeoutAndEndsWhenAllA
   EXPECT_TRUE(gone->members.empty());
 }
 
+// The run's state lives in the founders and in joiners once they entered: a view whose
+// members would all be joiners that have not entered ends the run at once, instead of leaving
+// them to wait for a donor that will never come.
+TEST(MembershipPolicyTest, EndsWhenOnlyJoinersThatHaveNotEnteredAreLeft) {
+  elastic::CoordinatorConfig c;
+  c.expect = 2;
+  c.heartbeat_timeout = 1000ms;
+  for (const bool entered : {false, true}) {
+    SCOPED_TRACE(entered ? "the joiner entered" : "the joiner had not entered");
+    elastic::MembershipPolicy policy(c);
+    const auto t = elastic::Clock::now();
+    elastic::Observed o;
+    o.registered = {0, 1};
+    ASSERT_TRUE(policy.step(t, o));
+    elastic::Observed join = beats({0, 1}, 1);
+    join.registered = {1001};
+    const auto joined = policy.step(t + 100ms, join);
+    ASSERT_TRUE(joined);
+    EXPECT_EQ(joined->members, (std::vector<int64_t>{0, 1, 1001}));
+    EXPECT_TRUE(policy.holds(0));
+    EXPECT_FALSE(policy.holds(1001));
+    elastic::Observed later = beats({1001}, 2);
+    if (entered) later.holding = {1001};
+    EXPECT_FALSE(policy.step(t + 500ms, later));
+    EXPECT_EQ(policy.holds(1001), entered);
+    const auto lost = policy.step(t + 1200ms, beats({1001}, 3));  // 0 and 1 silent
+    ASSERT_TRUE(lost);
+    if (entered) {
+      EXPECT_EQ(lost->members, (std::vector<int64_t>{1001}));
+    } else {
+      EXPECT_TRUE(lost->members.empty());
+      EXPECT_NE(lost->reason.find("holds the run's state"), std::string::npos) << lost->reason;
+    }
+  }
+}
+
 TEST(FaultPlanTest, ParsesEntriesAndNamesEachReplicaByItsSlotAndRestart) {
   const auto plan = elastic::parse_fault_plan(
       "kill:1@3:inner,rejoin:1@6,corrupt:2@4,"

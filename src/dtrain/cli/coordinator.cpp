@@ -69,15 +69,22 @@ void register_coordinator(CLI::App& parent, int& exit_code) {
     elastic::Coordinator coordinator(o->host, o->port, c, ms(o->timeout_s));
     std::cerr << "coordinator: listening on " << o->host << ":" << coordinator.port()
               << ", waiting for " << c.expect << " replica(s)" << std::endl;
-    const bool done = coordinator.run([](const elastic::Published& p) {
+    elastic::CoordinatorLog log;
+    log.published = [](const elastic::Published& p) {
       std::cerr << "coordinator: view " << p.view.id << ": " << p.view.reason << "; members "
                 << elastic::describe(p.view.members);
       for (const auto& [r, s] : p.view.silent_s)
         std::cerr << std::fixed << std::setprecision(2) << " (" << r << " silent " << s << " s)";
       std::cerr << std::endl;
-    });
+    };
+    log.holds = [](int64_t r) {
+      std::cerr << "coordinator: replica " << r << " entered: it holds the run's state"
+                << std::endl;
+    };
+    const bool done = coordinator.run(log);
     if (!done)
-      std::cerr << "coordinator: every replica was lost; the run's state went with them"
+      std::cerr << "coordinator: every replica that held the run's state was lost; the run "
+                   "ends with them"
                 << std::endl;
     exit_code = done ? 0 : 1;
   });

@@ -50,6 +50,8 @@ std::optional<View> MembershipPolicy::step(Clock::time_point now, const Observed
     auto& s = seen_[r];
     if (s.value != value) s = {value, now};
   }
+  for (const int64_t r : o.holding)
+    if (current_.has(r)) holders_.insert(r);
   const auto silent = [&](int64_t r) {
     return silent_s(r, now) * 1000 > config_.heartbeat_timeout.count();
   };
@@ -74,21 +76,34 @@ std::optional<View> MembershipPolicy::step(Clock::time_point now, const Observed
     std::sort(v.members.begin(), v.members.end());
     v.reason = "formed with " + describe(v.members);
     candidates_.clear();
+    holders_.insert(v.members.begin(), v.members.end());  // each can start the run
     current_ = v;
     return v;
   }
   if (lost.empty() && left.empty() && candidates_.empty()) return std::nullopt;
   View v;
   v.id = current_.id + 1;
-  for (const int64_t r : current_.members)
-    if (!contains(lost, r) && !contains(left, r)) v.members.push_back(r);
-  // A run whose members are all gone has no state to hand a joiner: it ends here.
-  if (v.members.empty()) candidates_.clear();
+  for (const int64_t r : current_.members) {
+    if (!contains(lost, r) && !contains(left, r))
+      v.members.push_back(r);
+    else
+      holders_.erase(r);
+  }
+  // A run whose members that held its state are all gone has none to hand a joiner: it ends.
+  const bool survivors = !v.members.empty();
+  const bool state_left =
+      std::any_of(v.members.begin(), v.members.end(), [&](int64_t r) { return holds(r); });
+  if (!state_left) {
+    v.members.clear();
+    candidates_.clear();
+  }
   joined = candidates_;
   std::sort(joined.begin(), joined.end());
   v.members.insert(v.members.end(), joined.begin(), joined.end());
   candidates_.clear();
   v.reason = reason_of(lost, left, joined);
+  if (survivors && !state_left)
+    v.reason += "; no member left holds the run's state (those left had not entered)";
   current_ = v;
   return v;
 }
@@ -107,7 +122,7 @@ void Coordinator::stop() {
   stopping_ = true;
 }
 
-bool Coordinator::run(const std::function<void(const Published&)>& on_publish) {
+bool Coordinator::run(const CoordinatorLog& log) {
   MembershipPolicy policy(config_);
   int64_t next_seq = 0;
   while (!stopping_) {
@@ -119,13 +134,17 @@ bool Coordinator::run(const std::function<void(const Published&)>& on_publish) {
     for (const int64_t r : policy.watched()) {
       if (const auto hb = store_->try_get(key::heartbeat(r))) o.heartbeats[r] = *hb;
       if (store_->try_get(key::left(r))) o.left.push_back(r);
+      if (!policy.holds(r) && store_->try_get(key::holds(r))) o.holding.push_back(r);
     }
     const auto now = Clock::now();
     const View before = policy.current();
     std::map<int64_t, double> silence;
     for (const int64_t r : before.members)
       silence[r] = policy.silent_s(r, now);
-    if (auto view = policy.step(now, o)) {
+    auto view = policy.step(now, o);
+    for (const int64_t r : o.holding)
+      if (policy.holds(r)) log.holds(r);
+    if (view) {
       view->published_at =
           std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
               .count();
@@ -136,7 +155,7 @@ bool Coordinator::run(const std::function<void(const Published&)>& on_publish) {
       Published p{*view, {}, arrived(before, *view)};
       for (const int64_t r : departed(before, *view))
         if (!contains(o.left, r)) p.lost.push_back(r);
-      on_publish(p);
+      log.published(p);
       if (view->members.empty()) return o.left.size() == before.members.size();
     }
     std::this_thread::sleep_for(config_.poll);

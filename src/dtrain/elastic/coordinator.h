@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,14 @@ struct Observed {
   std::vector<int64_t> registered;            // new registrations, in their order
   std::map<int64_t, std::string> heartbeats;  // replica -> its counter, where set
   std::vector<int64_t> left;                  // replicas that said they are leaving
+  std::vector<int64_t> holding;               // replicas that said they hold the run's state
 };
 
 // The coordinator's decisions, without the store (tested on their own): feed it each poll's
-// observations; it answers with the next view to publish, if any.
+// observations; it answers with the next view to publish, if any. The run's state lives only
+// in members that hold it: the founders, and joiners once they entered (key::holds). A view
+// whose members would all be joiners that have not entered yet has no state to hand them:
+// it is published empty, and the run ends (they would otherwise wait for a donor in vain).
 class MembershipPolicy {
  public:
   explicit MembershipPolicy(CoordinatorConfig config) : config_(config) {}
@@ -54,6 +59,7 @@ class MembershipPolicy {
   // The replicas to read heartbeats of: members and candidates.
   std::vector<int64_t> watched() const;
   bool formed() const { return current_.id > 0; }
+  bool holds(int64_t replica) const { return holders_.count(replica) > 0; }
   const View& current() const { return current_; }
   // Seconds since the replica's heartbeat last changed (or it registered), as of `now`.
   double silent_s(int64_t replica, Clock::time_point now) const;
@@ -66,6 +72,7 @@ class MembershipPolicy {
   CoordinatorConfig config_;
   View current_;                     // id 0: not formed yet
   std::vector<int64_t> candidates_;  // registered, not members yet
+  std::set<int64_t> holders_;        // members that hold the run's state
   std::map<int64_t, Seen> seen_;
   std::optional<Clock::time_point> first_registration_;
 };
@@ -75,6 +82,13 @@ struct Published {
   View view;
   std::vector<int64_t> lost;    // members declared dead by this view
   std::vector<int64_t> joined;  // replicas it adds
+};
+
+// What the coordinator tells as it goes: each view it publishes, and each member that came to
+// hold the run's state (a joiner that entered).
+struct CoordinatorLog {
+  std::function<void(const Published&)> published = [](const Published&) {};
+  std::function<void(int64_t)> holds = [](int64_t) {};
 };
 
 class Coordinator {
@@ -87,9 +101,8 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
   int port() const;
   // Polls until the run is done (a replica set key::done), stop() is called, or every
-  // replica was lost with none to take over (then false: the run's state is gone). Calls
-  // `on_publish` for each view it publishes.
-  bool run(const std::function<void(const Published&)>& on_publish);
+  // replica that held the run's state is gone (then false). Tells `log` as it goes.
+  bool run(const CoordinatorLog& log);
   void stop();
 
  private:

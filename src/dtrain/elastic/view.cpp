@@ -96,6 +96,9 @@ std::string latest_view() {
 std::string adopted(int64_t view) {
   return kRoot + "adopted/" + std::to_string(view);
 }
+std::string holds(int64_t replica) {
+  return kRoot + "holds/" + std::to_string(replica);
+}
 std::string status(const std::string& group, int64_t round, int64_t replica) {
   return kRoot + "status/" + group + "/" + std::to_string(round) + "/" + std::to_string(replica);
 }

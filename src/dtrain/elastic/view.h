@@ -46,8 +46,9 @@ std::string heartbeat(int64_t replica);
 std::string left(int64_t replica);       // set by a replica that finished or gave up
 std::string killed_at(int64_t replica);  // fault plans: when the replica killed itself
 std::string view(int64_t id);
-std::string latest_view();          // the newest view's id
-std::string adopted(int64_t view);  // set by the members as they connect a view: its donors
+std::string latest_view();           // the newest view's id
+std::string adopted(int64_t view);   // set by the members as they connect a view: its donors
+std::string holds(int64_t replica);  // set by a replica once it holds the run's state (entered)
 // A member's outcome of a round's outer step in a group: "done" or "failed".
 std::string status(const std::string& group, int64_t round, int64_t replica);
 // Which view replaces a group whose round failed (the first to decide sets it).

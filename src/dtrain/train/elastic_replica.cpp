@@ -150,6 +150,8 @@ void ElasticReplica::enter() {
       membership_->register_again();
     }
   }
+  // Said at once, not posted: the coordinator ends the run if no member holds its state.
+  membership_->store().set(skey::holds(id()), "1");
   metrics::Row row;
   row["event"] = "entered";
   row["enter_s"] = metrics::since(start);
@@ -199,7 +201,9 @@ int64_t ElasticReplica::next_proposal(int64_t round) {
 std::optional<std::vector<int64_t>> ElasticReplica::recover(const std::string& group, int64_t round,
                                                             const std::vector<int64_t>& members) {
   auto& store = membership_->store();
-  store.set(skey::status(group, round, id()), "failed");
+  // "gone": the others already went on without this replica.
+  if (store.compare_set(skey::status(group, round, id()), "", "failed") == "gone")
+    return std::nullopt;
   // The view that replaces the group: the coordinator publishes one once the lost member's
   // heartbeats stop; a failure with everyone still there (a broken connection) keeps them.
   const auto wait = settings_.membership.heartbeat_timeout * 3;
@@ -212,15 +216,28 @@ std::optional<std::vector<int64_t>> ElasticReplica::recover(const std::string& g
     if (replacing.has(m)) live.push_back(m);
   if (!contains(live, id())) return std::nullopt;  // dropped: it enters again
   // Each live member notes how its round went; one whose round counted holds the step.
+  std::vector<int64_t> noted;
   for (const int64_t m : live) {
-    if (m == id()) continue;
-    const std::string k = skey::status(group, round, m);
-    if (!store.wait({k}, store.timeout()))
-      throw comm::CommError("replica " + std::to_string(m) + " noted no outcome of round " +
-                            std::to_string(round));
-    if (store.get(k) == "done") return std::nullopt;
+    const std::string outcome =
+        m == id() ? "failed" : await_outcome(skey::status(group, round, m), m, round);
+    if (outcome == "done") return std::nullopt;
+    if (outcome != "gone") noted.push_back(m);
   }
-  return live;
+  return noted;
+}
+
+std::string ElasticReplica::await_outcome(const std::string& key, int64_t member, int64_t round) {
+  auto& store = membership_->store();
+  const auto until = metrics::Clock::now() + store.timeout();
+  while (true) {
+    if (const auto outcome = store.try_get(key)) return *outcome;
+    if (!membership_->view(membership_->latest()).has(member))
+      return store.compare_set(key, "", "gone");
+    if (metrics::Clock::now() >= until)
+      throw comm::CommError("replica " + std::to_string(member) + " noted no outcome of round " +
+                            std::to_string(round));
+    std::this_thread::sleep_for(milliseconds(20));
+  }
 }
 
 ElasticReplica::Outcome ElasticReplica::finish_round(

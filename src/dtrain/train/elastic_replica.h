@@ -90,6 +90,11 @@ class ElasticReplica {
   // another member's round counted (this one must enter again).
   std::optional<std::vector<int64_t>> recover(const std::string& group, int64_t round,
                                               const std::vector<int64_t>& members);
+  // What `member` noted of the round at `key`: "done", "failed", or "gone" where a view
+  // dropped it before it noted anything (a joiner that never entered, a member lost since):
+  // the first survivor to see that settles it in the store, so that every survivor, and the
+  // member itself, reads the same.
+  std::string await_outcome(const std::string& key, int64_t member, int64_t round);
   int64_t next_proposal(int64_t round);
   // Connects the group of the view the next round trains in, and hands the state to the
   // replicas that enter with it.
