@@ -184,13 +184,11 @@ ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::point_to_point(c10d::OpType type
                    : group_->irecv(staged->host(), peer, wire_tag));
   auto work = c10::make_intrusive<BackendWork>(getRank(), type, tensors, 0);
   if (!sending && peer != -1) work->set_source(peer);
-  waiters_->add([work, request, staged, sending] {
+  waiters_->add([work, request, staged, sending, peer] {
     try {
       request->wait();
-      if (!sending) {
-        staged->write_back();
-        work->set_source(request->source());
-      }
+      if (!sending) staged->write_back();
+      if (peer == -1) work->set_source(request->source());  // known once its message came
       work->complete();
     } catch (...) {
       work->fail(std::current_exception());
