@@ -404,7 +404,7 @@ TEST(NetlabTest, TheProbeReadsAFastLinkWithinTenPercent) {
 }
 
 // What DiLoCo's --compress-outer auto read of the lab's link: {Mbit/s, ms one way}, and the
-// line that says so; {-1, -1} when the run failed or did not say.
+// line that says so (-1, -1 and the run's stderr when it did not say).
 struct ProbeReading {
   double mbit = -1, one_way_ms = -1;
   std::string line;
@@ -419,10 +419,10 @@ ProbeReading auto_reading(const Lab& lab) {
   const size_t at = err.find("auto chose");
   ProbeReading r;
   r.line = at == std::string::npos ? err : err.substr(at, 200);
-  if (at == std::string::npos ||
-      std::sscanf(err.c_str() + err.find('(', at), "(%lf Mbit/s, %lf ms one way", &r.mbit,
-                  &r.one_way_ms) != 2)
-    return {};
+  const size_t open = at == std::string::npos ? at : err.find('(', at);
+  if (open == std::string::npos ||
+      std::sscanf(err.c_str() + open, "(%lf Mbit/s, %lf ms one way", &r.mbit, &r.one_way_ms) != 2)
+    r.mbit = r.one_way_ms = -1;  // the line stays, to say what the run printed
   return r;
 }
 
