@@ -104,9 +104,11 @@ double measured_bytes_per_s(const Lab& lab, const std::string& size) {
 }
 
 // A shaped link never carries more than its rate, and a busy machine only ever makes a run
-// read less (TCP/IP headers alone take 3-4 % of a 1500-byte frame; eight runs at 1 Gbit/s on
-// the 2-core VM read 0.88-0.95 of it, one busy CI run 0.886): the link's rate is the best of
-// up to three runs, and the upper bound is what proves the shaping.
+// read less (TCP/IP headers alone take 3-4 % of a 1500-byte frame): the link's rate is the
+// best of up to three runs, and the upper bound is what proves the shaping. `set` reshapes
+// the link to 400 Mbit/s, which the 2-core VM carries at 0.95 run after run; at 1 Gbit/s its
+// cores were the limit (idle 0.91-0.96 of the rate, under a full ctest three runs in a row
+// 0.85 or less): that measured the machine, not the lab.
 double best_bytes_per_s(const Lab& lab, const std::string& size, double rate_bytes_per_s) {
   double best = 0;
   for (int run = 0; run < 3 && best < 0.9 * rate_bytes_per_s; ++run)
@@ -118,9 +120,9 @@ TEST(NetlabTest, MeasuredBandwidthIsTheSetRate) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2", "--rate", "100mbit"});
   ASSERT_TRUE(lab.ok());
-  for (const auto& [rate, size] : {std::pair{100e6 / 8, "1M"}, std::pair{1e9 / 8, "4M"}}) {
+  for (const auto& [rate, size] : {std::pair{100e6 / 8, "1M"}, std::pair{400e6 / 8, "4M"}}) {
     SCOPED_TRACE(std::to_string(rate * 8 / 1e6) + " Mbit/s");
-    if (rate > 100e6 / 8) lab.run({"set", lab.name(), "--rate", "1gbit"});
+    if (rate > 100e6 / 8) lab.run({"set", lab.name(), "--rate", "400mbit"});
     const double best = best_bytes_per_s(lab, size, rate);
     EXPECT_LT(best, 1.05 * rate);
     EXPECT_GT(best, 0.85 * rate);
