@@ -22,7 +22,9 @@ def main():
         print(f"| {name} | {' / '.join(f'{x:.0f}' for x in sps(rs))} | "
               f"{statistics.mean(sps(rs)):.0f} | "
               f"{100 * statistics.mean(r[K.test_acc] for r in rs):.2f} |")
-    print(f"\n--elastic / plain: {statistics.mean(sps(elastic)) / statistics.mean(sps(plain)):.3f}\n")
+    pairs = [e / p for e, p in zip(sps(elastic), sps(plain))]  # each round runs both in turn
+    print(f"\n--elastic / plain: {statistics.mean(sps(elastic)) / statistics.mean(sps(plain)):.3f}"
+          f" (round by round: {' / '.join(f'{x:.2f}' for x in pairs)})\n")
     print("| fault plan | kill to the view without it (s) | kill to the failed exchange (s) | "
           "exchange start to failure (s) | deciding the view (s) | rebuilding the group (s) | "
           "joiner: start to training (s) | state transfer (s) | state bytes | round with the "

@@ -130,6 +130,47 @@ TEST(ElasticE2eTest, AKilledReplicaIsLeftBehindItsSamplesRedoneAndItsReplacement
   ASSERT_FALSE(r.events("joined").empty()) << r.err;
   EXPECT_GT(r.events("joined").front()["bytes"].get<int64_t>(), 3'000'000);
   EXPECT_GT(epochs.front()["lost_samples"].get<int64_t>(), 0) << epochs.front().dump();
+  for (const auto& e : epochs)
+    EXPECT_EQ(e["committed_samples"], 3840) << e.dump();
+  expect_every_sample_once(r, 2, 3840);
+}
+
+// Every founder replaced during the second epoch: its row comes from a replica that
+// entered mid-epoch, and still counts the whole epoch (the members' progress travels with
+// the state).
+TEST(ElasticE2eTest, AnEpochReportedByAReplicaThatEnteredMidEpochCountsTheWholeEpoch) {
+  const ElasticRun r =
+      run("kill:0@4:inner,rejoin:0@5,kill:1@5:inner,rejoin:1@6,kill:2@6:inner,rejoin:2@7");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto epochs = r.epochs();
+  ASSERT_EQ(epochs.size(), 2u) << r.err;
+  for (const auto& e : epochs) {
+    EXPECT_EQ(e["committed_samples"], 3840) << e.dump();
+    EXPECT_NEAR(e["committed_samples_per_s"].get<double>(), 3840.0 / e["epoch_s"].get<double>(),
+                1e-6 * 3840.0 / e["epoch_s"].get<double>())
+        << e.dump();
+  }
+  int last_rounds = 0;  // the last round of the second epoch: joiners only
+  for (const auto& s : r.steps) {
+    if (s["round"] != 7) continue;
+    ++last_rounds;
+    EXPECT_EQ(s["members"].get<std::vector<int64_t>>(), (std::vector<int64_t>{100, 101, 102}))
+        << s.dump();
+  }
+  EXPECT_EQ(last_rounds, 1) << r.err;
+  expect_every_sample_once(r, 2, 3840);
+}
+
+// The epoch's first member dies as the epoch closes: a survivor writes the epoch's row.
+TEST(ElasticE2eTest, AnEpochWhoseFirstMemberDiesAsItClosesStillHasItsRow) {
+  const ElasticRun r = run("kill:0@3:close,rejoin:0@5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto epochs = r.epochs();
+  ASSERT_EQ(epochs.size(), 2u) << r.err;
+  EXPECT_EQ(epochs[0]["epoch"], 1);
+  EXPECT_EQ(epochs[1]["epoch"], 2);
+  for (const auto& e : epochs)
+    EXPECT_EQ(e["committed_samples"], 3840) << e.dump();
   expect_every_sample_once(r, 2, 3840);
 }
 

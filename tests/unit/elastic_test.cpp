@@ -1,12 +1,13 @@
-// Elastic DiLoCo's pure parts: the views in the store, the sample queue that hands out an
-// epoch's samples to whoever is live, the coordinator's decisions from what it observed, and
-// the fault plans tests script.
+// Elastic DiLoCo's pure parts: the store's reads, the views in the store, the sample queue
+// that hands out an epoch's samples to whoever is live, the coordinator's decisions from
+// what it observed, and the fault plans tests script.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <set>
 
+#include "dtrain/comm/kv_store.h"
 #include "dtrain/data/sample_queue.h"
 #include "dtrain/elastic/coordinator.h"
 #include "dtrain/elastic/fault_plan.h"
@@ -16,6 +17,29 @@ namespace dtrain {
 namespace {
 
 using namespace std::chrono_literals;
+
+// try_get reads in one compare-and-set: it must tell an unset key from every value (the
+// empty one too) and leave the store as it was, on a TCP store as on the in-memory one.
+TEST(KeyValueStoreTest, TryGetTellsAnUnsetKeyFromEveryValueAndChangesNothing) {
+  auto hosted = comm::KeyValueStore::host("127.0.0.1", 0, 10s);
+  auto client = hosted->another_client();
+  auto in_memory = comm::KeyValueStore::in_memory(10s);
+  for (comm::KeyValueStore* store : {client.get(), in_memory.get()}) {
+    EXPECT_FALSE(store->try_get("unset").has_value());
+    EXPECT_FALSE(store->try_get("unset").has_value());
+    EXPECT_EQ(store->compare_set("unset", "", "first"), "first");  // still unset before
+    store->set("empty", "");
+    EXPECT_EQ(store->try_get("empty"), std::optional<std::string>(""));
+    store->set("text", "view 7");
+    EXPECT_EQ(store->try_get("text"), std::optional<std::string>("view 7"));
+    const std::string binary("\0a\0b", 4);
+    store->set("binary", binary);
+    EXPECT_EQ(store->try_get("binary"), std::optional<std::string>(binary));
+    EXPECT_EQ(store->get("text"), "view 7");
+    EXPECT_EQ(store->add("counter", 2), 2);
+    EXPECT_EQ(store->try_get("counter"), std::optional<std::string>("2"));
+  }
+}
 
 TEST(ElasticViewTest, RoundTripsThroughTheStoreAndRejectsMalformedText) {
   elastic::View v;
@@ -195,8 +219,10 @@ TEST(MembershipPolicyTest, EndsWhenOnlyJoinersThatHaveNotEnteredAreLeft) {
 TEST(FaultPlanTest, ParsesEntriesAndNamesEachReplicaByItsSlotAndRestart) {
   const auto plan = elastic::parse_fault_plan(
       "kill:1@3:inner,rejoin:1@6,corrupt:2@4,"
-      "kill:0@7:join");
+      "kill:0@7:join,kill:2@9:close");
   EXPECT_TRUE(plan.kills_at(1, 3, elastic::FaultPhase::kInner));
+  EXPECT_TRUE(plan.kills_at(2, 9, elastic::FaultPhase::kClose));
+  EXPECT_FALSE(plan.kills_at(2, 9, elastic::FaultPhase::kInner));
   EXPECT_FALSE(plan.kills_at(101, 3, elastic::FaultPhase::kInner));  // the replacement lives
   EXPECT_TRUE(plan.kills_at(100, 7, elastic::FaultPhase::kJoin));
   EXPECT_EQ(plan.rejoin_round(101), 6);

@@ -112,32 +112,44 @@ std::unique_ptr<KeyValueStore> KeyValueStore::another_client() const {
       new KeyValueStore(std::move(impl), address_, port_, timeout_));
 }
 
-void KeyValueStore::set(const std::string& key, const std::string& value) {
-  impl_->store->set(key, bytes_of(value));
-}
-
-std::string KeyValueStore::get(const std::string& key) {
+template <typename Call>
+auto KeyValueStore::answer(const char* op, const std::string& key, Call&& call) {
   try {
-    return string_of(impl_->store->get(key));
-  } catch (const std::exception& e) {
+    return call();
+  } catch (const std::exception& e) {  // c10d's errors carry a stack trace after one line
     const std::string what = e.what();
-    throw CommError("store " + address_ + ":" + std::to_string(port_) + ": get '" + key +
+    throw CommError("store " + address_ + ":" + std::to_string(port_) + ": " + op + " '" + key +
                     "' failed: " + what.substr(0, what.find('\n')));
   }
 }
 
+void KeyValueStore::set(const std::string& key, const std::string& value) {
+  answer("set", key, [&] { impl_->store->set(key, bytes_of(value)); });
+}
+
+std::string KeyValueStore::get(const std::string& key) {
+  return answer("get", key, [&] { return string_of(impl_->store->get(key)); });
+}
+
 std::optional<std::string> KeyValueStore::try_get(const std::string& key) {
-  if (!impl_->store->check({key})) return std::nullopt;
-  return string_of(impl_->store->get(key));
+  // One round trip where check() and get() take three (get waits, then reads): a
+  // compare-and-set that expects a value no caller sets leaves the store as it was and
+  // answers with the key's value, or with the expected value where the key is unset.
+  static const std::string absent("\0dtrain: no value\0", 18);
+  std::string value = compare_set(key, absent, absent);
+  if (value == absent) return std::nullopt;
+  return value;
 }
 
 int64_t KeyValueStore::add(const std::string& key, int64_t delta) {
-  return impl_->store->add(key, delta);
+  return answer("add", key, [&] { return impl_->store->add(key, delta); });
 }
 
 std::string KeyValueStore::compare_set(const std::string& key, const std::string& expected,
                                        const std::string& desired) {
-  return string_of(impl_->store->compareSet(key, bytes_of(expected), bytes_of(desired)));
+  return answer("compare-and-set", key, [&] {
+    return string_of(impl_->store->compareSet(key, bytes_of(expected), bytes_of(desired)));
+  });
 }
 
 bool KeyValueStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {

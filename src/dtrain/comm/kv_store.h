@@ -6,6 +6,8 @@
 // Contracts:
 // - Every call goes to the store's host and back (one round trip); get() and wait() block
 //   up to the store's timeout for a key that is not there yet and throw CommError after it.
+//   A store that does not answer (its host gone) fails a call with a CommError naming the
+//   store, the call and the key.
 // - A client is not for several threads at once: a thread that needs the store beside
 //   another takes its own connection (another_client()).
 // - A value once set is seen by every later call of every client (the host is one process).
@@ -55,7 +57,8 @@ class KeyValueStore {
 
   void set(const std::string& key, const std::string& value);
   std::string get(const std::string& key);
-  // The value, or nothing when the key is not set (no waiting).
+  // The value, or nothing when the key is not set (no waiting, one round trip). A value of
+  // the 18 bytes "\0dtrain: no value\0" reads as unset.
   std::optional<std::string> try_get(const std::string& key);
   // Adds `delta` to the integer at `key` (0 where unset) and returns the sum.
   int64_t add(const std::string& key, int64_t delta);
@@ -73,6 +76,9 @@ class KeyValueStore {
  private:
   KeyValueStore(std::unique_ptr<Impl> impl, std::string address, int port,
                 std::chrono::milliseconds timeout);
+  // call(), its failure rethrown as a CommError of one line.
+  template <typename Call>
+  auto answer(const char* op, const std::string& key, Call&& call);
   std::unique_ptr<Impl> impl_;
   std::string address_;
   int port_ = 0;

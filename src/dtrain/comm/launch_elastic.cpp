@@ -56,7 +56,7 @@ class ElasticLauncher {
     bool done = leave_by_.has_value();
     for (const auto& slot : slots_)
       done = done || slot.finished;
-    if (done && !stopping_) return 0;
+    if (done && (!stopping_ || (stopped_after_done_ && result_ == 0))) return 0;
     return result_ != 0 ? result_ : 1;
   }
 
@@ -95,7 +95,7 @@ class ElasticLauncher {
         std::fprintf(stderr, "; starting it again in %.1f s (restart %d of %d)\n",
                      o_.restart_delay_s, slot.restarts + 1, o_.max_restarts);
       } else {
-        if (result_ == 0) result_ = exit_code(c.status);
+        if (result_ == 0 && !stopped_after_done_) result_ = exit_code(c.status);
         std::fprintf(stderr, "; the others go on\n");
       }
     }
@@ -135,8 +135,13 @@ class ElasticLauncher {
       }
     }
     if (leave_by_ && Clock::now() > *leave_by_ && !stopping_) {
-      std::fprintf(stderr, "[launch] the run is done but ranks are still running; stopping them\n");
-      stop(1, SIGTERM);
+      // A replica started again just before the end waits for a store that is gone: the
+      // run's work is done all the same, so the job still ends with 0.
+      std::fprintf(stderr,
+                   "[launch] the run is done; stopping the ranks still running after 30 s "
+                   "(replicas that had not entered it)\n");
+      stop(0, SIGTERM);
+      stopped_after_done_ = true;
     }
   }
 
@@ -148,6 +153,7 @@ class ElasticLauncher {
   int result_ = 0;
   bool stopping_ = false;
   std::optional<Clock::time_point> leave_by_;  // the coordinator ended the run
+  bool stopped_after_done_ = false;
 };
 
 }  // namespace

@@ -19,8 +19,9 @@ FaultPhase parse_phase(const std::string& text, const std::string& entry) {
   if (text == "records") return FaultPhase::kRecords;
   if (text == "transfer") return FaultPhase::kTransfer;
   if (text == "join") return FaultPhase::kJoin;
+  if (text == "close") return FaultPhase::kClose;
   throw std::invalid_argument("--fault-plan '" + entry + "': the phase '" + text +
-                              "' is not inner, exchange, records, transfer or join");
+                              "' is not inner, exchange, records, transfer, join or close");
 }
 
 int64_t number(const std::string& text, const std::string& entry, int64_t max) {

@@ -7,7 +7,9 @@
 //                    inner (half its inner steps done), exchange (as the outer exchange
 //                    starts), records (after the exchange, before its record goes out),
 //                    transfer (a donor, while sending the state to a joiner at boundary K),
-//                    join (S's replacement, while receiving the state to enter at K)
+//                    join (S's replacement, while receiving the state to enter at K),
+//                    close (K the last round of an epoch: as the epoch closes, before
+//                    its evaluation)
 //   rejoin:S@K       S's replacement enters before round K (the members wait for it)
 //   corrupt:S@K      S adds 1e-3 to its shared parameters before round K's exchange (the
 //                    digest check must find it and re-sync it from the majority)
@@ -23,7 +25,7 @@
 
 namespace dtrain::elastic {
 
-enum class FaultPhase { kInner, kExchange, kRecords, kTransfer, kJoin };
+enum class FaultPhase { kInner, kExchange, kRecords, kTransfer, kJoin, kClose };
 
 struct FaultPlan {
   struct Kill {

@@ -65,7 +65,15 @@ void Membership::leave() {
 }
 
 int64_t Membership::latest() {
-  return to_id(store_->try_get(key::latest_view()));
+  const int64_t newest = to_id(store_->try_get(key::latest_view()));
+  note_seen(newest);
+  return newest;
+}
+
+void Membership::note_seen(int64_t view) {
+  int64_t seen = latest_seen_.load();
+  while (seen < view && !latest_seen_.compare_exchange_weak(seen, view)) {
+  }
 }
 
 const View& Membership::view(int64_t id) {
@@ -192,6 +200,7 @@ void Membership::watch() {
       for (const auto& [k, v] : posts)
         store->set(k, v);
       const int64_t newest = to_id(store->try_get(key::latest_view()));
+      note_seen(newest);
       for (; seen < newest; ++seen)
         check_against(View::from_json(store->get(key::view(seen + 1))));
       answered = Clock::now();

@@ -14,6 +14,7 @@
 // - One thread (the training loop's) calls the rest.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -69,6 +70,9 @@ class Membership {
   // The newest view the store holds (0: none yet), and a view by id (cached: views never
   // change).
   int64_t latest();
+  // The newest view seen by latest() or by the watcher, which reads it every heartbeat: at
+  // most a heartbeat interval old, and no round trip to the store.
+  int64_t latest_seen() const { return latest_seen_.load(); }
   const View& view(int64_t id);
   // Waits until a view newer than `than` is published; its id, or nothing after `timeout`.
   std::optional<int64_t> wait_newer(int64_t than, std::chrono::milliseconds timeout);
@@ -97,6 +101,7 @@ class Membership {
  private:
   void register_once();
   void watch();
+  void note_seen(int64_t view);
   // Aborts the current group if `view` drops one of its members.
   void check_against(const View& view);
 
@@ -104,6 +109,7 @@ class Membership {
   std::unique_ptr<comm::KeyValueStore> store_;  // the training thread's
   int64_t id_ = -1;
   std::map<int64_t, View> views_;
+  std::atomic<int64_t> latest_seen_{0};
 
   std::mutex mutex_;  // guards what the watcher shares
   std::unique_ptr<comm::Group> group_;

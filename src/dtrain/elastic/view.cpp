@@ -114,6 +114,9 @@ std::string round() {
 std::string done() {
   return kRoot + "done";
 }
+std::string epoch_row(int64_t epoch) {
+  return kRoot + "epoch_row/" + std::to_string(epoch);
+}
 std::string run_config() {
   return kRoot + "run_config";
 }

@@ -79,17 +79,23 @@ comm::Group& ElasticReplica::group() {
   return *membership_->group();
 }
 
+// [round, n, carried (n words), the queue's words]
 std::vector<int64_t> ElasticReplica::progress() const {
-  std::vector<int64_t> words{round_};
+  std::vector<int64_t> words{round_, static_cast<int64_t>(carried_.size())};
+  words.insert(words.end(), carried_.begin(), carried_.end());
   const std::vector<int64_t> q = data::pack(queue_);
   words.insert(words.end(), q.begin(), q.end());
   return words;
 }
 
 void ElasticReplica::set_progress(const std::vector<int64_t>& words) {
-  if (words.empty()) throw std::invalid_argument("an empty progress record");
+  if (words.size() < 2 || words[1] < 0 || static_cast<size_t>(words[1]) > words.size() - 2)
+    throw std::invalid_argument("a malformed progress record (" + std::to_string(words.size()) +
+                                " words)");
+  const auto carried_end = words.begin() + 2 + words[1];
   round_ = words[0];
-  queue_ = data::unpack_queue({words.begin() + 1, words.end()});
+  carried_.assign(words.begin() + 2, carried_end);
+  queue_ = data::unpack_queue({carried_end, words.end()});
 }
 
 void ElasticReplica::event(metrics::Row row) {
@@ -185,7 +191,10 @@ std::vector<std::vector<int64_t>> ElasticReplica::assign(int64_t per_replica, in
 
 int64_t ElasticReplica::next_proposal(int64_t round) {
   const std::vector<int64_t> due = settings_.plan.due_before(round + 1);
-  if (due.empty()) return membership_->latest();
+  // What the watcher saw: asking the store here cost every round a round trip or more to
+  // the coordinator's host, in the records' critical path. A view it has not seen yet is
+  // adopted one round later.
+  if (due.empty()) return membership_->latest_seen();
   // A fault plan's replacements enter exactly here: wait until a view holds them all.
   const auto until = metrics::Clock::now() + settings_.enter_timeout;
   while (metrics::Clock::now() < until) {

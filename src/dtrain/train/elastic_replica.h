@@ -58,6 +58,10 @@ class ElasticReplica {
   comm::Group& group();
   int64_t round() const { return round_; }
   data::SampleQueue& queue() { return queue_; }
+  // The trainer's own words of the run's progress (its epoch's start and committed samples):
+  // they travel with the shared state, so that a replica that enters mid-epoch reports the
+  // epoch as the members saw it.
+  std::vector<int64_t>& carried() { return carried_; }
   const elastic::FaultPlan& plan() const { return settings_.plan; }
   elastic::Membership& membership() { return *membership_; }
 
@@ -117,6 +121,7 @@ class ElasticReplica {
   int64_t proposal_ = 0;          // the newest view proposed at the last boundary
   std::vector<int64_t> holders_;  // the members whose step counted there
   data::SampleQueue queue_;
+  std::vector<int64_t> carried_;
   std::vector<metrics::Row> events_;
 };
 

@@ -11,6 +11,7 @@
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/kv_store.h"
 #include "dtrain/data/loader.h"
 #include "dtrain/data/sampler.h"
 #include "dtrain/metrics/keys.h"
@@ -30,6 +31,12 @@ namespace {
 
 namespace mkey = metrics::key;
 using elastic::FaultPhase;
+
+int64_t wall_microseconds() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Appends whole lines to a file several replicas share (O_APPEND: one write a line).
 void append_rows(const std::string& path, const std::vector<metrics::Row>& rows) {
@@ -90,7 +97,14 @@ class ElasticRun {
   ElasticReplica::Settings settings(const comm::WorldConfig& world, int slot, int restart) const;
   // This replica's share of the round: its inner steps. Returns the samples it trained.
   int64_t train_round(const std::vector<int64_t>& positions, int64_t epoch, EpochStats& s);
-  EpochStats close_epoch(EpochStats s, int64_t epoch, metrics::Clock::time_point start);
+  EpochStats close_epoch(EpochStats s, int64_t epoch);
+  // A counted round's rows: the sample log's (every member) and the step log's (the first).
+  void log_round(int64_t epoch, int64_t round, double round_s, const elastic::View& trained_in,
+                 const ElasticReplica::Outcome& outcome,
+                 const std::vector<std::vector<int64_t>>& assignment);
+  // The epoch's progress the members share: [start (wall-clock microseconds), committed
+  // samples, lost samples, redone outer steps].
+  void start_epoch_progress();
   const std::vector<int64_t>& permutation(int64_t epoch);
 
   const TrainConfig& c_;
@@ -102,8 +116,11 @@ class ElasticRun {
   data::Augment augment_;
   std::map<int64_t, std::vector<int64_t>> permutations_;
   RoundTally tally_;
-  int64_t committed_ = 0, lost_samples_ = 0, redone_ = 0, events_ = 0;
+  // This replica's own view since it entered (the epoch's start, committed and lost samples
+  // and redone steps are the members', in ElasticReplica::carried()).
+  int64_t events_ = 0;
   std::vector<int64_t> views_;
+  bool evaluated_alone_ = false;  // close_epoch's: a member went during the evaluation
   metrics::ProgressLine progress_;
 };
 
@@ -205,9 +222,15 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
   return static_cast<int64_t>(indices.size());
 }
 
-EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch, metrics::Clock::time_point start) {
+void ElasticRun::start_epoch_progress() {
+  replica_->carried() = {wall_microseconds(), 0, 0, 0};  // start, committed, lost, redone
+}
+
+EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
+  const std::vector<int64_t>& progress = replica_->carried();
+  const int64_t committed = progress.at(1);
   s.epoch = epoch + 1;
-  s.epoch_s = metrics::since(start);
+  s.epoch_s = static_cast<double>(wall_microseconds() - progress.at(0)) * 1e-6;
   comm::Group* group = replica_->membership().group();
   Evaluation test;
   std::vector<double> totals{tally_.loss_sum, static_cast<double>(tally_.correct),
@@ -216,7 +239,9 @@ EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch, metrics::Clock::
     ShareOfGroup shared(*engine_, group);
     test = evaluate(shared, in_.test_set, in_.norm, c_.test_batch_size);
     shared.sum_over_ranks(totals);
+    evaluated_alone_ = false;
   } catch (const comm::CommError&) {  // a member went meanwhile: the whole test set here
+    evaluated_alone_ = true;
     ShareOfGroup alone(*engine_, nullptr);
     test = evaluate(alone, in_.test_set, in_.norm, c_.test_batch_size);
   }
@@ -224,37 +249,61 @@ EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch, metrics::Clock::
   s.test_acc = test.accuracy;
   s.train_loss = totals[0] / std::max(1.0, totals[2]);
   s.train_acc = totals[1] / std::max(1.0, totals[2]);
-  s.samples_per_s = static_cast<double>(committed_) / std::max(1e-9, s.epoch_s);
+  s.samples_per_s = static_cast<double>(committed) / std::max(1e-9, s.epoch_s);
   s.peak_rss_bytes = metrics::peak_rss_bytes();
   s.extra[mkey::kElasticMembers] = replica_->group().size();
   s.extra[mkey::kElasticViews] = views_.size();
-  s.extra[mkey::kElasticRedone] = redone_;
-  s.extra[mkey::kCommittedSamples] = committed_;
+  s.extra[mkey::kElasticRedone] = progress.at(3);
+  s.extra[mkey::kCommittedSamples] = committed;
   s.extra[mkey::kCommittedSamplesPerS] = s.samples_per_s;
-  s.extra[mkey::kLostSamples] = lost_samples_;
+  s.extra[mkey::kLostSamples] = progress.at(2);
   s.extra[mkey::kElasticEvents] = events_;
   s.extra[mkey::kOuterCodec] = outer_->codec_name();
   const double compute_s = s.time_forward_s + s.time_backward_s + s.time_optimizer_s;
   s.extra[mkey::kComputeUtilization] = s.epoch_s > 0 ? compute_s / s.epoch_s : 0.0;
   tally_ = {};
-  committed_ = lost_samples_ = redone_ = events_ = 0;
+  events_ = 0;
   views_.clear();
   return s;
 }
 
+void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
+                           const elastic::View& trained_in, const ElasticReplica::Outcome& outcome,
+                           const std::vector<std::vector<int64_t>>& assignment) {
+  if (!c_.parallel.elastic.sample_log.empty()) {
+    metrics::Row row;
+    row["replica"] = replica_->id();
+    row["epoch"] = epoch;
+    row["round"] = round;
+    row["positions"] = assignment[static_cast<size_t>(trained_in.rank_of(replica_->id()))];
+    append_rows(c_.parallel.elastic.sample_log, {row});
+  }
+  if (replica_->group().rank() == 0) {  // the group the round counted in
+    metrics::Row row;
+    row["round"] = round;
+    row["epoch"] = epoch + 1;
+    row["view"] = trained_in.id;
+    row["members"] = outcome.members;
+    row["lost"] = outcome.lost;
+    row["samples"] = outcome.samples;
+    row["round_s"] = round_s;
+    row["exchange_s"] = outcome.averaged.seconds;
+    append_rows(c_.step_log_path, {stamped(std::move(row), c_)});
+  }
+}
+
 std::vector<EpochStats> ElasticRun::run() {
+  start_epoch_progress();  // a founder's: the first founder's reaches every member
   replica_->enter();
   const int64_t per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
   const int64_t n = in_.train_set.size();
   std::vector<EpochStats> history;
   EpochStats s;
   int64_t epoch = replica_->queue().epoch;
-  auto epoch_start = metrics::Clock::now();
   while (replica_->queue().epoch < c_.epochs) {
     if (replica_->queue().epoch != epoch) {  // entered later: the members' epoch
       epoch = replica_->queue().epoch;
       s = {};
-      epoch_start = metrics::Clock::now();
     }
     const auto t0 = metrics::Clock::now();
     const std::vector<std::vector<int64_t>> assignment = replica_->assign(per_replica, n);
@@ -270,50 +319,39 @@ std::vector<EpochStats> ElasticRun::run() {
     append_rows(c_.metrics_path, events);
     if (!outcome.counted) continue;  // it entered again: with the members' state and queue
     s.time_comm_s += outcome.averaged.seconds;
-    committed_ += outcome.samples;
-    redone_ += outcome.members != trained_in.members ? 1 : 0;
+    std::vector<int64_t>& progress = replica_->carried();
+    progress.at(1) += outcome.samples;
+    progress.at(3) += outcome.members != trained_in.members ? 1 : 0;
     for (size_t r = 0; r < trained_in.members.size(); ++r)
       if (std::find(outcome.lost.begin(), outcome.lost.end(), trained_in.members[r]) !=
           outcome.lost.end())
-        lost_samples_ += static_cast<int64_t>(assignment[r].size());
+        progress.at(2) += static_cast<int64_t>(assignment[r].size());
     if (views_.empty() || views_.back() != trained_in.id) views_.push_back(trained_in.id);
-    if (!c_.parallel.elastic.sample_log.empty()) {
-      metrics::Row row;
-      row["replica"] = replica_->id();
-      row["epoch"] = epoch;
-      row["round"] = round;
-      row["positions"] = assignment[static_cast<size_t>(trained_in.rank_of(replica_->id()))];
-      append_rows(c_.parallel.elastic.sample_log, {row});
-    }
-    if (replica_->group().rank() == 0) {  // the group the round counted in
-      metrics::Row row;
-      row["round"] = round;
-      row["epoch"] = epoch + 1;
-      row["view"] = trained_in.id;
-      row["members"] = outcome.members;
-      row["lost"] = outcome.lost;
-      row["samples"] = outcome.samples;
-      row["round_s"] = metrics::since(t0);
-      row["exchange_s"] = outcome.averaged.seconds;
-      append_rows(c_.step_log_path, {stamped(std::move(row), c_)});
-    }
+    log_round(epoch, round, metrics::since(t0), trained_in, outcome, assignment);
     progress_.update([&] {
       return "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c_.epochs) + " round " +
              std::to_string(round) + ": " + std::to_string(replica_->size()) + " replicas, " +
              std::to_string(replica_->queue().cursor) + "/" + std::to_string(n) + " samples";
     });
     if (data::epoch_done(replica_->queue(), n)) {
-      EpochStats closed = close_epoch(s, epoch, epoch_start);
+      if (replica_->plan().kills_at(replica_->id(), round, FaultPhase::kClose))
+        elastic::die_now(replica_->membership());
+      EpochStats closed = close_epoch(s, epoch);
       progress_.finish(epoch_line(closed, c_.epochs) + ", " +
                        std::to_string(replica_->group().size()) + " replicas");
-      if (replica_->group().rank() == 0)
+      // The group's first member writes the row; where a member went during the evaluation
+      // (perhaps that one) every member that saw it tries too. The first to claim the epoch
+      // in the store writes.
+      const std::string me = std::to_string(replica_->id());
+      if ((replica_->group().rank() == 0 || evaluated_alone_) &&
+          replica_->membership().store().compare_set(elastic::key::epoch_row(epoch), "", me) == me)
         append_rows(c_.metrics_path, {stamped(closed.to_row(), c_)});
       history.push_back(closed);
       data::SampleQueue& q = replica_->queue();  // before begin_round hands it to joiners
       q.epoch += 1;
       q.cursor = 0;
       s = {};
-      epoch_start = metrics::Clock::now();
+      start_epoch_progress();
     }
     if (replica_->queue().epoch < c_.epochs) replica_->begin_round();
   }
