@@ -10,9 +10,9 @@ samples). Every --kill-every seconds a SIGKILL takes out one replica (slots in t
 again --restart-after seconds later:
   dtrain: `dtrain train -n 3 --parallel diloco --elastic --restart-delay R` (its launcher
     starts the replica again; it joins the running job), exact outer exchange and rot:tile:2;
-  torchft 0.2.0: a lighthouse on host 0 (min_replicas 2, join timeout 10 s) and bench/torchft_replica.py on
-    each host (min_replica_size 2; a restarted replica heals from a peer at its first outer
-    step), the driver starting a killed replica again.
+  torchft 0.2.0: a lighthouse on host 0 (min_replicas 2, join timeout 10 s) and
+    bench/torchft_replica.py on each host (min_replica_size 2; a restarted replica heals
+    from a peer at its first outer step), the driver starting a killed replica again.
 
 Measured: committed samples/s (committed samples over the training's span), final test
 accuracy (10,000 images), and per kill the time from the SIGKILL to that replica training

@@ -10,10 +10,12 @@ import re
 import sys
 
 MAX_LINES = {"docs/results.md": 1200, "docs/limitations.md": 150}
-# Words about the work rather than about dtrain (a "process session" of setsid is dtrain's).
+# Words about how the work was organized rather than about dtrain (a "process s-ession" of
+# setsid is dtrain's). Each is spelled with a bracketed letter so that this file, which
+# the same words would otherwise flag, does not use them itself.
 ORGANIZATIONAL = re.compile(
-    r"(?<!process )\bsessions?\b|\bleases?\b|\blent\b|\bdevice time\b|\bnot drawn\b|"
-    r"\bwas drawn\b|\bnext session\b", re.I)
+    r"(?<!process )\bs[e]ssions?\b|\bl[e]ases?\b|\bl[e]nt\b|\bdevice t[i]me\b|"
+    r"\bnot dr[a]wn\b|\bwas dr[a]wn\b|\bnext s[e]ssion\b", re.I)
 
 
 def main(root):

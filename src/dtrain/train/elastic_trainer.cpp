@@ -32,6 +32,9 @@ namespace {
 namespace mkey = metrics::key;
 using elastic::FaultPhase;
 
+// The words of ElasticReplica::carried(): the epoch's progress as the members share it.
+enum EpochWord : size_t { kEpochStartUs, kEpochCommitted, kEpochLost, kEpochRedone, kEpochWords };
+
 int64_t wall_microseconds() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -102,8 +105,7 @@ class ElasticRun {
   void log_round(int64_t epoch, int64_t round, double round_s, const elastic::View& trained_in,
                  const ElasticReplica::Outcome& outcome,
                  const std::vector<std::vector<int64_t>>& assignment);
-  // The epoch's progress the members share: [start (wall-clock microseconds), committed
-  // samples, lost samples, redone outer steps].
+  // The epoch's progress the members share (EpochWord), from now.
   void start_epoch_progress();
   const std::vector<int64_t>& permutation(int64_t epoch);
 
@@ -223,14 +225,16 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
 }
 
 void ElasticRun::start_epoch_progress() {
-  replica_->carried() = {wall_microseconds(), 0, 0, 0};  // start, committed, lost, redone
+  std::vector<int64_t>& words = replica_->carried();
+  words.assign(kEpochWords, 0);
+  words[kEpochStartUs] = wall_microseconds();
 }
 
 EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
   const std::vector<int64_t>& progress = replica_->carried();
-  const int64_t committed = progress.at(1);
+  const int64_t committed = progress.at(kEpochCommitted);
   s.epoch = epoch + 1;
-  s.epoch_s = static_cast<double>(wall_microseconds() - progress.at(0)) * 1e-6;
+  s.epoch_s = static_cast<double>(wall_microseconds() - progress.at(kEpochStartUs)) * 1e-6;
   comm::Group* group = replica_->membership().group();
   Evaluation test;
   std::vector<double> totals{tally_.loss_sum, static_cast<double>(tally_.correct),
@@ -253,10 +257,10 @@ EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
   s.peak_rss_bytes = metrics::peak_rss_bytes();
   s.extra[mkey::kElasticMembers] = replica_->group().size();
   s.extra[mkey::kElasticViews] = views_.size();
-  s.extra[mkey::kElasticRedone] = progress.at(3);
+  s.extra[mkey::kElasticRedone] = progress.at(kEpochRedone);
   s.extra[mkey::kCommittedSamples] = committed;
   s.extra[mkey::kCommittedSamplesPerS] = s.samples_per_s;
-  s.extra[mkey::kLostSamples] = progress.at(2);
+  s.extra[mkey::kLostSamples] = progress.at(kEpochLost);
   s.extra[mkey::kElasticEvents] = events_;
   s.extra[mkey::kOuterCodec] = outer_->codec_name();
   const double compute_s = s.time_forward_s + s.time_backward_s + s.time_optimizer_s;
@@ -320,12 +324,12 @@ std::vector<EpochStats> ElasticRun::run() {
     if (!outcome.counted) continue;  // it entered again: with the members' state and queue
     s.time_comm_s += outcome.averaged.seconds;
     std::vector<int64_t>& progress = replica_->carried();
-    progress.at(1) += outcome.samples;
-    progress.at(3) += outcome.members != trained_in.members ? 1 : 0;
+    progress.at(kEpochCommitted) += outcome.samples;
+    progress.at(kEpochRedone) += outcome.members != trained_in.members ? 1 : 0;
     for (size_t r = 0; r < trained_in.members.size(); ++r)
       if (std::find(outcome.lost.begin(), outcome.lost.end(), trained_in.members[r]) !=
           outcome.lost.end())
-        progress.at(2) += static_cast<int64_t>(assignment[r].size());
+        progress.at(kEpochLost) += static_cast<int64_t>(assignment[r].size());
     if (views_.empty() || views_.back() != trained_in.id) views_.push_back(trained_in.id);
     log_round(epoch, round, metrics::since(t0), trained_in, outcome, assignment);
     progress_.update([&] {
