@@ -3,7 +3,8 @@
 #   1. Debian packages: compilers (clang with libFuzzer: tests/fuzz), CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
 #      iproute2 and iptables (ip, tc, the impairer's NFQUEUE rule: the network lab), Python headers (the Python package), chromium
 #      (headless: the test that loads the HTML report in a browser), fortunes (the text demo
-#      task's data: scripts/make-text-demo.py);
+#      task's data: scripts/make-text-demo.py), etcd-server and etcd-client (an elastic run's
+#      membership in an etcd cluster; the tests start their own members on free ports);
 #   2. LibTorch: the `torch` wheel of the Python package index, at the one version pinned in
 #      scripts/torch-version, into the project-local virtual environment (VENV, default .venv),
 #      by scripts/install-torch.sh;
@@ -25,6 +26,7 @@ packages=(
   iproute2 iptables
   python3-dev
   chromium
+  etcd-server etcd-client
 )
 
 missing=()

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "../support/e2e.h"
+#include "../support/elastic.h"
 
 namespace dtrain {
 namespace {
@@ -40,42 +41,12 @@ ElasticRun run(const std::string& plan) {
   static int count = 0;
   const std::string base =
       "/tmp/dtrain-e2e-elastic-" + std::to_string(getpid()) + "-" + std::to_string(count++);
-  std::vector<std::string> args{DTRAIN_BINARY,
-                                "train",
-                                "-n",
-                                "3",
-                                "--parallel",
-                                "diloco",
-                                "--elastic",
-                                "--model",
-                                "cnn",
-                                "--epochs",
-                                "2",
-                                "--limit-train",
-                                "3840",
-                                "--limit-test",
-                                "500",
-                                "--sync-every",
-                                "5",
-                                "--optimizer",
-                                "adamw",
-                                "--lr",
-                                "1e-3",
-                                "--max-restarts",
-                                "1",
-                                "--restart-delay",
-                                "0",
-                                "--heartbeat-timeout",
-                                "1",
-                                "--metrics",
-                                base + ".metrics",
-                                "--step-log",
-                                base + ".steps",
-                                "--sample-log",
-                                base + ".samples",
-                                "--no-progress",
-                                "--timeout",
-                                "120"};
+  std::vector<std::string> args{DTRAIN_BINARY, "train", "-n", "3"};
+  for (const auto& flag : testing::elastic_cnn_flags(2, base))
+    args.push_back(flag);
+  for (const char* flag : {"--max-restarts", "1", "--restart-delay", "0", "--heartbeat-timeout",
+                           "1", "--timeout", "120"})
+    args.push_back(flag);
   if (!plan.empty()) {
     args.push_back("--fault-plan");
     args.push_back(plan);
@@ -90,18 +61,8 @@ ElasticRun run(const std::string& plan) {
   return r;
 }
 
-// Every position of each epoch counted in exactly one round's contribution.
 void expect_every_sample_once(const ElasticRun& r, int epochs, int64_t n) {
-  std::map<int64_t, std::multiset<int64_t>> counted;
-  for (const auto& row : r.samples)
-    for (const int64_t pos : row["positions"].get<std::vector<int64_t>>())
-      counted[row["epoch"].get<int64_t>()].insert(pos);
-  ASSERT_EQ(counted.size(), static_cast<size_t>(epochs)) << r.err;
-  for (const auto& [epoch, positions] : counted) {
-    EXPECT_EQ(positions.size(), static_cast<size_t>(n)) << "epoch " << epoch;
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(positions.count(i), 1u) << "epoch " << epoch << ", position " << i;
-  }
+  testing::expect_every_sample_once(r.samples, epochs, n, r.err);
 }
 
 TEST(ElasticE2eTest, AKilledReplicaIsLeftBehindItsSamplesRedoneAndItsReplacementJoins) {

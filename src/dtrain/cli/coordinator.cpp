@@ -1,7 +1,7 @@
 // `dtrain coordinator`: the membership of an elastic run (docs/elastic.md), in a process of
-// its own. `dtrain train -n N --elastic` starts one itself; across hosts run it where every
-// replica can reach it and start replicas anywhere with `dtrain train ... --elastic --join
-// HOST:PORT`.
+// its own, or kept in an etcd cluster (--store) by several coordinators. `dtrain train -n N
+// --elastic` starts one itself; across hosts run it where every replica can reach it and start
+// replicas anywhere with `dtrain train ... --elastic --join HOST:PORT`.
 #include <chrono>
 #include <iomanip>
 #include <iostream>
@@ -22,10 +22,26 @@ struct CoordinatorOptions {
   double heartbeat_timeout_s = 1.0;
   double form_timeout_s = 60;
   double timeout_s = 300;
+  std::string store;  // etcd://...: the membership lives there, not in this process
+  double takeover_after_s = 2.0;
 };
 
 std::chrono::milliseconds ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::unique_ptr<elastic::Coordinator> make_coordinator(const CoordinatorOptions& o,
+                                                       const elastic::CoordinatorConfig& c) {
+  if (!o.store.empty()) {
+    auto coordinator = std::make_unique<elastic::Coordinator>(o.store, c, ms(o.timeout_s));
+    std::cerr << "coordinator: membership in " << o.store << "; waiting for " << c.expect
+              << " replica(s) or for the lead" << std::endl;
+    return coordinator;
+  }
+  auto coordinator = std::make_unique<elastic::Coordinator>(o.host, o.port, c, ms(o.timeout_s));
+  std::cerr << "coordinator: listening on " << o.host << ":" << coordinator->port()
+            << ", waiting for " << c.expect << " replica(s)" << std::endl;
+  return coordinator;
 }
 
 }  // namespace
@@ -60,15 +76,23 @@ void register_coordinator(CLI::App& parent, int& exit_code) {
   sub->add_option("--timeout", o->timeout_s, "seconds any store request may take")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sub->add_option("--store", o->store,
+                  "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: keep the membership in this etcd "
+                  "cluster instead of hosting it (--host/--port unused); run one coordinator "
+                  "or several: one leads, the others take over when it is gone");
+  sub->add_option("--takeover-after", o->takeover_after_s,
+                  "--store: seconds a leading coordinator may go silent before a standby takes "
+                  "over")
+      ->check(CLI::Range(0.2, 3600.0))
+      ->capture_default_str();
   sub->callback([o, &exit_code] {
     elastic::CoordinatorConfig c;
     c.expect = o->expect;
     c.min_replicas = std::min(o->min_replicas, o->expect);
     c.heartbeat_timeout = ms(o->heartbeat_timeout_s);
     c.form_timeout = ms(o->form_timeout_s);
-    elastic::Coordinator coordinator(o->host, o->port, c, ms(o->timeout_s));
-    std::cerr << "coordinator: listening on " << o->host << ":" << coordinator.port()
-              << ", waiting for " << c.expect << " replica(s)" << std::endl;
+    c.takeover_after = ms(o->takeover_after_s);
+    const auto coordinator = make_coordinator(*o, c);
     elastic::CoordinatorLog log;
     log.published = [](const elastic::Published& p) {
       std::cerr << "coordinator: view " << p.view.id << ": " << p.view.reason << "; members "
@@ -81,7 +105,13 @@ void register_coordinator(CLI::App& parent, int& exit_code) {
       std::cerr << "coordinator: replica " << r << " entered: it holds the run's state"
                 << std::endl;
     };
-    const bool done = coordinator.run(log);
+    log.leads = [](int64_t view) {
+      std::cerr << "coordinator: leading the run (as of view " << view << ")" << std::endl;
+    };
+    log.deposed = [] {
+      std::cerr << "coordinator: another coordinator leads now; standing by" << std::endl;
+    };
+    const bool done = coordinator->run(log);
     if (!done)
       std::cerr << "coordinator: every replica that held the run's state was lost; the run "
                    "ends with them"

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "dtrain/base/parse.h"
+#include "dtrain/comm/etcd_client.h"
 #include "dtrain/comm/launch.h"
 #include "dtrain/train/elastic.h"
 
@@ -51,7 +52,8 @@ void add_elastic_options(CLI::App* sub, train::ElasticOptions& e, ElasticFlags& 
       ->capture_default_str();
   sub->add_option("--join", e.join,
                   "elastic: HOST:PORT of a `dtrain coordinator` to join (default MASTER_ADDR/"
-                  "MASTER_PORT)");
+                  "MASTER_PORT), or etcd://HOST:PORT[,HOST:PORT...][/PREFIX] of the etcd "
+                  "cluster the membership lives in (`dtrain coordinator --store`)");
   sub->add_option("--heartbeat-timeout", e.heartbeat_timeout_s,
                   "elastic: seconds without a heartbeat before a replica is declared lost")
       ->check(CLI::Range(0.05, 3600.0))
@@ -111,8 +113,12 @@ int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const 
   wo.streams = ranks.streams;
   wo.master_addr = ranks.master_addr;
   wo.master_port = ranks.master_port;
+  if (comm::EtcdAddress::names_etcd(e.join) && !wo.master_addr) {
+    // Gloo binds to loopback only where the store is there too: here etcd's first member.
+    wo.master_addr = comm::EtcdAddress::parse(e.join).members.front().first;
+  }
   comm::WorldConfig world = comm::world_from_env(wo);
-  if (!e.join.empty()) join_address(e.join, world);
+  if (!e.join.empty() && !comm::EtcdAddress::names_etcd(e.join)) join_address(e.join, world);
   at::set_num_threads(comm::threads_per_rank(world.local_world_size));
   const bool launched = comm::launched_by_environment() && e.join.empty();
   const int slot = launched ? world.rank : -1;

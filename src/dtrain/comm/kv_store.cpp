@@ -105,6 +105,9 @@ std::unique_ptr<KeyValueStore> KeyValueStore::another_client() const {
   auto impl = std::make_unique<Impl>();
   if (impl_->shared) {  // in memory: one store, safe for several threads
     impl->store = impl->shared = impl_->shared;
+  } else if (!impl_->etcd.empty()) {
+    impl->store = impl_->store->clone();  // its own connections
+    impl->etcd = impl_->etcd;
   } else {
     impl->store = tcp_client(address_, port_, timeout_);
   }
@@ -118,7 +121,8 @@ auto KeyValueStore::answer(const char* op, const std::string& key, Call&& call) 
     return call();
   } catch (const std::exception& e) {  // c10d's errors carry a stack trace after one line
     const std::string what = e.what();
-    throw CommError("store " + address_ + ":" + std::to_string(port_) + ": " + op + " '" + key +
+    const std::string where = port_ > 0 ? address_ + ":" + std::to_string(port_) : address_;
+    throw CommError("store " + where + ": " + op + " '" + key +
                     "' failed: " + what.substr(0, what.find('\n')));
   }
 }

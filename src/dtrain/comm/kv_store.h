@@ -1,7 +1,8 @@
 // A key-value store shared by the processes of a job: what an elastic run's membership lives
 // in (elastic/), and what the groups of its views meet through (connect_members, world.h).
 // c10d's TCPStore underneath: one process hosts it (the launcher, `dtrain coordinator`),
-// the others are its clients; an in-memory one serves tests.
+// the others are its clients; or an etcd cluster, which outlives any one host; an in-memory
+// one serves tests.
 //
 // Contracts:
 // - Every call goes to the store's host and back (one round trip); get() and wait() block
@@ -10,7 +11,8 @@
 //   store, the call and the key.
 // - A client is not for several threads at once: a thread that needs the store beside
 //   another takes its own connection (another_client()).
-// - A value once set is seen by every later call of every client (the host is one process).
+// - A value once set is seen by every later call of every client (the host is one process;
+//   etcd's reads are linearizable).
 #pragma once
 
 #include <chrono>
@@ -38,6 +40,11 @@ class KeyValueStore {
   // answer within the timeout.
   static std::unique_ptr<KeyValueStore> connect(const std::string& address, int port,
                                                 std::chrono::milliseconds timeout);
+  // A client of an etcd cluster (etcd://HOST:PORT[,HOST:PORT...][/PREFIX], etcd_client.h):
+  // the store outlives any one host and any one of its members. Throws std::invalid_argument
+  // on a malformed address, CommError when no member answers within the timeout.
+  static std::unique_ptr<KeyValueStore> etcd(const std::string& address,
+                                             std::chrono::milliseconds timeout);
   // A store in this process only, for tests: its clients share it.
   static std::unique_ptr<KeyValueStore> in_memory(std::chrono::milliseconds timeout);
   // A store torch made (the one torch.distributed hands a backend: a prefix of its TCPStore
@@ -51,6 +58,7 @@ class KeyValueStore {
 
   // Another connection to the same store (for another thread).
   std::unique_ptr<KeyValueStore> another_client() const;
+  // HOST of a TCP store (port() its port), etcd://... of an etcd cluster (port() 0).
   const std::string& address() const { return address_; }
   int port() const { return port_; }
   std::chrono::milliseconds timeout() const { return timeout_; }

@@ -12,6 +12,7 @@ struct KeyValueStore::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Store> server;  // host(): the TCPStore that serves the others
   c10::intrusive_ptr<c10d::Store> shared;  // in_memory(): the one store its clients share
+  std::string etcd;  // etcd(): the cluster's address (etcd://...), for another client
 };
 
 }  // namespace dtrain::comm

@@ -1,9 +1,13 @@
 #include "dtrain/elastic/coordinator.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "dtrain/comm/kv_store.h"
+#include "dtrain/elastic/leader_lease.h"
 
 namespace dtrain::elastic {
 namespace {
@@ -24,6 +28,9 @@ std::string reason_of(const std::vector<int64_t>& lost, const std::vector<int64_
   part("joined", joined);
   return out;
 }
+
+// How long a counted registration may stay unwritten before the coordinator reads past it.
+constexpr std::chrono::seconds kRegistrationHole{10};
 
 }  // namespace
 
@@ -108,9 +115,64 @@ std::optional<View> MembershipPolicy::step(Clock::time_point now, const Observed
   return v;
 }
 
+void MembershipPolicy::forgive(Clock::time_point now) {
+  for (auto& [replica, seen] : seen_)
+    seen.changed = std::max(seen.changed, now);
+}
+
+std::string MembershipPolicy::checkpoint(int64_t next_seq) const {
+  nlohmann::json j;
+  j["view"] = current_.id > 0 ? current_.to_json() : "";
+  j["candidates"] = candidates_;
+  j["holders"] = std::vector<int64_t>(holders_.begin(), holders_.end());
+  j["next_seq"] = next_seq;
+  return j.dump();
+}
+
+MembershipPolicy MembershipPolicy::restore(CoordinatorConfig config, const std::string& text,
+                                           Clock::time_point now, int64_t& next_seq) {
+  MembershipPolicy p(config);
+  try {
+    const auto j = nlohmann::json::parse(text);
+    const auto view = j.at("view").get<std::string>();
+    if (!view.empty()) p.current_ = View::from_json(view);
+    for (const int64_t r : j.at("candidates").get<std::vector<int64_t>>())
+      if (!p.current_.has(r)) p.candidates_.push_back(r);
+    for (const int64_t r : j.at("holders").get<std::vector<int64_t>>())
+      if (p.current_.has(r)) p.holders_.insert(r);
+    next_seq = j.at("next_seq").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument("the coordinator's checkpoint is malformed: " +
+                                std::string(e.what()));
+  }
+  for (const int64_t r : p.watched())
+    p.seen_[r] = {"", now};
+  if (!p.candidates_.empty()) p.first_registration_ = now;
+  return p;
+}
+
+struct Coordinator::Leading {
+  MembershipPolicy policy;
+  int64_t next_seq = 0;
+  std::string checkpoint;                         // as last written
+  std::optional<Clock::time_point> hole_since{};  // registration next_seq counted, not written
+};
+
 Coordinator::Coordinator(const std::string& address, int port, CoordinatorConfig config,
                          std::chrono::milliseconds store_timeout)
     : store_(comm::KeyValueStore::host(address, port, store_timeout)), config_(config) {}
+
+Coordinator::Coordinator(const std::string& etcd_address, CoordinatorConfig config,
+                         std::chrono::milliseconds store_timeout)
+    : store_(comm::KeyValueStore::etcd(etcd_address, store_timeout)),
+      lease_(std::make_unique<LeaderLease>(*store_, coordinator_token(), config.takeover_after)),
+      config_(config) {
+  if (store_->try_get(key::done()))
+    throw std::runtime_error("the run under " + store_->address() +
+                             " has finished: give the new run a prefix of its own "
+                             "(etcd://HOST:PORT,.../NAME) or delete the old one's keys "
+                             "(etcdctl del --prefix ...)");
+}
 
 Coordinator::~Coordinator() = default;
 
@@ -122,41 +184,102 @@ void Coordinator::stop() {
   stopping_ = true;
 }
 
+Coordinator::Leading Coordinator::take_over() {
+  Leading l{MembershipPolicy(config_), 0, "", std::nullopt};
+  if (const auto text = store_->try_get(key::policy())) {
+    l.policy = MembershipPolicy::restore(config_, *text, Clock::now(), l.next_seq);
+    l.checkpoint = *text;
+    const View& v = l.policy.current();
+    const auto latest = store_->try_get(key::latest_view());
+    if (v.id > 0 && (!latest || std::stoll(*latest) < v.id)) {  // it died between the two
+      store_->set(key::view(v.id), v.to_json());
+      store_->set(key::latest_view(), std::to_string(v.id));
+    }
+  }
+  return l;
+}
+
+void Coordinator::read_registrations(Leading& l, Observed& o) {
+  const int64_t count = store_->add(key::join_count(), 0);
+  while (l.next_seq < count) {
+    const auto id = store_->try_get(key::join(l.next_seq));
+    if (id) {
+      o.registered.push_back(std::stoll(*id));
+    } else {
+      // Counted but not written yet (a registration under way), or never to be: its replica
+      // died between the two, or an etcd add whose answer was lost counted twice.
+      const auto now = Clock::now();
+      if (!l.hole_since) l.hole_since = now;
+      if (now - *l.hole_since < kRegistrationHole) return;
+    }
+    l.hole_since.reset();
+    ++l.next_seq;
+  }
+}
+
+std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
+  MembershipPolicy& policy = l.policy;
+  const auto started = Clock::now();
+  Observed o;
+  read_registrations(l, o);
+  for (const int64_t r : policy.watched()) {
+    if (const auto hb = store_->try_get(key::heartbeat(r))) o.heartbeats[r] = *hb;
+    if (store_->try_get(key::left(r))) o.left.push_back(r);
+    if (!policy.holds(r) && store_->try_get(key::holds(r))) o.holding.push_back(r);
+  }
+  const auto now = Clock::now();
+  // An etcd cluster that stalled (electing a leader), this poll or since the last one,
+  // stalled the heartbeats too. (A store of its own stalls only with this process.)
+  const auto stall = config_.heartbeat_timeout / 2;
+  const bool polled_before = last_poll_ != Clock::time_point{};
+  if (lease_ &&
+      (now - started > stall || (polled_before && started - last_poll_ > stall + config_.poll)))
+    policy.forgive(now);
+  last_poll_ = now;
+  const View before = policy.current();
+  std::map<int64_t, double> silence;
+  for (const int64_t r : before.members)
+    silence[r] = policy.silent_s(r, now);
+  auto view = policy.step(now, o);
+  for (const int64_t r : o.holding)
+    if (policy.holds(r)) log.holds(r);
+  if (view) {
+    view->published_at =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    for (const int64_t r : departed(before, *view))
+      if (!contains(o.left, r)) view->silent_s[r] = silence[r];
+  }
+  // The checkpoint first: a leader that dies before publishing leaves the view to its heir.
+  if (lease_) {
+    const std::string checkpoint = policy.checkpoint(l.next_seq);
+    if (checkpoint != l.checkpoint) store_->set(key::policy(), l.checkpoint = checkpoint);
+  }
+  if (!view) return std::nullopt;
+  store_->set(key::view(view->id), view->to_json());
+  store_->set(key::latest_view(), std::to_string(view->id));
+  Published p{*view, {}, arrived(before, *view)};
+  for (const int64_t r : departed(before, *view))
+    if (!contains(o.left, r)) p.lost.push_back(r);
+  log.published(p);
+  if (view->members.empty()) return o.left.size() == before.members.size();
+  return std::nullopt;
+}
+
 bool Coordinator::run(const CoordinatorLog& log) {
-  MembershipPolicy policy(config_);
-  int64_t next_seq = 0;
+  std::optional<Leading> leading;
+  if (!lease_) leading = Leading{MembershipPolicy(config_), 0, "", std::nullopt};
   while (!stopping_) {
     if (store_->try_get(key::done())) return true;
-    Observed o;
-    const int64_t count = store_->add(key::join_count(), 0);
-    for (; next_seq < count; ++next_seq)
-      o.registered.push_back(std::stoll(store_->get(key::join(next_seq))));
-    for (const int64_t r : policy.watched()) {
-      if (const auto hb = store_->try_get(key::heartbeat(r))) o.heartbeats[r] = *hb;
-      if (store_->try_get(key::left(r))) o.left.push_back(r);
-      if (!policy.holds(r) && store_->try_get(key::holds(r))) o.holding.push_back(r);
-    }
-    const auto now = Clock::now();
-    const View before = policy.current();
-    std::map<int64_t, double> silence;
-    for (const int64_t r : before.members)
-      silence[r] = policy.silent_s(r, now);
-    auto view = policy.step(now, o);
-    for (const int64_t r : o.holding)
-      if (policy.holds(r)) log.holds(r);
-    if (view) {
-      view->published_at =
-          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
-      for (const int64_t r : departed(before, *view))
-        if (!contains(o.left, r)) view->silent_s[r] = silence[r];
-      store_->set(key::view(view->id), view->to_json());
-      store_->set(key::latest_view(), std::to_string(view->id));
-      Published p{*view, {}, arrived(before, *view)};
-      for (const int64_t r : departed(before, *view))
-        if (!contains(o.left, r)) p.lost.push_back(r);
-      log.published(p);
-      if (view->members.empty()) return o.left.size() == before.members.size();
+    bool took_over = false;
+    if (lease_ && !lease_->hold(Clock::now(), took_over)) {
+      if (leading) log.deposed();
+      leading.reset();  // standing by
+    } else {
+      if (took_over) {
+        leading = take_over();
+        log.leads(leading->policy.current().id);
+      }
+      if (const auto ended = poll(*leading, log)) return *ended;
     }
     std::this_thread::sleep_for(config_.poll);
   }

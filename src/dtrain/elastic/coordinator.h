@@ -7,7 +7,9 @@
 // `dtrain launch` / `dtrain train -n N --elastic` run one in a process of their own (on host
 // 0 of a network lab); across hosts `dtrain coordinator` runs it where every replica can reach
 // it, and replicas started anywhere (their own torchrun or Slurm jobs) join with --join.
-// The coordinator is the run's single point of failure: the replicas stop when it is gone.
+// With a store of its own the coordinator is the run's single point of failure: the replicas
+// stop when it is gone. With an etcd cluster's store the membership outlives it and any one
+// etcd member: coordinators run anywhere, one leads, the others take over when it is gone.
 #pragma once
 
 #include <atomic>
@@ -35,6 +37,8 @@ struct CoordinatorConfig {
   std::chrono::milliseconds form_timeout{60'000};
   std::chrono::milliseconds heartbeat_timeout{1'000};
   std::chrono::milliseconds poll{50};
+  // etcd: a leader that has not renewed its claim this long is replaced by a standby.
+  std::chrono::milliseconds takeover_after{2'000};
 };
 
 using Clock = std::chrono::steady_clock;
@@ -63,6 +67,17 @@ class MembershipPolicy {
   const View& current() const { return current_; }
   // Seconds since the replica's heartbeat last changed (or it registered), as of `now`.
   double silent_s(int64_t replica, Clock::time_point now) const;
+  // The coordinator could not read the store for a while (an etcd election, a leader taken
+  // over): heartbeats written meanwhile could not land either, so no one's silence up to
+  // `now` counts.
+  void forgive(Clock::time_point now);
+  // What a coordinator taking over needs to decide as this one would: the current view, the
+  // candidates, the holders, and `next_seq` (the registrations read so far). JSON.
+  std::string checkpoint(int64_t next_seq) const;
+  // The policy a checkpoint describes, as of `now`: every member's and candidate's silence
+  // counts from `now`. Sets `next_seq`. Throws std::invalid_argument on malformed text.
+  static MembershipPolicy restore(CoordinatorConfig config, const std::string& checkpoint,
+                                  Clock::time_point now, int64_t& next_seq);
 
  private:
   struct Seen {
@@ -89,12 +104,23 @@ struct Published {
 struct CoordinatorLog {
   std::function<void(const Published&)> published = [](const Published&) {};
   std::function<void(int64_t)> holds = [](int64_t) {};
+  // etcd: this coordinator took the lead (as of that view id; 0: none yet), or lost it.
+  std::function<void(int64_t)> leads = [](int64_t) {};
+  std::function<void()> deposed = [] {};
 };
+
+class LeaderLease;
 
 class Coordinator {
  public:
   // Hosts the store on `address`:`port` (0: a free port) and starts watching.
   Coordinator(const std::string& address, int port, CoordinatorConfig config,
+              std::chrono::milliseconds store_timeout);
+  // Watches the membership in an etcd cluster's store (etcd://..., KeyValueStore::etcd),
+  // one of any number of coordinators: one leads at a time (leader_lease.h); the others
+  // stand by and the first to see its lease lapse takes over, from the policy's checkpoint
+  // (key::policy). Throws std::runtime_error when the run under that prefix already finished.
+  Coordinator(const std::string& etcd_address, CoordinatorConfig config,
               std::chrono::milliseconds store_timeout);
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
@@ -106,7 +132,20 @@ class Coordinator {
   void stop();
 
  private:
+  struct Leading;  // the leader's policy and registrations read (coordinator.cpp)
+  // One poll as the leader: reads the store, steps the policy, publishes. The run's end
+  // where the view it published is empty (true: every member left).
+  std::optional<bool> poll(Leading& leading, const CoordinatorLog& log);
+  // The registrations since the last poll, in their order; one counted but not written
+  // stops the reading until it is written, or read past after 10 s (never to be written).
+  void read_registrations(Leading& leading, Observed& o);
+  // A new leader's policy: from the checkpoint, its view published if the last leader died
+  // between the two.
+  Leading take_over();
+
   std::unique_ptr<comm::KeyValueStore> store_;
+  std::unique_ptr<LeaderLease> lease_;  // etcd: which coordinator leads; none: this one
+  Clock::time_point last_poll_{};       // when the last poll had read the store
   CoordinatorConfig config_;
   std::atomic<bool> stopping_{false};
 };

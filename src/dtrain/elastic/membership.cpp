@@ -18,11 +18,15 @@ int64_t to_id(const std::optional<std::string>& text) {
   return text ? std::stoll(*text) : 0;
 }
 
+std::unique_ptr<comm::KeyValueStore> open_store(const MembershipConfig& c) {
+  if (!c.etcd.empty()) return comm::KeyValueStore::etcd(c.etcd, c.world.timeout);
+  return comm::KeyValueStore::connect(c.address, c.port, c.world.timeout);
+}
+
 }  // namespace
 
 Membership::Membership(MembershipConfig config)
-    : config_(std::move(config)),
-      store_(comm::KeyValueStore::connect(config_.address, config_.port, config_.world.timeout)) {
+    : config_(std::move(config)), store_(open_store(config_)) {
   register_once();
   watcher_ = std::thread([this] { watch(); });
 }

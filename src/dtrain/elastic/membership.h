@@ -45,6 +45,7 @@ class RunFinished : public std::runtime_error {
 struct MembershipConfig {
   std::string address = "127.0.0.1";  // the coordinator's store
   int port = 0;
+  std::string etcd;         // etcd://...: the membership lives in this etcd cluster instead
   comm::WorldConfig world;  // how groups connect: timeout, wire check, interface, streams
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds heartbeat_timeout{1'000};  // the coordinator's

@@ -120,6 +120,12 @@ std::string epoch_row(int64_t epoch) {
 std::string run_config() {
   return kRoot + "run_config";
 }
+std::string coordinator() {
+  return kRoot + "coordinator";
+}
+std::string policy() {
+  return kRoot + "policy";
+}
 std::string group_prefix(const std::string& group) {
   return kRoot + "group/" + group + "/";
 }

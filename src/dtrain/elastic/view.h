@@ -59,6 +59,10 @@ std::string round();       // the last committed outer step (progress, joiners)
 std::string done();        // the run finished: everyone may leave
 std::string run_config();  // the run's settings, for joiners to compare
 std::string group_prefix(const std::string& group);  // the rendezvous of a group
+// Which coordinator leads (an etcd cluster's standbys take over from it), and its decisions'
+// state as of its last change (MembershipPolicy::checkpoint), for the one that takes over.
+std::string coordinator();
+std::string policy();
 // Which replica writes an epoch's metrics row (the first member to close the epoch claims it).
 std::string epoch_row(int64_t epoch);
 }  // namespace key

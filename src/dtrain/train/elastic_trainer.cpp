@@ -10,6 +10,7 @@
 
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/error.h"
+#include "dtrain/comm/etcd_client.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
 #include "dtrain/data/loader.h"
@@ -134,6 +135,7 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   s.min_replicas = e.min_replicas;
   s.membership.address = world.master_addr;
   s.membership.port = world.master_port;
+  if (comm::EtcdAddress::names_etcd(e.join)) s.membership.etcd = e.join;
   s.membership.world = world;
   s.membership.heartbeat_interval =
       std::chrono::milliseconds(static_cast<int64_t>(e.heartbeat_interval_s * 1000));
