@@ -2,7 +2,8 @@
 // coordinators (one leads, one stands by) and three replicas started on their own with
 // --join etcd://..., no launcher. Mid-run the etcd leader and the leading coordinator are
 // SIGKILLed: the standby takes over, and the run goes on with every replica, loses no
-// member, redoes no round and trains every sample once.
+// member, redoes no round and trains every sample once. Losing a majority of the members
+// ends every process with a clear error.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -20,7 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<std::string> coordinator(const std::string& store) {
+// `timeout`: seconds any store request may take.
+std::vector<std::string> coordinator(const std::string& store, const char* timeout = "60") {
   return {DTRAIN_BINARY,
           "coordinator",
           "--store",
@@ -32,14 +34,15 @@ std::vector<std::string> coordinator(const std::string& store) {
           "--heartbeat-timeout",
           "2",
           "--timeout",
-          "60"};
+          timeout};
 }
 
-std::vector<std::string> replica(const std::string& store, const std::string& base) {
+std::vector<std::string> replica(const std::string& store, const std::string& base, int epochs = 3,
+                                 const char* timeout = "60") {
   std::vector<std::string> args{DTRAIN_BINARY, "train", "--join", store};
-  for (const auto& flag : testing::elastic_cnn_flags(3, base))
+  for (const auto& flag : testing::elastic_cnn_flags(epochs, base))
     args.push_back(flag);
-  for (const char* flag : {"--heartbeat-timeout", "2", "--timeout", "60"})
+  for (const char* flag : {"--heartbeat-timeout", "2", "--timeout", timeout})
     args.push_back(flag);
   return args;
 }
@@ -100,6 +103,37 @@ TEST(ElasticEtcdE2eTest, TheRunOutlivesTheEtcdLeaderAndTheLeadingCoordinator) {
   }
   EXPECT_EQ(epochs, 3);
   testing::expect_every_sample_once(samples, 3, 3840, replicas[0]->err());
+}
+
+// Losing a majority of etcd's members loses the store: every replica and the coordinator end
+// non-zero, each naming the store, within twice the store's timeout (no hang).
+TEST(ElasticEtcdE2eTest, LosingAMajorityOfEtcdEndsEveryProcessWithAClearError) {
+  testing::EtcdCluster etcd(3);
+  ASSERT_TRUE(etcd.ready()) << "etcd did not start (scripts/install-deps.sh installs it)";
+  const std::string store = etcd.address("majority");
+  const std::string base = "/tmp/dtrain-e2e-etcd-majority-" + std::to_string(getpid());
+  testing::Process lead(coordinator(store, "10"));
+  std::vector<std::unique_ptr<testing::Process>> replicas;
+  for (int i = 0; i < 3; ++i)
+    replicas.push_back(std::make_unique<testing::Process>(replica(store, base, 30, "10")));
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (last_round(base + ".steps") < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  ASSERT_GE(last_round(base + ".steps"), 2) << replicas[0]->err();
+  etcd.kill_member(0);
+  etcd.kill_member(1);
+  const auto killed = std::chrono::steady_clock::now();
+  for (auto& r : replicas) {
+    const int code = r->wait_for(60s);
+    EXPECT_NE(code, -1) << "a replica hangs: " << r->err();
+    EXPECT_NE(code, 0) << r->err();
+    EXPECT_NE(r->err().find("dtrain: error: store etcd://"), std::string::npos) << r->err();
+  }
+  EXPECT_NE(lead.wait_for(30s), 0) << lead.err();
+  EXPECT_NE(lead.err().find("got no answer within 10000 ms"), std::string::npos) << lead.err();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 45s);
+  for (const char* suffix : {".steps", ".metrics", ".samples"})
+    std::remove((base + suffix).c_str());
 }
 
 }  // namespace
