@@ -140,7 +140,9 @@ std::optional<std::string> KeyValueStore::try_get(const std::string& key) {
   // compare-and-set that expects a value no caller sets leaves the store as it was and
   // answers with the key's value, or with the expected value where the key is unset.
   static const std::string absent("\0dtrain: no value\0", 18);
-  std::string value = compare_set(key, absent, absent);
+  std::string value = answer("read", key, [&] {
+    return string_of(impl_->store->compareSet(key, bytes_of(absent), bytes_of(absent)));
+  });
   if (value == absent) return std::nullopt;
   return value;
 }
