@@ -228,12 +228,12 @@ std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
     if (!policy.holds(r) && store_->try_get(key::holds(r))) o.holding.push_back(r);
   }
   const auto now = Clock::now();
-  // An etcd cluster that stalled (electing a leader), this poll or since the last one,
-  // stalled the heartbeats too. (A store of its own stalls only with this process.)
+  // A store that stalled, this poll or since the last one, stalled the heartbeats too: an
+  // etcd cluster electing a leader, or this process starved of its cores (its store's
+  // server threads with it).
   const auto stall = config_.heartbeat_timeout / 2;
   const bool polled_before = last_poll_ != Clock::time_point{};
-  if (lease_ &&
-      (now - started > stall || (polled_before && started - last_poll_ > stall + config_.poll)))
+  if (now - started > stall || (polled_before && started - last_poll_ > stall + config_.poll))
     policy.forgive(now);
   last_poll_ = now;
   const View before = policy.current();

@@ -67,9 +67,9 @@ class MembershipPolicy {
   const View& current() const { return current_; }
   // Seconds since the replica's heartbeat last changed (or it registered), as of `now`.
   double silent_s(int64_t replica, Clock::time_point now) const;
-  // The coordinator could not read the store for a while (an etcd election, a leader taken
-  // over): heartbeats written meanwhile could not land either, so no one's silence up to
-  // `now` counts.
+  // The coordinator could not read the store for a while (an etcd election, its process
+  // starved of cores): heartbeats written meanwhile could not land either, so no one's
+  // silence up to `now` counts.
   void forgive(Clock::time_point now);
   // What a coordinator taking over needs to decide as this one would: the current view, the
   // candidates, the holders, and `next_seq` (the registrations read so far). JSON.

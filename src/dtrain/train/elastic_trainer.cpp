@@ -301,6 +301,10 @@ void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
 std::vector<EpochStats> ElasticRun::run() {
   start_epoch_progress();  // a founder's: the first founder's reaches every member
   replica_->enter();
+  // A founder's first epoch starts once it is in, as plain DiLoCo's starts once its ranks
+  // connected: the wait for the others to start is no part of the epoch's time.
+  if (replica_->view().id == 1 && replica_->round() == 0)
+    replica_->carried().at(kEpochStartUs) = wall_microseconds();
   const int64_t per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
   const int64_t n = in_.train_set.size();
   std::vector<EpochStats> history;
