@@ -103,12 +103,18 @@ void HttpClient::send_all(const std::string& bytes, Deadline deadline) {
   }
 }
 
+void HttpClient::server_closed() {
+  closed_ = true;
+  throw HttpFailure(endpoint() + " closed the connection", true);
+}
+
 bool HttpClient::read_more(Deadline deadline) {
   char chunk[16384];
   for (;;) {
     const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
     if (n > 0) {
       buffer_.append(chunk, static_cast<size_t>(n));
+      answered_ = true;
       return true;
     }
     if (n == 0) return false;
@@ -123,7 +129,7 @@ std::string HttpClient::read_line(Deadline deadline) {
   size_t end;
   while ((end = buffer_.find("\r\n")) == std::string::npos) {
     if (buffer_.size() > (1 << 16)) throw HttpFailure(endpoint() + " sent a line too long", true);
-    if (!read_more(deadline)) throw HttpFailure(endpoint() + " closed the connection", true);
+    if (!read_more(deadline)) server_closed();
   }
   std::string line = buffer_.substr(0, end);
   buffer_.erase(0, end + 2);
@@ -132,7 +138,7 @@ std::string HttpClient::read_line(Deadline deadline) {
 
 std::string HttpClient::read_exactly(size_t n, Deadline deadline) {
   while (buffer_.size() < n)
-    if (!read_more(deadline)) throw HttpFailure(endpoint() + " closed the connection", true);
+    if (!read_more(deadline)) server_closed();
   std::string out = buffer_.substr(0, n);
   buffer_.erase(0, n);
   return out;
@@ -194,14 +200,14 @@ HttpClient::Response HttpClient::post(const std::string& path, const std::string
   for (int attempt = 0;; ++attempt) {
     const bool reused = fd_ >= 0;
     if (!reused) open(deadline);
+    answered_ = closed_ = false;
     try {
       send_all(request, deadline);
       return read_response(deadline);
-    } catch (const HttpFailure& f) {
+    } catch (const HttpFailure&) {
       close_connection();
-      const bool server_closed_idle = reused && attempt == 0 && buffer_.empty() &&
-                                      std::string(f.what()).find("closed") != std::string::npos;
-      if (!server_closed_idle) throw;
+      // Closed before a byte of the answer: the server had dropped the idle connection.
+      if (!(reused && attempt == 0 && closed_ && !answered_)) throw;
     }
   }
 }

@@ -44,6 +44,7 @@ class HttpClient {
   void send_all(const std::string& bytes, Deadline deadline);
   // Reads more bytes into buffer_; false when the server closed the connection.
   bool read_more(Deadline deadline);
+  [[noreturn]] void server_closed();  // the server closed the connection: a failure
   std::string read_line(Deadline deadline);
   std::string read_exactly(size_t n, Deadline deadline);
   Response read_response(Deadline deadline);
@@ -51,7 +52,9 @@ class HttpClient {
   std::string host_;
   int port_;
   int fd_ = -1;
-  std::string buffer_;  // received, not yet parsed
+  std::string buffer_;     // received, not yet parsed
+  bool answered_ = false;  // a byte of the current request's answer came
+  bool closed_ = false;    // the server closed the connection during the current request
 };
 
 }  // namespace dtrain::comm
