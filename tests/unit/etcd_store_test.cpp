@@ -1,6 +1,6 @@
 // The etcd store against a real three-member etcd cluster: it answers every call as c10d's
 // TCPStore does (the reference, side by side), it outlives the member it talks to, and of
-// two coordinators' leases one leads and the other takes over when it goes quiet.
+// two coordinators' claims one leads and the other takes over when it goes quiet.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -10,8 +10,9 @@
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/etcd_client.h"
 #include "dtrain/comm/kv_store.h"
+#include "dtrain/comm/launch.h"
 #include "dtrain/elastic/coordinator.h"
-#include "dtrain/elastic/leader_lease.h"
+#include "dtrain/elastic/leader_claim.h"
 #include "dtrain/elastic/view.h"
 
 namespace dtrain {
@@ -92,7 +93,7 @@ TEST(EtcdStoreTest, AnswersEveryCallAsTheTcpStoreDoes) {
 }
 
 TEST(EtcdStoreTest, AnUnreachableClusterIsAClearError) {
-  const int nobody = testing::free_port();
+  const int nobody = comm::pick_free_port();
   try {
     comm::KeyValueStore::etcd("etcd://127.0.0.1:" + std::to_string(nobody) + "/x", 500ms);
     FAIL() << "connected to nobody";
@@ -124,14 +125,15 @@ TEST(EtcdStoreTest, OutlivesTheMemberItTalksToAndTheLeader) {
   EXPECT_EQ(other->get("count"), "40");
 }
 
-// Two coordinators' leases on one store: the first leads, the second stands by, and takes
-// over only once the first stopped renewing for a whole lease; the first then learns it lost.
-TEST(LeaderLeaseTest, OneLeadsTheOtherTakesOverWhenItGoesQuiet) {
+// Two coordinators' claims on one store: the first leads, the second stands by, and takes
+// over only once the first stopped renewing for a whole takeover time; the first then learns it
+// lost.
+TEST(LeaderClaimTest, OneLeadsTheOtherTakesOverWhenItGoesQuiet) {
   ASSERT_TRUE(cluster().ready());
   auto store_a = comm::KeyValueStore::etcd(cluster().address(fresh_prefix()), 5s);
   auto store_b = store_a->another_client();
-  elastic::LeaderLease a(*store_a, "a", 400ms), b(*store_b, "b", 400ms);
-  using Clock = elastic::LeaderLease::Clock;
+  elastic::LeaderClaim a(*store_a, "a", 400ms), b(*store_b, "b", 400ms);
+  using Clock = elastic::LeaderClaim::Clock;
   bool took = false;
   auto t = Clock::now();
   EXPECT_TRUE(a.hold(t, took));
@@ -142,7 +144,7 @@ TEST(LeaderLeaseTest, OneLeadsTheOtherTakesOverWhenItGoesQuiet) {
     EXPECT_FALSE(took);
     EXPECT_FALSE(b.hold(t, took));
   }
-  t += 300ms;  // a goes quiet: b waits a whole lease from when it saw the value change
+  t += 300ms;  // a goes quiet: b waits a whole takeover time from when it saw the value change
   EXPECT_FALSE(b.hold(t, took));
   t += 200ms;
   EXPECT_TRUE(b.hold(t, took));

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtrain/comm/kv_store.h"
-#include "dtrain/elastic/leader_lease.h"
+#include "dtrain/elastic/leader_claim.h"
 
 namespace dtrain::elastic {
 namespace {
@@ -165,7 +165,7 @@ Coordinator::Coordinator(const std::string& address, int port, CoordinatorConfig
 Coordinator::Coordinator(const std::string& etcd_address, CoordinatorConfig config,
                          std::chrono::milliseconds store_timeout)
     : store_(comm::KeyValueStore::etcd(etcd_address, store_timeout)),
-      lease_(std::make_unique<LeaderLease>(*store_, coordinator_token(), config.takeover_after)),
+      claim_(std::make_unique<LeaderClaim>(*store_, coordinator_token(), config.takeover_after)),
       config_(config) {
   if (store_->try_get(key::done()))
     throw std::runtime_error("the run under " + store_->address() +
@@ -250,7 +250,7 @@ std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
       if (!contains(o.left, r)) view->silent_s[r] = silence[r];
   }
   // The checkpoint first: a leader that dies before publishing leaves the view to its heir.
-  if (lease_) {
+  if (claim_) {
     const std::string checkpoint = policy.checkpoint(l.next_seq);
     if (checkpoint != l.checkpoint) store_->set(key::policy(), l.checkpoint = checkpoint);
   }
@@ -267,11 +267,11 @@ std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
 
 bool Coordinator::run(const CoordinatorLog& log) {
   std::optional<Leading> leading;
-  if (!lease_) leading = Leading{MembershipPolicy(config_), 0, "", std::nullopt};
+  if (!claim_) leading = Leading{MembershipPolicy(config_), 0, "", std::nullopt};
   while (!stopping_) {
     if (store_->try_get(key::done())) return true;
     bool took_over = false;
-    if (lease_ && !lease_->hold(Clock::now(), took_over)) {
+    if (claim_ && !claim_->hold(Clock::now(), took_over)) {
       if (leading) log.deposed();
       leading.reset();  // standing by
     } else {

@@ -109,7 +109,7 @@ struct CoordinatorLog {
   std::function<void()> deposed = [] {};
 };
 
-class LeaderLease;
+class LeaderClaim;
 
 class Coordinator {
  public:
@@ -117,8 +117,8 @@ class Coordinator {
   Coordinator(const std::string& address, int port, CoordinatorConfig config,
               std::chrono::milliseconds store_timeout);
   // Watches the membership in an etcd cluster's store (etcd://..., KeyValueStore::etcd),
-  // one of any number of coordinators: one leads at a time (leader_lease.h); the others
-  // stand by and the first to see its lease lapse takes over, from the policy's checkpoint
+  // one of any number of coordinators: one leads at a time (leader_claim.h); the others
+  // stand by and the first to see its claim go unrenewed takes over, from the policy's checkpoint
   // (key::policy). Throws std::runtime_error when the run under that prefix already finished.
   Coordinator(const std::string& etcd_address, CoordinatorConfig config,
               std::chrono::milliseconds store_timeout);
@@ -144,7 +144,7 @@ class Coordinator {
   Leading take_over();
 
   std::unique_ptr<comm::KeyValueStore> store_;
-  std::unique_ptr<LeaderLease> lease_;  // etcd: which coordinator leads; none: this one
+  std::unique_ptr<LeaderClaim> claim_;  // etcd: which coordinator leads; none: this one
   Clock::time_point last_poll_{};       // when the last poll had read the store
   CoordinatorConfig config_;
   std::atomic<bool> stopping_{false};

@@ -1,4 +1,4 @@
-#include "dtrain/elastic/leader_lease.h"
+#include "dtrain/elastic/leader_claim.h"
 
 #include <unistd.h>
 
@@ -9,31 +9,33 @@
 
 namespace dtrain::elastic {
 
-LeaderLease::LeaderLease(comm::KeyValueStore& store, std::string token,
-                         std::chrono::milliseconds lease)
-    : store_(store), token_(std::move(token)), lease_(lease) {}
+LeaderClaim::LeaderClaim(comm::KeyValueStore& store, std::string token,
+                         std::chrono::milliseconds takeover_after)
+    : store_(store), token_(std::move(token)), takeover_after_(takeover_after) {}
 
-bool LeaderLease::claim(const std::string& expected) {
+bool LeaderClaim::claim(const std::string& expected) {
   const std::string mine = token_ + "#" + std::to_string(++renewals_);
   leading_ = store_.compare_set(key::coordinator(), expected, mine) == mine;
   if (leading_) written_ = mine;
   return leading_;
 }
 
-bool LeaderLease::hold(Clock::time_point now, bool& took_over) {
+bool LeaderClaim::hold(Clock::time_point now, bool& took_over) {
   took_over = false;
   if (leading_) {
-    if (now - renewed_ < lease_ / 4) return true;
+    if (now - renewed_ < takeover_after_ / 4) return true;
     renewed_ = now;
     if (claim(written_)) return true;
     seen_.clear();  // deposed: stand by from now
   }
   const auto value = store_.try_get(key::coordinator());
-  const bool lapsed = value && *value == seen_ && now - seen_since_ >= lease_;
+  const bool lapsed = value && *value == seen_ && now - seen_since_ >= takeover_after_;
   if (!value || lapsed) {
     took_over = claim(value.value_or(""));
-    renewed_ = now;
-    if (took_over) return true;
+    if (took_over) {
+      renewed_ = now;
+      return true;
+    }
   }
   if (!value || *value != seen_) {
     seen_ = value.value_or("");

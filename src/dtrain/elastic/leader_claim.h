@@ -1,12 +1,13 @@
 // Which of several coordinators of one elastic run leads: the one whose token the store's
-// key::coordinator() holds. The leader renews it (a compare-and-set that also bumps a
-// counter) every quarter of the lease; a standby that has seen the value unchanged for a
-// whole lease takes the key over with a compare-and-set of the value it saw, so of several
-// standbys one wins, and a leader that was only slow learns at its next renewal that it lost.
+// key::coordinator() holds. The leader renews its claim (a compare-and-set that also bumps a
+// counter) every quarter of the takeover time; a standby that has seen the value unchanged
+// for a whole takeover time takes the key over with a compare-and-set of the value it saw,
+// so of several standbys one wins, and a leader that was only slow learns at its next
+// renewal that it lost.
 //
-// The lease is measured on each standby's own clock, from when it saw the value change: no
-// clocks are compared across hosts. A deposed leader may still finish the poll it was in (up
-// to one poll interval of writes); docs/elastic.md says so.
+// The takeover time is measured on each standby's own clock, from when it saw the value
+// change: no clocks are compared across hosts. A deposed leader may still finish the poll it
+// was in (up to one poll interval of writes); docs/elastic.md says so.
 #pragma once
 
 #include <chrono>
@@ -19,13 +20,15 @@ class KeyValueStore;
 
 namespace dtrain::elastic {
 
-class LeaderLease {
+class LeaderClaim {
  public:
   using Clock = std::chrono::steady_clock;
   // `token` tells this coordinator from the others (unique per process).
-  LeaderLease(comm::KeyValueStore& store, std::string token, std::chrono::milliseconds lease);
-  // Renews the lease where this one leads, else takes it over where it lapsed. Whether this
-  // one leads now. `took_over` is set when it leads now and did not at the last call.
+  LeaderClaim(comm::KeyValueStore& store, std::string token,
+              std::chrono::milliseconds takeover_after);
+  // Renews the claim where this one leads, else takes it over where it went unrenewed for
+  // the takeover time. Whether this one leads now. `took_over` is set when it leads now and
+  // did not at the last call.
   bool hold(Clock::time_point now, bool& took_over);
   const std::string& token() const { return token_; }
 
@@ -34,7 +37,7 @@ class LeaderLease {
 
   comm::KeyValueStore& store_;
   std::string token_;
-  std::chrono::milliseconds lease_;
+  std::chrono::milliseconds takeover_after_;
   bool leading_ = false;
   std::string written_;  // leading: the value this one wrote last
   int64_t renewals_ = 0;
