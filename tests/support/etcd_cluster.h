@@ -7,9 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <ftw.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <memory>
@@ -18,22 +16,10 @@
 #include <vector>
 
 #include "dtrain/comm/http_client.h"
+#include "dtrain/comm/launch.h"
 #include "process.h"
 
 namespace dtrain::testing {
-
-// A port nobody listens on now (the kernel's pick for a socket bound to port 0).
-inline int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 class EtcdCluster {
  public:
@@ -43,8 +29,8 @@ class EtcdCluster {
         "/dev/shm/dtrain-etcd-" + std::to_string(getpid()) + "-" + std::to_string(count++);
     std::string initial;
     for (int i = 0; i < members; ++i) {
-      client_ports_.push_back(free_port());
-      peer_ports_.push_back(free_port());
+      client_ports_.push_back(comm::pick_free_port());
+      peer_ports_.push_back(comm::pick_free_port());
       initial += (i ? "," : "") + name(i) + "=" + url(peer_ports_[i]);
     }
     for (int i = 0; i < members; ++i) {
