@@ -143,17 +143,18 @@ Diloco::Averaged Diloco::exchange(size_t fragment, const at::Tensor& pseudo_grad
   }
   out.fp32_bytes = metrics::ring_allreduce_traffic(piece.numel() * 4, group_.size());
   if (!codec_) {
-    exact_mean(group_, piece);
+    std::tie(out.pseudo_gradient, out.buffers) = exact_mean_with(group_, piece, buffers);
     out.wire_bytes = out.fp32_bytes;
   } else {
     out.wire_bytes =
         coded_mean_with_feedback(group_, piece, *codec_, f.feedback, outer_tag(0), outer_tag(1));
+    out.pseudo_gradient = piece;
+    if (buffers.defined()) {
+      out.buffers = buffers;
+      exact_mean(group_, out.buffers);
+    }
   }
-  out.pseudo_gradient = piece;  // whole once gathered (gather_blocks)
-  if (buffers.defined()) {
-    out.buffers = buffers;
-    exact_mean(group_, out.buffers);
-  }
+  // out.pseudo_gradient: whole once gathered (gather_blocks)
   out.seconds = metrics::trace::span_since("communication", "outer exchange", t0,
                                            static_cast<int64_t>(fragment), "fragment");
   return out;

@@ -9,8 +9,21 @@ namespace dtrain::parallel {
 void exact_mean(comm::Group& group, at::Tensor& values) {
   comm::AllReduceOptions o;
   o.op = comm::ReduceOp::kAvg;
-  o.algorithm = comm::Algorithm::kRing;
+  o.algorithm = comm::Algorithm::kExchange;
   comm::all_reduce(group, values, o);
+}
+
+std::pair<at::Tensor, at::Tensor> exact_mean_with(comm::Group& group, const at::Tensor& values,
+                                                  const at::Tensor& also) {
+  if (!also.defined() || also.numel() == 0) {
+    at::Tensor mean = values.clone();
+    exact_mean(group, mean);
+    return {mean, also};
+  }
+  at::Tensor both = at::cat({values.reshape({-1}), also.reshape({-1})});
+  exact_mean(group, both);
+  return {both.narrow(0, 0, values.numel()).view_as(values),
+          both.narrow(0, values.numel(), also.numel()).view_as(also)};
 }
 
 at::Tensor flatten_to_host(const std::vector<at::Tensor>& tensors) {

@@ -1,12 +1,17 @@
 // Exact means over a group of the few, small tensors that rare steps average (DiLoCo's
-// outer exchange, BatchNorm statistics): by the ring, not --algo auto, whose calibration
-// (every algorithm timed on a kind's first call) rare calls never pay back (it took 12 s
-// on a 20 Mbit/s link); and several tensors in one message, since on a long link each
-// message costs a round trip.
+// outer exchange, BatchNorm statistics): by all_reduce's "exchange" (comm/armed_all_reduce.h:
+// with 2 ranks one message each way, with more two, each going out at once through an
+// opening on a long link), not --algo auto, whose calibration (every algorithm timed on a
+// kind's first call) rare calls never pay back (it took 12 s on a 20 Mbit/s link), nor the
+// ring, whose 2(p - 1) messages in a row cost a one-way delay each: on a 50 Mbit/s link with
+// 100 ms one way a 336 KiB mean of 2 ranks took 502 ms by the ring and 251 ms by the
+// exchange, the ring's bytes either way. Every rank sums in rank order: bit-identical
+// results. Several tensors go in one message (exact_means), since each costs a delay.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
 #include <vector>
 
 namespace dtrain::comm {
@@ -17,6 +22,11 @@ namespace dtrain::parallel {
 
 // In place; collective (every rank, the same length).
 void exact_mean(comm::Group& group, at::Tensor& values);
+
+// The means of `values` and, where defined, `also` (both flat float32 on the CPU, the same
+// lengths on every rank) in one message: {values' mean, also's mean (undefined if it was)}.
+std::pair<at::Tensor, at::Tensor> exact_mean_with(comm::Group& group, const at::Tensor& values,
+                                                  const at::Tensor& also);
 
 // The tensors concatenated, flat, as float32 on the CPU: one message's worth.
 at::Tensor flatten_to_host(const std::vector<at::Tensor>& tensors);
