@@ -3,12 +3,14 @@
     state = dtrain.hooks.CompressionState(codec="sortquant:8")
     model.register_comm_hook(state, dtrain.hooks.compressed_allreduce_hook)
 
-Each bucket is averaged in two coded steps (comm/coded_allreduce in the C++ core): a
-reduce-scatter, where rank j owns piece j of the bucket and every rank sends its piece j,
-coded, to j (one all_to_all), which decodes and averages them; then an all-gather of every
-owner's average, coded once. Error feedback (EF-SGD) keeps, per bucket, phase and peer,
+Among more than 2 ranks each bucket is averaged in two coded steps (comm/coded_allreduce in
+the C++ core): a reduce-scatter, where rank j owns piece j of the bucket and every rank
+sends its piece j, coded, to j (one all_to_all), which decodes and averages them; then an
+all-gather of every owner's average, coded once. Between 2 ranks, in one step of the same
+bytes: each codes its whole bucket once, the packets are all-gathered, and both average the
+decoded buckets in rank order. Error feedback (EF-SGD) keeps, per bucket, phase and peer,
 what the codec dropped and adds it to the next step's values, so the error does not
-accumulate in the model; the owner keeps the decoded value of what it sent, so every rank
+accumulate in the model; each rank keeps the decoded value of what it sent, so every rank
 ends with identical gradients. With codec "none" the result equals PyTorch's all-reduce.
 
 The exchange runs on one worker thread per state, bucket after bucket in the order DDP
@@ -153,9 +155,32 @@ def _bounds(count: int, parts: int) -> List[int]:
     return [j * count // parts for j in range(parts + 1)]
 
 
+def _average_whole(state: CompressionState, bucket_index: int, flat: torch.Tensor) -> torch.Tensor:
+    """Two ranks: each codes its whole bucket once and all-gathers the packet; both average
+    the decoded buckets in rank order (one message each way, the two steps' bytes)."""
+    group = state.process_group
+    world, me = dist.get_world_size(group), dist.get_rank(group)
+    packet, decoded = state._encode(bucket_index, "gather", me, flat)
+    gathered = [torch.empty(packet.numel(), dtype=torch.uint8) for _ in range(world)]
+    dist.all_gather(gathered, packet, group=group)
+    parts = [decoded.float() if j == me else _C.decode(gathered[j], None).view(-1).float()
+             for j in range(world)]
+    total = parts[0].clone()
+    for part in parts[1:]:
+        total += part
+    flat.copy_(total / world)
+    with state._lock:
+        state._buckets += 1
+        state._bytes += (world - 1) * packet.numel()
+        state._fp32_bytes += (world - 1) * 4 * flat.numel()
+    return flat
+
+
 def _average_bucket(state: CompressionState, bucket_index: int, flat: torch.Tensor) -> torch.Tensor:
     group = state.process_group
     world, me = dist.get_world_size(group), dist.get_rank(group)
+    if world == 2:
+        return _average_whole(state, bucket_index, flat)
     bounds = _bounds(flat.numel(), world)
     pieces = [flat[bounds[j]:bounds[j + 1]] for j in range(world)]
     # Every piece's packet size, known to every rank without a message.

@@ -1,11 +1,13 @@
-// The coded all-reduce against a float64 reference: with an exact coding (raw float bytes)
-// it is the mean; with a lossy one every rank still ends with identical values, and a
-// peer's piece of the wrong length is an error, not a silent misread.
+// The coded means (the scatter-gather and the all-gather) against a float64 reference: with
+// an exact coding (raw float bytes) each is the mean; with a lossy one every rank still ends
+// with identical values, and a peer's piece of the wrong length is an error, not a silent
+// misread.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include "../support/ranks.h"
@@ -32,70 +34,130 @@ at::Tensor input_of(int rank, int64_t n) {
   return at::arange(n, at::kFloat).mul(0.37).add(rank * 1.5).sin();
 }
 
+using CodedMean = std::function<int64_t(Group&, at::Tensor&, const PieceCoding&)>;
+
+struct NamedMean {
+  const char* name;
+  CodedMean run;
+};
+
+const std::vector<NamedMean>& both_means() {
+  static const std::vector<NamedMean> means = {
+      {"scatter-gather",
+       [](Group& g, at::Tensor& flat, const PieceCoding& c) {
+         return coded_all_reduce_mean(g, flat, c, 11, 12);
+       }},
+      {"all-gather", [](Group& g, at::Tensor& flat, const PieceCoding& c) {
+         return coded_all_gather_mean(g, flat, c, 12);
+       }}};
+  return means;
+}
+
 TEST(CodedAllReduceTest, ExactCodingGivesTheMean) {
-  for (const int p : {2, 3}) {
-    for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}}) {
-      at::Tensor expected = at::zeros({n}, at::kDouble);
-      for (int r = 0; r < p; ++r)
-        expected += input_of(r, n).to(at::kDouble);
-      expected /= p;
+  for (const auto& mean : both_means())
+    for (const int p : {2, 3}) {
+      for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}}) {
+        at::Tensor expected = at::zeros({n}, at::kDouble);
+        for (int r = 0; r < p; ++r)
+          expected += input_of(r, n).to(at::kDouble);
+        expected /= p;
+        testing::run_ranks(p, [&](Group& g) {
+          at::Tensor flat = input_of(g.rank(), n);
+          PieceCoding coding;
+          coding.encode = [](CodedPhase, int, const at::Tensor& piece, at::Tensor& decoded) {
+            decoded = piece.clone();
+            return raw_bytes(piece);
+          };
+          coding.decode = from_raw;
+          const int64_t sent = mean.run(g, flat, coding);
+          EXPECT_GT(sent, 0);
+          EXPECT_TRUE(at::allclose(flat.to(at::kDouble), expected, 1e-6, 1e-6))
+              << mean.name << " p=" << p << " n=" << n;
+        });
+      }
+    }
+}
+
+at::Tensor coarse(const at::Tensor& t) {
+  return t.mul(8).round().div(8);
+}
+
+TEST(CodedAllReduceTest, LossyCodingLeavesIdenticalValuesEverywhere) {
+  for (const auto& mean : both_means()) {
+    for (const int p : {2, 3}) {
+      std::mutex mu;
+      std::vector<at::Tensor> results;
       testing::run_ranks(p, [&](Group& g) {
-        at::Tensor flat = input_of(g.rank(), n);
+        at::Tensor flat = input_of(g.rank(), 100);
         PieceCoding coding;
         coding.encode = [](CodedPhase, int, const at::Tensor& piece, at::Tensor& decoded) {
-          decoded = piece.clone();
-          return raw_bytes(piece);
+          decoded = coarse(piece);
+          return raw_bytes(decoded);
         };
         coding.decode = from_raw;
-        const int64_t sent = coded_all_reduce_mean(g, flat, coding, 11, 12);
-        EXPECT_GT(sent, 0);
-        EXPECT_TRUE(at::allclose(flat.to(at::kDouble), expected, 1e-6, 1e-6))
-            << "p=" << p << " n=" << n;
+        mean.run(g, flat, coding);
+        std::lock_guard<std::mutex> lock(mu);
+        results.push_back(flat.clone());
       });
+      ASSERT_EQ(results.size(), static_cast<size_t>(p));
+      for (int r = 1; r < p; ++r)
+        EXPECT_TRUE(at::equal(results[0], results[static_cast<size_t>(r)]))
+            << mean.name << " p=" << p << " rank " << r;
     }
   }
 }
 
-TEST(CodedAllReduceTest, LossyCodingLeavesIdenticalValuesEverywhere) {
-  std::mutex mu;
-  std::vector<at::Tensor> results;
-  testing::run_ranks(3, [&](Group& g) {
-    at::Tensor flat = input_of(g.rank(), 100);
+// The all-gather codes each rank's vector once: the result is the mean of the decoded
+// vectors, summed in rank order, and each rank sends its coded vector to every other.
+TEST(CodedAllReduceTest, TheAllGatherAveragesEachVectorCodedOnce) {
+  const int p = 3;
+  const int64_t n = 100;
+  at::Tensor expected = coarse(input_of(0, n)).clone();
+  for (int r = 1; r < p; ++r)
+    expected.add_(coarse(input_of(r, n)));
+  expected.div_(p);
+  testing::run_ranks(p, [&](Group& g) {
+    at::Tensor flat = input_of(g.rank(), n);
     PieceCoding coding;
-    coding.encode = [](CodedPhase, int, const at::Tensor& piece, at::Tensor& decoded) {
-      decoded = piece.mul(8).round().div(8);  // a coarse quantizer
+    int calls = 0;
+    coding.encode = [&](CodedPhase phase, int peer, const at::Tensor& piece, at::Tensor& decoded) {
+      ++calls;
+      EXPECT_EQ(phase, CodedPhase::kGather);
+      EXPECT_EQ(peer, g.rank());
+      decoded = coarse(piece);
       return raw_bytes(decoded);
     };
     coding.decode = from_raw;
-    coded_all_reduce_mean(g, flat, coding, 11, 12);
-    std::lock_guard<std::mutex> lock(mu);
-    results.push_back(flat.clone());
+    coding.packet_bytes = [](int64_t values) { return values * 4; };
+    const int64_t sent = coded_all_gather_mean(g, flat, coding, 12);
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(sent, (p - 1) * n * 4);
+    EXPECT_TRUE(at::equal(flat, expected)) << "rank " << g.rank();
   });
-  ASSERT_EQ(results.size(), 3u);
-  EXPECT_TRUE(at::equal(results[0], results[1]));
-  EXPECT_TRUE(at::equal(results[0], results[2]));
 }
 
 TEST(CodedAllReduceTest, WrongLengthFromAPeerIsAnError) {
-  std::mutex mu;
-  int errors = 0;
-  testing::run_ranks(2, [&](Group& g) {
-    at::Tensor flat = input_of(g.rank(), g.rank() == 0 ? 10 : 12);
-    PieceCoding coding;
-    coding.encode = [](CodedPhase, int, const at::Tensor& piece, at::Tensor& decoded) {
-      decoded = piece.clone();
-      return raw_bytes(piece);
-    };
-    coding.decode = from_raw;
-    try {
-      coded_all_reduce_mean(g, flat, coding, 11, 12);
-    } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find("from rank"), std::string::npos) << e.what();
-      std::lock_guard<std::mutex> lock(mu);
-      ++errors;
-    }
-  });
-  EXPECT_EQ(errors, 2);
+  for (const auto& mean : both_means()) {
+    std::mutex mu;
+    int errors = 0;
+    testing::run_ranks(2, [&](Group& g) {
+      at::Tensor flat = input_of(g.rank(), g.rank() == 0 ? 10 : 12);
+      PieceCoding coding;
+      coding.encode = [](CodedPhase, int, const at::Tensor& piece, at::Tensor& decoded) {
+        decoded = piece.clone();
+        return raw_bytes(piece);
+      };
+      coding.decode = from_raw;
+      try {
+        mean.run(g, flat, coding);
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("from rank"), std::string::npos) << e.what();
+        std::lock_guard<std::mutex> lock(mu);
+        ++errors;
+      }
+    });
+    EXPECT_EQ(errors, 2) << mean.name;
+  }
 }
 
 }  // namespace

@@ -52,7 +52,8 @@ std::vector<std::vector<uint8_t>> exchange(Group& group, const std::vector<int>&
       [&] {
         for (size_t i = 0; i < peers.size(); ++i)
           if (!out[i]->empty())
-            sends.push_back(group.isend_opening_if_fits(Group::payload_view(*out[i]), peers[i], tag));
+            sends.push_back(
+                group.isend_opening_if_fits(Group::payload_view(*out[i]), peers[i], tag));
       });
   for (auto& r : recvs)
     r.wait();
@@ -115,6 +116,33 @@ int64_t coded_all_reduce_mean(Group& group, at::Tensor& flat, const PieceCoding&
     target.copy_(part.reshape({-1}));
   }
   return sent;
+}
+
+int64_t coded_all_gather_mean(Group& group, at::Tensor& flat, const PieceCoding& coding, int tag) {
+  const int p = group.size(), me = group.rank();
+  std::vector<int> peers;
+  for (int j = 0; j < p; ++j)
+    if (j != me) peers.push_back(j);
+  at::Tensor own;
+  const std::vector<uint8_t> mine = coding.encode(CodedPhase::kGather, me, flat, own);
+  std::vector<int64_t> sizes;
+  if (coding.packet_bytes) sizes.assign(peers.size(), coding.packet_bytes(flat.numel()));
+  const auto received =
+      exchange(group, peers, std::vector<const std::vector<uint8_t>*>(peers.size(), &mine), sizes,
+               sizes, tag);
+  std::vector<at::Tensor> parts(static_cast<size_t>(p));
+  parts[static_cast<size_t>(me)] = own.reshape({-1});
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const at::Tensor part = coding.decode(received[i]);
+    check_length(group, part, flat.numel(), peers[i], "coded vector");
+    parts[static_cast<size_t>(peers[i])] = part.reshape({-1});
+  }
+  at::Tensor sum = parts[0].clone();  // in rank order: the same sum on every rank
+  for (size_t j = 1; j < parts.size(); ++j)
+    sum.add_(parts[j]);
+  sum.div_(p);
+  flat.copy_(sum);
+  return static_cast<int64_t>(mine.size() * peers.size());
 }
 
 }  // namespace dtrain::comm

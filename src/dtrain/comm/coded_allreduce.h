@@ -40,4 +40,12 @@ struct PieceCoding {
 int64_t coded_all_reduce_mean(Group& group, at::Tensor& flat, const PieceCoding& coding,
                               int scatter_tag, int gather_tag);
 
+// The same mean in one message each way: every rank codes its whole `flat` once (as the
+// gather phase: encode(kGather, this rank, ...)) and sends it to every other; each decodes
+// them all and averages in rank order, its own as the others decode it, so every rank ends
+// with identical values. With 2 ranks it sends the scatter-gather's bytes in half its
+// one-way delays (and codes each value once, not twice); with p ranks (p - 1) / 2 times
+// as many bytes as the scatter-gather's.
+int64_t coded_all_gather_mean(Group& group, at::Tensor& flat, const PieceCoding& coding, int tag);
+
 }  // namespace dtrain::comm

@@ -1,6 +1,8 @@
-// The coded all-reduce (comm/coded_allreduce.h) with a codec and error feedback, as DDP's
-// compressed buckets and DiLoCo's outer exchange use it: each destination's piece keeps its
-// own residual, and the owner's coded average one more.
+// The coded mean (comm/coded_allreduce.h) with a codec and error feedback, as DDP's
+// compressed buckets and DiLoCo's outer exchange use it. With 2 ranks, one message each way
+// (coded_all_gather_mean: the whole vector coded once, its residual `gather`); with more,
+// the scatter-gather (coded_all_reduce_mean: each destination's piece keeps its own
+// residual, and the owner's coded average one more).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,6 +23,15 @@ struct FeedbackResiduals {
   std::vector<compress::ErrorFeedback> scatter;  // per peer: size it to the group
   compress::ErrorFeedback gather;
 };
+
+// The residuals coded_mean_with_feedback keeps for `count` values on `rank` of `world`
+// ranks: the length of each peer's scatter residual (-1 where none is kept: this rank's,
+// and every rank's with 2 ranks) and of the gather's.
+struct ResidualLengths {
+  std::vector<int64_t> scatter;
+  int64_t gather = 0;
+};
+ResidualLengths residual_lengths(int64_t count, int world, int rank);
 
 // Averages the 1-D `values` over the group in place, every message coded with `codec`;
 // returns the bytes this rank sent. Collective: every rank calls it with the same tags.

@@ -377,19 +377,19 @@ std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
 
 std::map<std::string, DistributedDataParallel::FeedbackSlot>
 DistributedDataParallel::feedback_slots() const {
-  // The coded all-reduce's pieces (comm/coded_allreduce.h): rank q owns block q of a bucket.
   const int me = group_.rank(), world = group_.size();
   std::map<std::string, FeedbackSlot> slots;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = *buckets_[b];
-    const comm::BlockLayout blocks{bucket.flat.numel(), world};
+    const ResidualLengths lengths = residual_lengths(bucket.flat.numel(), world, me);
     const std::string prefix = "bucket" + std::to_string(b) + "/";
     for (int q = 0; q < world; ++q) {
-      if (q != me)
+      const int64_t length = lengths.scatter[static_cast<size_t>(q)];
+      if (length >= 0)
         slots[prefix + "scatter" + std::to_string(q)] = {
-            &bucket.feedback.scatter[static_cast<size_t>(q)], blocks.size(q)};
+            &bucket.feedback.scatter[static_cast<size_t>(q)], length};
     }
-    slots[prefix + "gather"] = {&bucket.feedback.gather, blocks.size(me)};
+    slots[prefix + "gather"] = {&bucket.feedback.gather, lengths.gather};
   }
   return slots;
 }

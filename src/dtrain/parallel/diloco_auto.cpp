@@ -20,6 +20,10 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
     throw std::invalid_argument("--compress-outer auto: no link to choose for");
   const int p = s.replicas;
   const double messages = 2.0 * (p - 1);
+  // One-way delays an exchange waits (openings on long links): exact and coded means go in
+  // one message each way between 2 replicas, in two phases among more (exact_mean.h,
+  // coded_feedback.h).
+  const double delays = p == 2 ? 1.0 : 2.0;
   OuterChoice out;
   out.budget_s = kExposedShare * static_cast<double>(s.sync_every) /
                  static_cast<double>(s.fragments) * s.step_s;
@@ -28,11 +32,12 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
     if (c == compress::CodecSpec{}) {
       bytes = messages / p * 4.0 * static_cast<double>(s.values);
     } else {
-      const int64_t piece = (s.values + p - 1) / p;
+      const auto codec = compress::make_codec(c);
+      const int64_t piece = p == 2 ? s.values : (s.values + p - 1) / p;
       bytes =
-          messages * static_cast<double>(compress::packet_size(*compress::make_codec(c), {piece}));
+          (p == 2 ? 1.0 : messages) * static_cast<double>(compress::packet_size(*codec, {piece}));
     }
-    const double exchange = bytes / s.rate_bytes_per_s + messages * s.latency_s;
+    const double exchange = bytes / s.rate_bytes_per_s + delays * s.latency_s;
     out.exchange_s.push_back(exchange);
     double exposed = std::max(0.0, exchange - static_cast<double>(s.sync_delay) * s.step_s);
     if ((s.fragments > 1 || s.sync_delay > 0) && s.epoch_steps > 0)
