@@ -155,11 +155,11 @@ def _bounds(count: int, parts: int) -> List[int]:
     return [j * count // parts for j in range(parts + 1)]
 
 
-def _average_whole(state: CompressionState, bucket_index: int, flat: torch.Tensor) -> torch.Tensor:
+def _average_whole(state: CompressionState, bucket_index: int, flat: torch.Tensor,
+                   world: int, me: int) -> torch.Tensor:
     """Two ranks: each codes its whole bucket once and all-gathers the packet; both average
     the decoded buckets in rank order (one message each way, the two steps' bytes)."""
     group = state.process_group
-    world, me = dist.get_world_size(group), dist.get_rank(group)
     packet, decoded = state._encode(bucket_index, "gather", me, flat)
     gathered = [torch.empty(packet.numel(), dtype=torch.uint8) for _ in range(world)]
     dist.all_gather(gathered, packet, group=group)
@@ -180,7 +180,7 @@ def _average_bucket(state: CompressionState, bucket_index: int, flat: torch.Tens
     group = state.process_group
     world, me = dist.get_world_size(group), dist.get_rank(group)
     if world == 2:
-        return _average_whole(state, bucket_index, flat)
+        return _average_whole(state, bucket_index, flat, world, me)
     bounds = _bounds(flat.numel(), world)
     pieces = [flat[bounds[j]:bounds[j + 1]] for j in range(world)]
     # Every piece's packet size, known to every rank without a message.

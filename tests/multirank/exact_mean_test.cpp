@@ -1,6 +1,6 @@
-// exact_mean_with (parallel/exact_mean.h): two tensors averaged in one message, each equal to
-// its float64 mean (integer-valued inputs make the float32 result exact) and bit-identical
-// on every rank for any inputs, for 1..4 ranks.
+// exact_means (parallel/exact_mean.h): tensors averaged in place in one message, each equal
+// to its float64 mean (integer-valued inputs make the float32 result exact), an undefined one
+// skipped, and bit-identical on every rank for any inputs, for 1..4 ranks.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -33,17 +33,15 @@ TEST_P(ExactMeanTest, BothTensorsEqualTheirFloat64MeansInOneCall) {
   want_values /= world;
   want_also /= world;
   dtrain::testing::run_ranks(world, [&](comm::Group& g) {
-    const at::Tensor values = integer_values(g.rank(), world, n, 1).to(at::kFloat);
-    const at::Tensor also = integer_values(g.rank(), world, m, 2).to(at::kFloat);
-    const auto [mean, also_mean] = exact_mean_with(g, values, also);
-    EXPECT_TRUE(at::equal(mean.to(at::kDouble), want_values)) << "rank " << g.rank();
-    EXPECT_TRUE(at::equal(also_mean.to(at::kDouble), want_also)) << "rank " << g.rank();
-    EXPECT_TRUE(at::equal(values, integer_values(g.rank(), world, n, 1).to(at::kFloat)))
-        << "the input changed";
-    // Without a second tensor: the first alone, the second left undefined.
-    const auto [alone, none] = exact_mean_with(g, values, at::Tensor());
+    at::Tensor values = integer_values(g.rank(), world, n, 1).to(at::kFloat);
+    at::Tensor also = integer_values(g.rank(), world, m, 2).to(at::kFloat);
+    exact_means(g, {values, at::Tensor(), also});
+    EXPECT_TRUE(at::equal(values.to(at::kDouble), want_values)) << "rank " << g.rank();
+    EXPECT_TRUE(at::equal(also.to(at::kDouble), want_also)) << "rank " << g.rank();
+    // Without a second tensor: the first alone.
+    at::Tensor alone = integer_values(g.rank(), world, n, 1).to(at::kFloat);
+    exact_means(g, {alone, at::Tensor()});
     EXPECT_TRUE(at::equal(alone.to(at::kDouble), want_values));
-    EXPECT_FALSE(none.defined());
   });
 }
 
@@ -54,9 +52,9 @@ TEST_P(ExactMeanTest, AnyValuesEndBitIdenticalOnEveryRank) {
     inputs.push_back(at::randn({10007}, at::kFloat) * (r + 1));
   std::vector<at::Tensor> results(static_cast<size_t>(world));
   dtrain::testing::run_ranks(world, [&](comm::Group& g) {
-    const at::Tensor& mine = inputs[static_cast<size_t>(g.rank())];
-    results[static_cast<size_t>(g.rank())] =
-        exact_mean_with(g, mine.narrow(0, 0, 10000), mine.narrow(0, 10000, 7)).first;
+    const at::Tensor mine = inputs[static_cast<size_t>(g.rank())].clone();
+    exact_means(g, {mine.narrow(0, 0, 10000), mine.narrow(0, 10000, 7)});
+    results[static_cast<size_t>(g.rank())] = mine;
   });
   for (int r = 1; r < world; ++r)
     EXPECT_TRUE(at::equal(results[0], results[static_cast<size_t>(r)])) << "rank " << r;

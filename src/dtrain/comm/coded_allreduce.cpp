@@ -21,6 +21,13 @@ void check_length(const Group& group, const at::Tensor& part, int64_t expected, 
                            std::to_string(expected) + " (models differ?)");
 }
 
+std::vector<int> other_ranks(int p, int me) {
+  std::vector<int> out;
+  for (int j = 0; j < p; ++j)
+    if (j != me) out.push_back(j);
+  return out;
+}
+
 // Every rank sends to and receives from every other: `out[i]` to `peers[i]`, returning what
 // each sent here. With sizes known at both ends, one message each, posted in the order
 // detail::post_exchange() gives, through openings where the link and tag have them (both
@@ -72,9 +79,7 @@ int64_t coded_all_reduce_mean(Group& group, at::Tensor& flat, const PieceCoding&
   int64_t sent = 0;
   // Both phases are exchanges (every rank sends to and receives from every other): see
   // exchange() for the order of posting.
-  std::vector<int> peers;
-  for (int j = 0; j < p; ++j)
-    if (j != me) peers.push_back(j);
+  const std::vector<int> peers = other_ranks(p, me);
   std::vector<std::vector<uint8_t>> out(peers.size());
   std::vector<const std::vector<uint8_t>*> out_ptrs;
   at::Tensor unused;
@@ -120,9 +125,7 @@ int64_t coded_all_reduce_mean(Group& group, at::Tensor& flat, const PieceCoding&
 
 int64_t coded_all_gather_mean(Group& group, at::Tensor& flat, const PieceCoding& coding, int tag) {
   const int p = group.size(), me = group.rank();
-  std::vector<int> peers;
-  for (int j = 0; j < p; ++j)
-    if (j != me) peers.push_back(j);
+  const std::vector<int> peers = other_ranks(p, me);
   at::Tensor own;
   const std::vector<uint8_t> mine = coding.encode(CodedPhase::kGather, me, flat, own);
   std::vector<int64_t> sizes;

@@ -9,7 +9,7 @@ namespace dtrain::parallel {
 ResidualLengths residual_lengths(int64_t count, int world, int rank) {
   ResidualLengths out;
   out.scatter.assign(static_cast<size_t>(world), -1);
-  if (world == 2) {  // coded_all_gather_mean: the whole vector, coded once
+  if (codes_whole_vectors(world)) {  // coded_all_gather_mean: the whole vector, coded once
     out.gather = count;
     return out;
   }
@@ -36,8 +36,8 @@ int64_t coded_mean_with_feedback(comm::Group& group, at::Tensor& values,
   coding.packet_bytes = [&](int64_t count) {
     return static_cast<int64_t>(compress::packet_size(codec, {count}));
   };
-  // Two ranks: one message each way, the same bytes (comm/coded_allreduce.h).
-  if (group.size() == 2) return comm::coded_all_gather_mean(group, values, coding, gather_tag);
+  if (codes_whole_vectors(group.size()))
+    return comm::coded_all_gather_mean(group, values, coding, gather_tag);
   return comm::coded_all_reduce_mean(group, values, coding, scatter_tag, gather_tag);
 }
 

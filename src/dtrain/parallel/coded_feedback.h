@@ -24,6 +24,12 @@ struct FeedbackResiduals {
   compress::ErrorFeedback gather;
 };
 
+// Whether coded_mean_with_feedback over `world` ranks codes each rank's whole vector once, in
+// one message each way (2 ranks), rather than scatter then gather.
+constexpr bool codes_whole_vectors(int world) {
+  return world == 2;
+}
+
 // The residuals coded_mean_with_feedback keeps for `count` values on `rank` of `world`
 // ranks: the length of each peer's scatter residual (-1 where none is kept: this rank's,
 // and every rank's with 2 ranks) and of the gather's.

@@ -142,19 +142,16 @@ Diloco::Averaged Diloco::exchange(size_t fragment, const at::Tensor& pseudo_grad
     piece = pseudo_gradient.narrow(0, n * me / parts, comm::block_count(n, parts, me)).clone();
   }
   out.fp32_bytes = metrics::ring_allreduce_traffic(piece.numel() * 4, group_.size());
+  out.buffers = buffers;
   if (!codec_) {
-    std::tie(out.pseudo_gradient, out.buffers) = exact_mean_with(group_, piece, buffers);
+    exact_means(group_, {piece, out.buffers});  // one message
     out.wire_bytes = out.fp32_bytes;
   } else {
     out.wire_bytes =
         coded_mean_with_feedback(group_, piece, *codec_, f.feedback, outer_tag(0), outer_tag(1));
-    out.pseudo_gradient = piece;
-    if (buffers.defined()) {
-      out.buffers = buffers;
-      exact_mean(group_, out.buffers);
-    }
+    if (out.buffers.defined()) exact_mean(group_, out.buffers);
   }
-  // out.pseudo_gradient: whole once gathered (gather_blocks)
+  out.pseudo_gradient = piece;  // whole once gathered (gather_blocks)
   out.seconds = metrics::trace::span_since("communication", "outer exchange", t0,
                                            static_cast<int64_t>(fragment), "fragment");
   return out;

@@ -10,6 +10,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/link_probe.h"
 #include "dtrain/parallel/auto_codec.h"
+#include "dtrain/parallel/coded_feedback.h"
 
 namespace dtrain::parallel {
 
@@ -32,10 +33,10 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
     if (c == compress::CodecSpec{}) {
       bytes = messages / p * 4.0 * static_cast<double>(s.values);
     } else {
-      const auto codec = compress::make_codec(c);
-      const int64_t piece = p == 2 ? s.values : (s.values + p - 1) / p;
-      bytes =
-          (p == 2 ? 1.0 : messages) * static_cast<double>(compress::packet_size(*codec, {piece}));
+      const bool whole = codes_whole_vectors(p);
+      const int64_t piece = whole ? s.values : (s.values + p - 1) / p;
+      bytes = (whole ? 1.0 : messages) *
+              static_cast<double>(compress::packet_size(*compress::make_codec(c), {piece}));
     }
     const double exchange = bytes / s.rate_bytes_per_s + delays * s.latency_s;
     out.exchange_s.push_back(exchange);

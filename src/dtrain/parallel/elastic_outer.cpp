@@ -96,9 +96,9 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
   Averaged out;
   out.mean = pseudo_gradient.clone();
   out.fp32_bytes = metrics::ring_allreduce_traffic(out.mean.numel() * 4, group.size());
-  const at::Tensor buffers = flat_buffers();
+  out.buffers = flat_buffers();
   if (!codec_) {
-    std::tie(out.mean, out.buffers) = exact_mean_with(group, out.mean, buffers);
+    exact_means(group, {out.mean, out.buffers});  // one message
     out.wire_bytes = out.fp32_bytes;
   } else {
     if (feedback_.scatter.size() != static_cast<size_t>(group.size()))
@@ -111,7 +111,6 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
       restore(feedback_, std::move(before));
       throw;
     }
-    out.buffers = buffers;
     if (out.buffers.defined()) exact_mean(group, out.buffers);
   }
   out.seconds = metrics::trace::span_since("communication", "outer exchange", t0);

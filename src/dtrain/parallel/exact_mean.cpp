@@ -13,19 +13,6 @@ void exact_mean(comm::Group& group, at::Tensor& values) {
   comm::all_reduce(group, values, o);
 }
 
-std::pair<at::Tensor, at::Tensor> exact_mean_with(comm::Group& group, const at::Tensor& values,
-                                                  const at::Tensor& also) {
-  if (!also.defined() || also.numel() == 0) {
-    at::Tensor mean = values.clone();
-    exact_mean(group, mean);
-    return {mean, also};
-  }
-  at::Tensor both = at::cat({values.reshape({-1}), also.reshape({-1})});
-  exact_mean(group, both);
-  return {both.narrow(0, 0, values.numel()).view_as(values),
-          both.narrow(0, values.numel(), also.numel()).view_as(also)};
-}
-
 at::Tensor flatten_to_host(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> parts;
   for (const auto& t : tensors)
@@ -43,10 +30,13 @@ void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& tenso
 }
 
 void exact_means(comm::Group& group, const std::vector<at::Tensor>& tensors) {
-  if (tensors.empty()) return;
-  at::Tensor flat = flatten_to_host(tensors);
+  std::vector<at::Tensor> defined;
+  for (const auto& t : tensors)
+    if (t.defined()) defined.push_back(t);
+  if (defined.empty()) return;
+  at::Tensor flat = flatten_to_host(defined);
   exact_mean(group, flat);
-  copy_from_flat(flat, tensors);
+  copy_from_flat(flat, defined);
 }
 
 }  // namespace dtrain::parallel

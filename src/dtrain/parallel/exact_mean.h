@@ -11,7 +11,6 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <utility>
 #include <vector>
 
 namespace dtrain::comm {
@@ -23,17 +22,13 @@ namespace dtrain::parallel {
 // In place; collective (every rank, the same length).
 void exact_mean(comm::Group& group, at::Tensor& values);
 
-// The means of `values` and, where defined, `also` (both flat float32 on the CPU, the same
-// lengths on every rank) in one message: {values' mean, also's mean (undefined if it was)}.
-std::pair<at::Tensor, at::Tensor> exact_mean_with(comm::Group& group, const at::Tensor& values,
-                                                  const at::Tensor& also);
-
 // The tensors concatenated, flat, as float32 on the CPU: one message's worth.
 at::Tensor flatten_to_host(const std::vector<at::Tensor>& tensors);
 // Copies consecutive ranges of `flat` back into the tensors (the order of flatten_to_host).
 void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& tensors);
 
-// All three: each tensor replaced by its mean over the group (collective).
+// All three: each tensor replaced by its mean over the group, all in one message; undefined
+// ones are skipped (collective: every rank the same tensors' lengths).
 void exact_means(comm::Group& group, const std::vector<at::Tensor>& tensors);
 
 }  // namespace dtrain::parallel
