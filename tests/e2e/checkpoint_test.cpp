@@ -46,9 +46,10 @@ std::vector<std::string> run_args(const std::vector<std::string>& mode, const st
   return argv;
 }
 
-// Stopped after step 3 of epoch 2 (a checkpoint every 3 steps): `stop` steps in all.
+// Stopped after step 3 of epoch 2 (or of the first epoch where `first_epoch`; a checkpoint
+// every 3 steps): `stop` steps in all.
 void expect_interrupted_equals_whole(const std::vector<std::string>& mode, int ranks,
-                                     const std::string& stop) {
+                                     const std::string& stop, bool first_epoch = false) {
   const std::string whole = testing::temp_dir("dtrain-e2e-ckpt"),
                     part = testing::temp_dir("dtrain-e2e-ckpt");
   Process a(run_args(mode, whole, {}));
@@ -56,7 +57,7 @@ void expect_interrupted_equals_whole(const std::vector<std::string>& mode, int r
   Process b(run_args(mode, part, {"--checkpoint-every", "3", "--stop-after-steps", stop}));
   ASSERT_EQ(b.wait_for(300s), 0) << b.err();
   const auto stopped = testing::checkpoint_manifest(part);
-  EXPECT_EQ(stopped["epoch"], 1);
+  EXPECT_EQ(stopped["epoch"], first_epoch ? 0 : 1);
   EXPECT_EQ(stopped["step"], 3);
   ASSERT_EQ(stopped["shards"].size(), static_cast<size_t>(ranks));
   Process c(run_args(mode, part, {"--checkpoint-every", "3", "--resume"}));
@@ -122,6 +123,17 @@ TEST(CheckpointE2eTest, StreamingDilocoStoppedWithAnExchangeInFlightEqualsUninte
       {"--parallel", "diloco", "-n", "2", "--sync-every", "4", "--fragments", "2", "--sync-delay",
        "2", "--compress-outer", "sortquant:4"},
       2, "8");
+}
+
+// DiLoCo with --compress-outer auto (the only candidate none, so both runs choose alike)
+// stopped at step 3, a checkpoint every 3 steps, before the first exchange (H = 8, at the
+// first epoch's end): its link probe runs beside those steps, and the checkpoint's own
+// collectives wait for it (Diloco::settle); the resumed run probes again and chooses, and
+// ends as the uninterrupted run does.
+TEST(CheckpointE2eTest, DilocoStoppedWhileAutoProbesTheLinkAndResumedEqualsUninterrupted) {
+  expect_interrupted_equals_whole({"--parallel", "diloco", "-n", "2", "--sync-every", "8",
+                                   "--compress-outer", "auto", "--compress-candidates", "none"},
+                                  2, "3", /*first_epoch=*/true);
 }
 
 std::vector<pid_t> children_of(pid_t parent) {

@@ -31,6 +31,13 @@ constexpr int kPings = 4;
 constexpr int kTrainMessages = 8;
 constexpr int64_t kFirstTrainBytes = 512 * 1024;
 constexpr int64_t kMostTrainBytes = int64_t{32} << 20;
+// On a link of 100 ms or more round trip, the first train's pieces are large enough to be
+// striped over the link's connections (Group::kStripeMinBytes): 64 KiB pieces all go by one
+// connection, whose slow start from its initial window took 1.3 s to carry 512 KiB each way
+// over a 50 Mbit/s, 100 ms link (reading 8 Mbit/s, too short to count). A 2 MiB first train
+// there reads 36-38 Mbit/s and the probe ends 0.9 s sooner; on a 25 ms link 512 KiB reads right.
+constexpr double kStripedFirstTrainRtt = 0.1;
+constexpr int64_t kStripedFirstTrainBytes = kTrainMessages * Group::kStripeMinBytes;
 // A train's second half (the shortest span timed) must take this long, and two round trips, to be
 // read; shorter ones are repeated larger (at most kTrainRounds trains a direction). What holds
 // a train back makes it read low: TCP's slow start on a long link (a 512 KiB first train read
@@ -140,12 +147,14 @@ double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
   return probe_round_trip(g, peer, initiator, ping_tag) / 2;
 }
 
-LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_tag,
-                     Duplex duplex) {
-  const double rtt = probe_round_trip(g, peer, initiator, ping_tag);
+LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_tag, Duplex duplex,
+                     RoundTrip round_trip) {
+  const double rtt = round_trip == RoundTrip::kFromConnect && g.round_trip(peer) >= 0
+                         ? g.round_trip(peer)
+                         : probe_round_trip(g, peer, initiator, ping_tag);
   const double target = std::max(kLongEnoughS, rtt);
   bool together = duplex == Duplex::kBothWaysAtOnce;
-  double bytes = kFirstTrainBytes;
+  double bytes = rtt >= kStripedFirstTrainRtt ? kStripedFirstTrainBytes : kFirstTrainBytes;
   LinkProbe p;
   p.latency_s = rtt / 2;
   int readings = 0;  // trains long enough to be read
@@ -201,12 +210,13 @@ LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_
   return p;
 }
 
-SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag) {
+SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag,
+                                     RoundTrip round_trip) {
   SlowestLink s;
   for (int r = 1; r < group.size(); ++r) {
     if (group.rank() != 0 && group.rank() != r) continue;
     const LinkProbe p = probe_link(group, group.rank() == 0 ? r : 0, group.rank() == 0, ping_tag,
-                                   data_tag, Duplex::kBothWaysAtOnce);
+                                   data_tag, Duplex::kBothWaysAtOnce, round_trip);
     if (group.rank() != 0) continue;
     if (p.out_bytes_per_s < s.rate_bytes_per_s)
       s = {0, r, p.out_bytes_per_s, p.latency_s, s.longest_latency_s};

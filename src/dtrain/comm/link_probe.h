@@ -1,6 +1,7 @@
-// A link's own rate, measured between two idle ranks: what crosses the wire per second,
-// not counting latency, the peer's reply or the peer's compute; one direction at a time, or
-// both at once (Duplex, below).
+// A link's own rate, measured between two ranks whose link carries nothing else (DiLoCo's
+// auto probes beside inner steps that do not use it): what crosses the wire per second, not
+// counting latency, the peer's reply or the peer's compute; one direction at a time, or both
+// at once (Duplex, below).
 //
 // The round trip comes from 8-byte pings whose receives are posted ahead (Gloo sends a
 // message only once its receive's notice has arrived: pings posted as they go cost two round
@@ -11,11 +12,13 @@
 // behind it complete late and together, so the rate is the lowest read from each start in
 // the first half to the last arrival. A train whose second half took less than 10 ms or a
 // round trip is sent again larger (32 MiB at most): 512 KiB is long enough on a 20 Mbit/s
-// link, a 1 Gbit/s one needs 4 MiB. What holds a train back (slow start, a loss, a
-// descheduled process) only makes it read low, so each direction's rate is the best of two
-// trains long enough to be read (at most four trains). After each train the peer reports what it
-// received and the initiator answers with what comes next: one round trip a train. Both
-// ends call it with the same tags; only the initiator's result is filled in.
+// link, a 1 Gbit/s one needs 4 MiB; on a round trip of 100 ms or more the first train is
+// 2 MiB, in pieces striped over the link's connections (one connection's slow start took
+// seconds). What holds a train back (slow start, a loss, a descheduled process) only makes
+// it read low, so each direction's rate is the best of two trains long enough to be read (at
+// most four trains). After each train the peer reports what it received and the initiator
+// answers with what comes next: one round trip a train. Both ends call it with the same
+// tags; only the initiator's result is filled in.
 #pragma once
 
 namespace dtrain::comm {
@@ -35,8 +38,14 @@ struct LinkProbe {
 // its scaled rounds timed one way at a time.
 enum class Duplex { kOneWayAtATime, kBothWaysAtOnce };
 
+// Pings cost five round trips (a second on a 100 ms link): with kFromConnect a link whose
+// round trip was measured at connect (Group::round_trip, the same at both ends) is not pinged
+// again; for a probe soon after connect, not for one that follows a link's changes.
+enum class RoundTrip { kMeasure, kFromConnect };
+
 LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int data_tag,
-                     Duplex duplex = Duplex::kOneWayAtATime);
+                     Duplex duplex = Duplex::kOneWayAtATime,
+                     RoundTrip round_trip = RoundTrip::kMeasure);
 
 // The slowest directed link between rank 0 and each other rank, probed with
 // Duplex::kBothWaysAtOnce (as an all-reduce uses its links). Collective: every rank calls
@@ -47,7 +56,8 @@ struct SlowestLink {
   double latency_s = 0;            // that link's, one way
   double longest_latency_s = 0;    // the longest of every link's
 };
-SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag);
+SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag,
+                                     RoundTrip round_trip = RoundTrip::kMeasure);
 
 // The round trip alone (the pings above; both ranks call it and get the initiator's), and
 // half of it.

@@ -96,16 +96,25 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
   started_ = metrics::Clock::now();
 }
 
+void Diloco::start_probe() {
+  link_reading_ = std::async(
+      std::launch::async, [this] { return probe_outer_link(group_, outer_tag(2), outer_tag(3)); });
+}
+
 void Diloco::choose_codec() {
   const std::vector<compress::CodecSpec> candidates = eligible_candidates(*config_.auto_codec);
   OuterSetting setting;
+  // The steps' time before the wait for the probe, which is not theirs.
   at::Tensor step = at::tensor(
       {metrics::since(started_) / static_cast<double>(std::max<int64_t>(1, stats_.inner_steps))},
       at::kDouble);
+  if (!link_reading_.valid()) start_probe();  // an exchange before any inner step
+  const auto t0 = metrics::Clock::now();
+  std::tie(setting.rate_bytes_per_s, setting.latency_s) = link_reading_.get();
+  // Training's wait for the probe's end is communication time, as an exchange's wait is.
+  stats_.sync_s += metrics::trace::span_since("communication", "outer link probe wait", t0);
   group_.native_all_reduce(step, comm::ReduceOp::kMax);
   setting.step_s = step.item<double>();
-  std::tie(setting.rate_bytes_per_s, setting.latency_s) =
-      probe_outer_link(group_, outer_tag(2), outer_tag(3));
   // What this rank exchanges: fragment 0, or its block of it in a replica of several ranks.
   setting.values = fragments_.front().size / (replica_ != nullptr ? replica_->size() : 1);
   setting.replicas = group_.size();
@@ -216,6 +225,7 @@ void Diloco::launch(size_t fragment, bool background) {
 }
 
 void Diloco::settle() {
+  if (link_reading_.valid()) link_reading_.wait();  // its reading stays for choose_codec
   if (!in_flight_ || in_flight_->settled) return;
   const auto t0 = metrics::Clock::now();
   in_flight_->settled = in_flight_->running.get();
@@ -236,6 +246,7 @@ void Diloco::land(double own_weight) {
 }
 
 bool Diloco::after_inner_step() {
+  if (codec_pending_ && !link_reading_.valid()) start_probe();
   ++stats_.inner_steps;
   for (auto& f : fragments_) {
     ++f.since;

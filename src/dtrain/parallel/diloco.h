@@ -29,7 +29,9 @@
 //
 // Collective over the group: every rank must construct it and call after_inner_step(),
 // sync() and settle() at the same points. While an exchange is in flight the group is
-// this object's: call settle() before any other collective on it (checkpoints do).
+// this object's: call settle() before any other collective on it (checkpoints do). So it is
+// under --compress-outer auto from the first inner step to the first exchange: the link
+// probe runs on a thread of its own beside those steps (on a 100 ms link it takes seconds).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -40,6 +42,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtrain/compress/codec.h"
@@ -144,7 +147,10 @@ class Diloco {
   // Every block of the replica's ranks into the whole fragment of `size` values.
   void gather_blocks(Averaged& averaged, int64_t size);
   void apply(size_t fragment, const Averaged& averaged, double own_weight);
-  // --compress-outer auto: probes the link, times the steps so far, picks the codec.
+  // --compress-outer auto: starts the link probe beside the inner steps (from the first one:
+  // the group is free from then until the first exchange).
+  void start_probe();
+  // --compress-outer auto: takes the probe's reading, times the steps so far, picks the codec.
   void choose_codec();
   // Starts the fragment's exchange: on the worker, or here and applied at once.
   void launch(size_t fragment, bool background);
@@ -165,6 +171,7 @@ class Diloco {
   std::vector<Fragment> fragments_;
   std::optional<InFlight> in_flight_;
   DilocoStats stats_;
+  std::future<std::pair<double, double>> link_reading_;  // auto's probe: {rate, latency}
   std::unique_ptr<BackgroundWorker> worker_;  // with --sync-delay; last: its jobs use the rest
 };
 

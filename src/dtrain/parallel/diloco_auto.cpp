@@ -67,7 +67,9 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
 }
 
 std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag) {
-  const comm::SlowestLink slowest = comm::probe_slowest_from_rank0(group, ping_tag, data_tag);
+  // At the first outer step, soon after connect: the connect's round trips still hold.
+  const comm::SlowestLink slowest =
+      comm::probe_slowest_from_rank0(group, ping_tag, data_tag, comm::RoundTrip::kFromConnect);
   // Rank 0's numbers to every rank.
   at::Tensor numbers =
       at::tensor({slowest.rate_bytes_per_s, slowest.longest_latency_s}, at::kDouble);

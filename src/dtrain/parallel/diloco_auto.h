@@ -55,7 +55,8 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
                                const OuterSetting& setting);
 
 // Collective over `group`: the slowest link between rank 0 and every other rank, probed
-// both ways at once; every rank returns the same {rate, latency}.
+// both ways at once (round trips as measured at connect, where they were); every rank
+// returns the same {rate, latency}.
 std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag);
 
 // One line for people: the choice, the numbers it came from.
