@@ -102,5 +102,28 @@ TEST(OuterCodecChoiceTest, NearTiesGoToTheLessLossyAndBadInputsAreErrors) {
   EXPECT_THROW(choose_outer_codec({}, cnn(20, 5)), std::invalid_argument);
 }
 
+// The second choice's rate, from the exchanges themselves (measured on a 50 Mbit/s link with
+// 100 ms one way: the probe read 48.7 Mbit/s, rot:tile:4's 2-replica exchanges of the cnn
+// took about 0.3 s each, slow start after every idle window).
+TEST(OuterCodecChoiceTest, TheExchangesRateTakesTheirDelaysOutAndNeverExceedsTheProbes) {
+  OuterSetting s = cnn(48.7, 100);
+  // 200,000 bytes in 0.3 s, of which one 100 ms delay: 1 MB/s on the wire.
+  EXPECT_NEAR(rate_from_exchanges(s, 0.3, 200000), 1e6, 1e-6);
+  // Among 3 replicas an exchange waits two delays: 200,000 bytes in 0.1 s.
+  s.replicas = 3;
+  EXPECT_NEAR(rate_from_exchanges(s, 0.3, 200000), 2e6, 1e-6);
+  s.replicas = 2;
+  // Faster than the probe read, or all delay, or nothing sent: the probe's rate stays.
+  EXPECT_EQ(rate_from_exchanges(s, 0.1001, 200000), s.rate_bytes_per_s);
+  EXPECT_EQ(rate_from_exchanges(s, 0.05, 200000), s.rate_bytes_per_s);
+  EXPECT_EQ(rate_from_exchanges(s, 0.3, 0), s.rate_bytes_per_s);
+  // At that rate the exact exchange (1.7 MB) would take 1.8 s, the 2-bit one 0.2 s.
+  OuterSetting measured = s;
+  measured.rate_bytes_per_s = rate_from_exchanges(s, 0.3, 200000);
+  const OuterChoice c = choose_outer_codec(kCandidates, measured);
+  EXPECT_NEAR(c.exchange_s[0], 0.1 + 4.0 * 421642 / 1e6, 1e-9);
+  EXPECT_EQ(c.chosen, 3u);
+}
+
 }  // namespace
 }  // namespace dtrain::parallel

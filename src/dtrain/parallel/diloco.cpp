@@ -126,8 +126,41 @@ void Diloco::choose_codec() {
   config_.codec = candidates[choice.chosen];
   if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);
   codec_pending_ = false;
+  measuring_ = setting;
+  log_choice(describe(choice, candidates, setting));
+}
+
+// The probe's trains measure the link; the exchanges are what the training waits for. Between
+// two idle inner windows TCP restarts from its initial window, and on a 100 ms link the
+// exchanges took 2-3 times what the probe's rate predicted: a codec chosen to hide behind
+// --sync-delay steps did not, and streaming lost to 2-bit blocking.
+void Diloco::choose_codec_again() {
+  at::Tensor seconds =
+      at::tensor({measured_s_ / static_cast<double>(measured_exchanges_)}, at::kDouble);
+  group_.native_all_reduce(seconds, comm::ReduceOp::kMax);
+  OuterSetting setting = *measuring_;
+  measuring_.reset();
+  setting.rate_bytes_per_s = rate_from_exchanges(
+      setting, seconds.item<double>(), measured_bytes_ / static_cast<double>(measured_exchanges_));
+  const std::vector<compress::CodecSpec> candidates = eligible_candidates(*config_.auto_codec);
+  const OuterChoice choice = choose_outer_codec(candidates, setting);
+  if (candidates[choice.chosen] != config_.codec) {
+    config_.codec = candidates[choice.chosen];
+    codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
+    // Another codec keeps the residuals (a piece's length does not depend on it); the exact
+    // exchange owes nothing, and its checkpoints hold none.
+    if (!codec_)
+      for (auto& f : fragments_)
+        f.feedback = FeedbackResiduals{
+            std::vector<compress::ErrorFeedback>(static_cast<size_t>(group_.size())), {}};
+  }
+  log_choice(describe(choice, candidates, setting) + ", again from its first " +
+             std::to_string(measured_exchanges_) + " exchanges");
+}
+
+void Diloco::log_choice(const std::string& line) const {
   if (group_.rank() == 0 && (replica_ == nullptr || replica_->rank() == 0))
-    std::cerr << "diloco: " << describe(choice, candidates, setting) << std::endl;
+    std::cerr << "diloco: " << line << std::endl;
 }
 
 Diloco::~Diloco() = default;
@@ -186,13 +219,20 @@ void Diloco::apply(size_t fragment, const Averaged& averaged, double own_weight)
   flat_.write(f.begin, anchor, own_weight);
   if (averaged.buffers.defined()) copy_from_flat(averaged.buffers, buffers_);
   ++stats_.outer_steps;
+  if (measuring_) {
+    ++measured_exchanges_;
+    measured_bytes_ += static_cast<double>(averaged.wire_bytes);
+    measured_s_ += averaged.seconds;
+  }
   stats_.exchange_s += averaged.seconds;
   stats_.wire_bytes += averaged.wire_bytes;
   stats_.fp32_bytes += averaged.fp32_bytes;
 }
 
 void Diloco::launch(size_t fragment, bool background) {
-  if (codec_pending_) choose_codec();  // nothing in flight yet: the group is free
+  // Nothing is in flight when an exchange starts: the group is free.
+  if (codec_pending_) choose_codec();
+  if (measuring_ && measured_exchanges_ >= kExchangesToMeasure) choose_codec_again();
   const auto t0 = metrics::Clock::now();
   Fragment& f = fragments_[fragment];
   at::Tensor g;

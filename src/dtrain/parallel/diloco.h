@@ -50,6 +50,7 @@
 #include "dtrain/parallel/auto_codec.h"
 #include "dtrain/parallel/background_worker.h"
 #include "dtrain/parallel/coded_feedback.h"
+#include "dtrain/parallel/diloco_auto.h"
 #include "dtrain/parallel/flat_parameters.h"
 
 namespace dtrain::comm {
@@ -152,6 +153,11 @@ class Diloco {
   void start_probe();
   // --compress-outer auto: takes the probe's reading, times the steps so far, picks the codec.
   void choose_codec();
+  // --compress-outer auto, kExchangesToMeasure exchanges later: picks again with the rate
+  // those exchanges found (diloco_auto.h, rate_from_exchanges).
+  void choose_codec_again();
+  // Logs a choice on the replicas' first rank.
+  void log_choice(const std::string& line) const;
   // Starts the fragment's exchange: on the worker, or here and applied at once.
   void launch(size_t fragment, bool background);
   // Applies the exchange in flight now, the replica's own parameters weighted `own_weight`.
@@ -164,10 +170,15 @@ class Diloco {
   DilocoConfig config_;
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   bool codec_pending_ = false;              // auto, not chosen yet
-  int64_t epoch_steps_ = 0;                 // set_epoch_steps
-  metrics::Clock::time_point started_;      // for auto: the steps' time before the choice
-  at::Tensor anchor_;                       // the shared parameters, flat float32
-  at::Tensor momentum_;                     // the outer optimizer's
+  // auto, chosen once: the setting it chose from, and the exchanges since (their count, the
+  // bytes this rank sent, their seconds); null once chosen again.
+  std::optional<OuterSetting> measuring_;
+  int64_t measured_exchanges_ = 0;
+  double measured_bytes_ = 0, measured_s_ = 0;
+  int64_t epoch_steps_ = 0;             // set_epoch_steps
+  metrics::Clock::time_point started_;  // for auto: the steps' time before the choice
+  at::Tensor anchor_;                   // the shared parameters, flat float32
+  at::Tensor momentum_;                 // the outer optimizer's
   std::vector<Fragment> fragments_;
   std::optional<InFlight> in_flight_;
   DilocoStats stats_;

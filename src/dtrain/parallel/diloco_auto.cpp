@@ -21,10 +21,7 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
     throw std::invalid_argument("--compress-outer auto: no link to choose for");
   const int p = s.replicas;
   const double messages = 2.0 * (p - 1);
-  // One-way delays an exchange waits (openings on long links): exact and coded means go in
-  // one message each way between 2 replicas, in two phases among more (exact_mean.h,
-  // coded_feedback.h).
-  const double delays = p == 2 ? 1.0 : 2.0;
+  const double delays = exchange_delays(p);
   OuterChoice out;
   out.budget_s = kExposedShare * static_cast<double>(s.sync_every) /
                  static_cast<double>(s.fragments) * s.step_s;
@@ -64,6 +61,16 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
     }
   }
   return out;
+}
+
+double exchange_delays(int replicas) {
+  return replicas == 2 ? 1.0 : 2.0;
+}
+
+double rate_from_exchanges(const OuterSetting& s, double exchange_s, double bytes) {
+  const double on_the_wire = exchange_s - exchange_delays(s.replicas) * s.latency_s;
+  if (!(on_the_wire > 0) || !(bytes > 0)) return s.rate_bytes_per_s;
+  return std::min(s.rate_bytes_per_s, bytes / on_the_wire);
 }
 
 std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag) {

@@ -1,5 +1,6 @@
 // `--compress-outer auto`: DiLoCo's outer codec chosen from the measured link and step time
-// (parallel/diloco.h calls it once, at the first outer exchange).
+// (parallel/diloco.h calls it at the first outer exchange, with the link probe's rate, and
+// once more after kExchangesToMeasure exchanges, with the rate they found).
 //
 // An exchange of a fragment of n values over p replicas sends, per rank, 2 (p - 1) messages:
 // exact (a ring), 2 (p - 1) / p * 4n bytes; coded (comm/coded_allreduce.h), 2 (p - 1)
@@ -32,6 +33,7 @@ class Group;
 namespace dtrain::parallel {
 
 inline constexpr double kExposedShare = 0.05;
+inline constexpr int64_t kExchangesToMeasure = 2;
 
 struct OuterSetting {
   double step_s = 0;            // one inner step (the slowest replica's)
@@ -53,6 +55,18 @@ struct OuterChoice {
 // Pure: the choice for `setting` among `candidates` (in preference order, none first).
 OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidates,
                                const OuterSetting& setting);
+
+// One-way delays an exchange among `replicas` waits: exact and coded means go in one
+// message each way between 2 replicas, in two phases among more (exact_mean.h,
+// coded_feedback.h).
+double exchange_delays(int replicas);
+
+// The link's rate as the exchanges themselves found it: `bytes` sent per exchange in
+// `exchange_s` each (the slowest rank's mean), less their delays at the setting's latency.
+// Never above the setting's (the probe's) rate: an exchange shows a link slower for its
+// traffic than the probe's trains (TCP's slow start after the idle inner steps, the cores
+// shared with compute), but one barely longer than its delays says nothing of the rate.
+double rate_from_exchanges(const OuterSetting& setting, double exchange_s, double bytes);
 
 // Collective over `group`: the slowest link between rank 0 and every other rank, probed
 // both ways at once (round trips as measured at connect, where they were); every rank
