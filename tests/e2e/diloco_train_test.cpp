@@ -84,11 +84,11 @@ TEST(DilocoE2eTest, ReplicasOfTwoRanksTrainAsDdpInsideAndDilocoAcross) {
 TEST(DilocoE2eTest, CompressOuterAutoKeepsTheExactExchangeOnLoopback) {
   std::string err;
   const nlohmann::json row = epoch_row(
-      {"-n", "2", "--limit-train", "2560", "--sync-every", "5", "--compress-outer", "auto"}, &err);
+      {"-n", "2", "--limit-train", "5120", "--sync-every", "10", "--compress-outer", "auto"}, &err);
   EXPECT_EQ(row["outer_codec"], "none") << row.dump();
   EXPECT_EQ(row["outer_wire_bytes"], row["outer_fp32_bytes"]);
   EXPECT_NE(err.find("--compress-outer auto chose none ("), std::string::npos) << err;
-  // 4 exchanges (20 steps): after the first 2 it chooses again from their times, and stays
+  // 4 exchanges (40 steps): after the first 2 it chooses again from their times, and stays
   // exact.
   EXPECT_NE(err.find("again from its first 2 exchanges"), std::string::npos) << err;
 }

@@ -27,7 +27,8 @@ void add_diloco_options(CLI::App* sub, parallel::DilocoConfig& lo, bool& outer_a
       "diloco: codec of the outer all-reduce of pseudo-gradients, with error feedback "
       "(default none: exact), or auto: at the first outer step, the least lossy candidate "
       "(--compress-candidates, --compress-min-bits) whose exchange the measured link and "
-      "steps keep under 5 % of the training time",
+      "steps keep under 5 % of the training time, chosen again after 2 exchanges from "
+      "their own times",
       "none");
   sub->add_option("--fragments", lo.fragments,
                   "diloco (streaming): F equal ranges of the parameters, fragment f exchanged "

@@ -137,7 +137,10 @@ void Diloco::choose_codec() {
 void Diloco::choose_codec_again() {
   at::Tensor seconds =
       at::tensor({measured_s_ / static_cast<double>(measured_exchanges_)}, at::kDouble);
-  group_.native_all_reduce(seconds, comm::ReduceOp::kMax);
+  // The replica that reaches an exchange last waits least: its time is the link's, where the
+  // others' include waiting for it (on a loaded loopback that wait alone made the exact
+  // exchange look slow enough to code).
+  group_.native_all_reduce(seconds, comm::ReduceOp::kMin);
   OuterSetting setting = *measuring_;
   measuring_.reset();
   setting.rate_bytes_per_s = rate_from_exchanges(

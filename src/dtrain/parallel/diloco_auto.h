@@ -62,7 +62,8 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
 double exchange_delays(int replicas);
 
 // The link's rate as the exchanges themselves found it: `bytes` sent per exchange in
-// `exchange_s` each (the slowest rank's mean), less their delays at the setting's latency.
+// `exchange_s` each (the least of the ranks' means: the others include waiting for the last
+// to arrive), less their delays at the setting's latency.
 // Never above the setting's (the probe's) rate: an exchange shows a link slower for its
 // traffic than the probe's trains (TCP's slow start after the idle inner steps, the cores
 // shared with compute), but one barely longer than its delays says nothing of the rate.
