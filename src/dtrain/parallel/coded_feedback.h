@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -22,6 +23,12 @@ namespace dtrain::parallel {
 struct FeedbackResiduals {
   std::vector<compress::ErrorFeedback> scatter;  // per peer: size it to the group
   compress::ErrorFeedback gather;
+
+  // Nothing owed (every residual starts at zero again), for a group of `world` ranks.
+  void reset(int world) {
+    scatter.assign(static_cast<size_t>(std::max(0, world)), compress::ErrorFeedback{});
+    gather = compress::ErrorFeedback{};
+  }
 };
 
 // Whether coded_mean_with_feedback over `world` ranks codes each rank's whole vector once, in

@@ -168,7 +168,7 @@ void DistributedDataParallel::make_buckets() {
       b->armed = std::make_unique<comm::ArmedAllReduce>(
           group_, elements, exchange_tag(0, buckets_.size()), exchange_tag(1, buckets_.size()));
     b->pending = b->params.size();
-    b->feedback.scatter.resize(static_cast<size_t>(group_.size()));
+    b->feedback.reset(group_.size());
     buckets_.push_back(std::move(b));
   }
 }

@@ -89,7 +89,7 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     fragment.size = values * (f + 1) / f_count - fragment.begin;
     fragment.first_countdown = f == 0 ? h : h * f / f_count;
     fragment.countdown = fragment.first_countdown;
-    fragment.feedback.scatter.resize(static_cast<size_t>(group_.size()));
+    fragment.feedback.reset(group_.size());
     fragments_.push_back(std::move(fragment));
   }
   if (config_.sync_delay > 0) worker_ = std::make_unique<BackgroundWorker>("diloco exchange");
@@ -154,8 +154,7 @@ void Diloco::choose_codec_again() {
     // exchange owes nothing, and its checkpoints hold none.
     if (!codec_)
       for (auto& f : fragments_)
-        f.feedback = FeedbackResiduals{
-            std::vector<compress::ErrorFeedback>(static_cast<size_t>(group_.size())), {}};
+        f.feedback.reset(group_.size());
   }
   log_choice(describe(choice, candidates, setting) + ", again from its first " +
              std::to_string(measured_exchanges_) + " exchanges");

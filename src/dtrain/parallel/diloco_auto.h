@@ -2,10 +2,12 @@
 // (parallel/diloco.h calls it at the first outer exchange, with the link probe's rate, and
 // once more after kExchangesToMeasure exchanges, with the rate they found).
 //
-// An exchange of a fragment of n values over p replicas sends, per rank, 2 (p - 1) messages:
-// exact (a ring), 2 (p - 1) / p * 4n bytes; coded (comm/coded_allreduce.h), 2 (p - 1)
-// packets of a piece of n / p values. Its time is bytes / rate + 2 (p - 1) latencies; the
-// inner steps hide tau of them (--sync-delay), so what the training waits is
+// An exchange of a fragment of n values between 2 replicas is one message each way (exact:
+// 4n bytes; coded: one packet of the whole fragment) and waits one one-way delay; among p > 2
+// it sends, per rank, 2 (p - 1) messages in two phases (exact: 2 (p - 1) / p * 4n bytes;
+// coded: 2 (p - 1) packets of a piece of n / p values) and waits two (exchange_delays). Its
+// time is bytes / rate + those delays; the inner steps hide tau of them (--sync-delay), so
+// what the training waits is
 //   exposed = max(0, exchange - tau * step).
 // One exchange happens every H / F steps (--sync-every, --fragments). Streaming (F > 1 or
 // tau > 0) also exchanges every fragment at each epoch's last step, where no step hides it:

@@ -167,8 +167,7 @@ void ElasticOuter::perturb(double delta) {
 }
 
 void ElasticOuter::reset_residuals(int group_size) {
-  feedback_.scatter.assign(static_cast<size_t>(std::max(0, group_size)), compress::ErrorFeedback{});
-  feedback_.gather = compress::ErrorFeedback{};
+  feedback_.reset(group_size);
 }
 
 }  // namespace dtrain::parallel
