@@ -39,8 +39,10 @@ struct LinkProbe {
 enum class Duplex { kOneWayAtATime, kBothWaysAtOnce };
 
 // Pings cost five round trips (a second on a 100 ms link): with kFromConnect a link whose
-// round trip was measured at connect (Group::round_trip, the same at both ends) is not pinged
-// again; for a probe soon after connect, not for one that follows a link's changes.
+// round trip was measured at connect (Group::round_trip, the same at both ends) as 10 ms or
+// more is not pinged again (a shorter one is, and the lesser reading kept: ranks still
+// starting can slow the pings at connect); for a probe soon after connect, not for one that
+// follows a link's changes.
 enum class RoundTrip { kMeasure, kFromConnect };
 
 LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int data_tag,
