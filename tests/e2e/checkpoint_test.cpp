@@ -125,15 +125,17 @@ TEST(CheckpointE2eTest, StreamingDilocoStoppedWithAnExchangeInFlightEqualsUninte
       2, "8");
 }
 
-// DiLoCo with --compress-outer auto (the only candidate none, so both runs choose alike)
-// stopped at step 3, a checkpoint every 3 steps, before the first exchange (H = 8, at the
-// first epoch's end): its link probe runs beside those steps, and the checkpoint's own
-// collectives wait for it (Diloco::settle); the resumed run probes again and chooses, and
-// ends as the uninterrupted run does.
+// Streaming DiLoCo with --compress-outer auto (the only candidate none, so both runs choose
+// alike) stopped at step 3, a checkpoint every 3 steps, before the first exchange (H = 8, at
+// the first epoch's end): its link probe runs beside those steps, and the checkpoint's own
+// collectives wait for it (Diloco::settle); fragment 1's first exchange, deferred a round
+// behind the probe, is 9 steps away, more than H (the checkpoint must take it). The resumed
+// run probes again and chooses, and ends as the uninterrupted run does.
 TEST(CheckpointE2eTest, DilocoStoppedWhileAutoProbesTheLinkAndResumedEqualsUninterrupted) {
-  expect_interrupted_equals_whole({"--parallel", "diloco", "-n", "2", "--sync-every", "8",
-                                   "--compress-outer", "auto", "--compress-candidates", "none"},
-                                  2, "3", /*first_epoch=*/true);
+  expect_interrupted_equals_whole(
+      {"--parallel", "diloco", "-n", "2", "--sync-every", "8", "--fragments", "2", "--sync-delay",
+       "2", "--compress-outer", "auto", "--compress-candidates", "none"},
+      2, "3", /*first_epoch=*/true);
 }
 
 std::vector<pid_t> children_of(pid_t parent) {

@@ -93,6 +93,28 @@ TEST(DilocoE2eTest, CompressOuterAutoKeepsTheExactExchangeOnLoopback) {
   EXPECT_NE(err.find("again from its first 2 exchanges"), std::string::npos) << err;
 }
 
+// Streaming under auto: the fragments whose first exchange comes before fragment 0's (at H)
+// wait a round, so the link probe runs beside H inner steps, not H/F. 40 steps, H = 10,
+// F = 5: fragment f > 0 is due at 2f, then every 10 (16 exchanges in the epoch, 4 of them
+// deferred under auto), fragment 0 at 10, 20, 30, 40; the epoch's end exchanges each fragment
+// with steps since its last (the 4 others).
+TEST(DilocoE2eTest, StreamingAutoDefersTheFirstRoundsEarlierFragmentsBehindTheProbe) {
+  const std::vector<std::string> streaming = {"-n",           "2",  "--limit-train", "5120",
+                                              "--sync-every", "10", "--fragments",   "5",
+                                              "--sync-delay", "2"};
+  auto with = [&](const std::string& codec) {
+    std::vector<std::string> args = streaming;
+    args.insert(args.end(), {"--compress-outer", codec});
+    return args;
+  };
+  const nlohmann::json fixed = epoch_row(with("none"));
+  std::string err;
+  const nlohmann::json chosen = epoch_row(with("auto"), &err);
+  EXPECT_EQ(fixed["outer_steps"], 24) << fixed.dump();
+  EXPECT_EQ(chosen["outer_steps"], 20) << chosen.dump();
+  EXPECT_NE(err.find("--compress-outer auto chose none ("), std::string::npos) << err;
+}
+
 // A replica killed mid-training, with an exchange running beside the steps: the other
 // fails within seconds, naming it, instead of waiting for it.
 TEST(DilocoE2eTest, AKilledReplicaMakesTheOtherFailNamingIt) {

@@ -80,13 +80,15 @@ void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
            std::to_string(anchor_.numel()));
   }
   const auto fragments = static_cast<int64_t>(fragments_.size());
+  // Before auto's choice a fragment's first exchange can be a round later (the constructor).
+  const int64_t rounds = config_.auto_codec && saved.count("outer_codec") == 0 ? 2 : 1;
   for (const char* name : {"since_sync", "countdown"}) {
     const at::Tensor& t = saved.at(name);
     if (t.scalar_type() != at::kLong || t.numel() != fragments)
       fail("has " + std::to_string(t.numel()) + " fragments, this run --fragments " +
            std::to_string(fragments));
     const int64_t low = name == std::string("countdown") ? 1 : 0;
-    if (t.min().item<int64_t>() < low || t.max().item<int64_t>() > config_.sync_every)
+    if (t.min().item<int64_t>() < low || t.max().item<int64_t>() > rounds * config_.sync_every)
       fail("has inner steps since its last outer step that --sync-every " +
            std::to_string(config_.sync_every) + " does not allow");
   }
