@@ -10,6 +10,7 @@ come from DTRAIN_* variables (DTRAIN_ALGO, DTRAIN_STREAMS, DTRAIN_OPENINGS, DTRA
 DTRAIN_GLOO_HOST), alike on every rank.
 """
 
+import torch
 import torch.distributed as dist
 
 NAME = "dtrain"
@@ -32,3 +33,14 @@ def register() -> None:
     if NAME.upper() in getattr(dist.Backend, "_plugins", {}):
         return
     dist.Backend.register_backend(NAME, _backend.create_backend, devices=["cpu", "cuda"])
+
+
+def all_reduce_algorithm(group=None) -> str:
+    """The all-reduce algorithm dtrain runs for `group` (default: the default group): the one
+    DTRAIN_ALGO names, or its default, "exchange" between 2 ranks on a long link (a round
+    trip of 5 ms or more, measured at connect), else "ring". Raises where the group's CPU
+    backend is not dtrain's."""
+    if _backend is None:
+        raise RuntimeError("this build of dtrain carries no torch.distributed backend")
+    group = group if group is not None else dist.group.WORLD
+    return _backend.all_reduce_algorithm(group._get_backend(torch.device("cpu")))

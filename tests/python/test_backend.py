@@ -233,8 +233,15 @@ def subgroups(rank, world):
     dist.barrier()
 
 
-def test_reductions_are_exact_in_every_dtype():
-    run_ranks(reductions, 3, backend="dtrain")
+# Unset, DTRAIN_ALGO is the exchange between 2 ranks on a long link (tests/python/
+# test_backend_trainers.py runs one in the lab), else the ring.
+@pytest.mark.parametrize("world,algo", [(3, None), (2, "exchange"), (3, "exchange")])
+def test_reductions_are_exact_in_every_dtype(world, algo, monkeypatch):
+    if algo is None:
+        monkeypatch.delenv("DTRAIN_ALGO", raising=False)
+    else:
+        monkeypatch.setenv("DTRAIN_ALGO", algo)
+    run_ranks(reductions, world, backend="dtrain")
 
 
 def test_broadcast_gathers_scatters_and_all_to_all_move_every_value():

@@ -1,7 +1,8 @@
 // dtrain as a torch.distributed backend: `import dtrain` registers "dtrain", and
 // dist.init_process_group("dtrain") then runs a user's own script (DDP, FSDP, pipelining,
 // DTensor) over dtrain's transport: comm::Group's connections (striped, with openings, on
-// long links), its all-reduce algorithms (the ring by default, DTRAIN_ALGO) and its wire check.
+// long links), its all-reduce algorithms (DTRAIN_ALGO; by default the exchange between 2
+// ranks on a long link, else the ring) and its wire check.
 //
 // Contracts (docs/python.md, "A torch.distributed backend"):
 // - The group meets through the store torch hands the backend (no second rendezvous);
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include <c10/util/intrusive_ptr.h>
 
@@ -35,5 +37,9 @@ namespace dtrain::torch_backend {
 c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store,
                                                int rank, int size,
                                                std::chrono::milliseconds timeout);
+
+// The all-reduce algorithm `backend` runs (comm/allreduce.h's names: DTRAIN_ALGO's, or its
+// default for the group's links); throws std::invalid_argument where it is not dtrain's.
+std::string all_reduce_algorithm(const c10::intrusive_ptr<c10d::Backend>& backend);
 
 }  // namespace dtrain::torch_backend

@@ -21,4 +21,6 @@ PYBIND11_MODULE(_backend, m) {
       },
       py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
       py::call_guard<py::gil_scoped_release>());
+  m.def("all_reduce_algorithm", &dtrain::torch_backend::all_reduce_algorithm, py::arg("backend"),
+        "The all-reduce algorithm a dtrain backend runs (DTRAIN_ALGO's, or its default).");
 }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <list>
+#include <optional>
 #include <thread>
 
 #include "dtrain/comm/error.h"
@@ -27,13 +28,13 @@ int user_tag(int tag) {
   return layout.make({tag});
 }
 
-// The ring by default, not auto: a PyTorch script's collectives come in many kinds (each DDP
-// bucket size, each op and dtype), and auto calibrates every kind over its first calls. In
-// a 10-step ResNet-18 run that cost 1.3x on loopback and 5x at 1 Gbit/s + 25 ms (the
-// calibration's candidates each cross the long link), where the ring ran as gloo or better.
-comm::Algorithm algorithm_from_env() {
+// Unset: ProcessGroupDtrain::default_algorithm. Not auto: a PyTorch script's collectives
+// come in many kinds (each DDP bucket size, each op and dtype), and auto calibrates every
+// kind over its first calls. In a 10-step ResNet-18 run that cost 1.3x on loopback and 5x at
+// 1 Gbit/s + 25 ms (the calibration's candidates each cross the long link).
+std::optional<comm::Algorithm> algorithm_from_env() {
   const char* name = std::getenv("DTRAIN_ALGO");
-  if (name == nullptr || *name == '\0') return comm::Algorithm::kRing;
+  if (name == nullptr || *name == '\0') return std::nullopt;
   try {
     return comm::parse_algorithm(name);
   } catch (const std::invalid_argument& e) {
@@ -214,6 +215,14 @@ c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::St
                                                int rank, int size,
                                                std::chrono::milliseconds timeout) {
   return c10::make_intrusive<ProcessGroupDtrain>(store, rank, size, timeout);
+}
+
+std::string all_reduce_algorithm(const c10::intrusive_ptr<c10d::Backend>& backend) {
+  const auto* dtrain = dynamic_cast<const ProcessGroupDtrain*>(backend.get());
+  if (dtrain == nullptr)
+    throw std::invalid_argument("not a dtrain backend: " +
+                                (backend ? backend->getBackendName() : std::string("none")));
+  return comm::to_string(dtrain->all_reduce_algorithm());
 }
 
 }  // namespace dtrain::torch_backend

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,8 @@ class ProcessGroupDtrain final : public c10d::Backend {
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   void abort() override;
   void shutdown() override;
+  // DTRAIN_ALGO's, or default_algorithm().
+  comm::Algorithm all_reduce_algorithm() const { return algorithm_.value_or(default_algorithm()); }
 
   WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override;
   WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override;
@@ -96,12 +99,18 @@ class ProcessGroupDtrain final : public c10d::Backend {
   WorkPtr sparse_allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts);
   // allreduce's job on one host tensor (also reduce's and allreduce_coalesced's).
   void reduce_in_place(at::Tensor& host, const c10d::ReduceOp& op);
+  // Without DTRAIN_ALGO: between 2 ranks on a long link (a round trip of kLongRttSeconds or
+  // more) the exchange (armed_all_reduce.h: each sends its whole tensor in one message, one
+  // one-way delay, where the ring's two messages wait for two and for the receivers'
+  // notices: at 1 Gbit/s + 25 ms PyTorch DDP's cnn ran 1.6-1.9x the ring's samples/s); else
+  // the ring (on loopback the exchange's whole-tensor copies ran ResNet-18 at 0.91x gloo).
+  comm::Algorithm default_algorithm() const;
   // Throws naming `what` unless `rank` is a rank of the group.
   void check_rank(int64_t rank, const char* what) const;
 
   std::unique_ptr<comm::KeyValueStore> store_;
   std::unique_ptr<comm::Group> group_;
-  comm::Algorithm algorithm_ = comm::Algorithm::kAuto;
+  std::optional<comm::Algorithm> algorithm_;  // DTRAIN_ALGO; unset: default_algorithm()
   std::chrono::milliseconds timeout_;
   uint64_t sequence_ = 0;
   std::mutex mutex_;  // the sequence and the queue's submissions

@@ -1,12 +1,13 @@
 // allreduce, allreduce_coalesced, reduce and broadcast of the dtrain backend
-// (process_group.h): comm's all-reduce (DTRAIN_ALGO, the ring by default) and broadcast on
-// host tensors.
+// (process_group.h): comm's all-reduce (DTRAIN_ALGO; by default the exchange between 2 ranks
+// on a long link, else the ring) and broadcast on host tensors.
 #include <ATen/ATen.h>
 
 #include <memory>
 
 #include "dtrain/comm/collectives.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/world.h"
 #include "dtrain/torch_backend/process_group.h"
 #include "dtrain/torch_backend/staged.h"
 
@@ -59,9 +60,16 @@ void ProcessGroupDtrain::reduce_in_place(at::Tensor& host, const c10d::ReduceOp&
   premultiply(host, op);
   comm::AllReduceOptions o;
   o.op = comm_op(op);
-  o.algorithm = algorithm_;
+  o.algorithm = all_reduce_algorithm();
   at::Tensor flat = host.view({-1});
   comm::all_reduce(*group_, flat, o);
+}
+
+comm::Algorithm ProcessGroupDtrain::default_algorithm() const {
+  // Round trips are measured at connect where a link is long (comm/world.h), the same at both
+  // ends; elsewhere they read -1.
+  const bool long_link = group_->longest_round_trip() >= comm::kLongRttSeconds;
+  return group_->size() == 2 && long_link ? comm::Algorithm::kExchange : comm::Algorithm::kRing;
 }
 
 ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::allreduce(Tensors& tensors,
