@@ -1,6 +1,9 @@
 // --compress-outer auto's choice (parallel/diloco_auto.h), from numbers given here.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "dtrain/parallel/diloco_auto.h"
 
 namespace dtrain::parallel {
@@ -123,6 +126,48 @@ TEST(OuterCodecChoiceTest, TheExchangesRateTakesTheirDelaysOutAndNeverExceedsThe
   const OuterChoice c = choose_outer_codec(kCandidates, measured);
   EXPECT_NEAR(c.exchange_s[0], 0.1 + 4.0 * 421642 / 1e6, 1e-9);
   EXPECT_EQ(c.chosen, 3u);
+}
+
+// After a change from measured exchanges only the codec in force or a lossier one is
+// eligible: a setting where fp16 hides still keeps the 8-bit codec from there on, and the
+// exposures listed are the eligible ones'.
+TEST(OuterCodecChoiceTest, FromAFloorOnlyTheCodecInForceOrALossierOneIsChosen) {
+  OuterSetting s = cnn(1000, 1);
+  s.sync_every = 500;
+  ASSERT_EQ(choose_outer_codec(kCandidates, s).chosen, 0u);
+  const OuterChoice from_8bit = choose_outer_codec(kCandidates, s, 2);
+  EXPECT_EQ(from_8bit.chosen, 2u);
+  EXPECT_EQ(choose_outer_codec(kCandidates, s, 3).chosen, 3u);
+  const std::string line = describe(from_8bit, kCandidates, s, 2);
+  EXPECT_EQ(line.find("waits per exchange: none"), std::string::npos) << line;
+  EXPECT_NE(line.find("waits per exchange: sortquant"), std::string::npos) << line;
+  EXPECT_THROW(choose_outer_codec(kCandidates, s, kCandidates.size()), std::invalid_argument);
+}
+
+// The steps' own time: spans from a step's start to its end only, the first step (and the
+// first after a pause) untimed, the median of the rest (an outlier does not move it).
+TEST(OuterCodecChoiceTest, InnerStepTimesTakeTheMedianOfTheStepsOwnSpans) {
+  using namespace std::chrono_literals;
+  InnerStepTimes t;
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(t.median_s(), 0);
+  t.step_ended();  // the first step: nothing started it
+  EXPECT_TRUE(t.empty());
+  for (const auto span : {20ms, 20ms, 400ms}) {
+    t.step_started();
+    std::this_thread::sleep_for(span);
+    t.step_ended();
+    std::this_thread::sleep_for(50ms);  // DiLoCo's own time, not the step's
+  }
+  EXPECT_GE(t.median_s(), 0.02);
+  EXPECT_LT(t.median_s(), 0.4);
+  t.step_started();
+  t.pause();  // an epoch's end: the span to the next step's end is not a step's
+  std::this_thread::sleep_for(450ms);
+  t.step_ended();
+  EXPECT_LT(t.median_s(), 0.4);
+  t.clear();
+  EXPECT_TRUE(t.empty());
 }
 
 }  // namespace

@@ -107,10 +107,14 @@ void Diloco::start_probe() {
 void Diloco::choose_codec() {
   const std::vector<compress::CodecSpec> candidates = eligible_candidates(*config_.auto_codec);
   OuterSetting setting;
-  // The steps' time before the wait for the probe, which is not theirs.
+  // The steps' own time (without the wait for the probe below); where none was timed (an
+  // epoch of one step), the time since the start over the steps.
   at::Tensor step = at::tensor(
-      {metrics::since(started_) / static_cast<double>(std::max<int64_t>(1, stats_.inner_steps))},
+      {step_times_.empty() ? metrics::since(started_) /
+                                 static_cast<double>(std::max<int64_t>(1, stats_.inner_steps))
+                           : step_times_.median_s()},
       at::kDouble);
+  step_times_.clear();                        // the second choice times the steps after this one
   if (!link_reading_.valid()) start_probe();  // an exchange before any inner step
   const auto t0 = metrics::Clock::now();
   std::tie(setting.rate_bytes_per_s, setting.latency_s) = link_reading_.get();
@@ -138,19 +142,35 @@ void Diloco::choose_codec() {
 // exchanges took 2-3 times what the probe's rate predicted: a codec chosen to hide behind
 // --sync-delay steps did not, and streaming lost to 2-bit blocking.
 void Diloco::choose_codec_again() {
-  at::Tensor seconds =
-      at::tensor({measured_s_ / static_cast<double>(measured_exchanges_)}, at::kDouble);
-  // The replica that reaches an exchange last waits least: its time is the link's, where the
-  // others' include waiting for it (on a loaded loopback that wait alone made the exact
-  // exchange look slow enough to code).
-  group_.native_all_reduce(seconds, comm::ReduceOp::kMin);
   OuterSetting setting = *measuring_;
   measuring_.reset();
-  setting.rate_bytes_per_s = rate_from_exchanges(
-      setting, seconds.item<double>(), measured_bytes_ / static_cast<double>(measured_exchanges_));
+  // The replica that reaches an exchange last waits least: its time is the link's, where the
+  // others' include waiting for it (on a loaded loopback that wait alone made the exact
+  // exchange look slow enough to code). The slowest replica's steps, as at the first choice
+  // (negated, to go in the same minimum).
+  at::Tensor measured =
+      at::tensor({measured_s_ / static_cast<double>(measured_exchanges_),
+                  -(step_times_.empty() ? setting.step_s : step_times_.median_s())},
+                 at::kDouble);
+  group_.native_all_reduce(measured, comm::ReduceOp::kMin);
+  setting.step_s = -measured[1].item<double>();
+  setting.rate_bytes_per_s =
+      rate_from_exchanges(setting, measured[0].item<double>(),
+                          measured_bytes_ / static_cast<double>(measured_exchanges_));
+  // After a change, the new codec's own exchanges are measured in turn, and only it or a
+  // lossier one may follow: an exchange's time is not linear in its bytes (on that link the
+  // exact exchanges' rate made fp16's predicted 176 ms, and they took about 300), and
+  // stepping one way only ends (at most once per candidate).
   const std::vector<compress::CodecSpec> candidates = eligible_candidates(*config_.auto_codec);
-  const OuterChoice choice = choose_outer_codec(candidates, setting);
-  if (candidates[choice.chosen] != config_.codec) {
+  const size_t floor = auto_floor_;
+  const OuterChoice choice = choose_outer_codec(candidates, setting, floor);
+  const std::string measured_with =
+      !chosen_from_exchanges_ ? "its first " + std::to_string(measured_exchanges_) + " exchanges"
+                              : std::to_string(measured_exchanges_) + " exchanges of " +
+                                    compress::to_string(config_.codec);
+  chosen_from_exchanges_ = true;
+  const bool changed = candidates[choice.chosen] != config_.codec;
+  if (changed) {
     config_.codec = candidates[choice.chosen];
     codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
     // Another codec keeps the residuals (a piece's length does not depend on it); the exact
@@ -158,9 +178,13 @@ void Diloco::choose_codec_again() {
     if (!codec_)
       for (auto& f : fragments_)
         f.feedback.reset(group_.size());
+    auto_floor_ = choice.chosen;
+    measuring_ = setting;
+    step_times_.clear();
   }
-  log_choice(describe(choice, candidates, setting) + ", again from its first " +
-             std::to_string(measured_exchanges_) + " exchanges");
+  measured_exchanges_ = 0;
+  measured_bytes_ = measured_s_ = 0;
+  log_choice(describe(choice, candidates, setting, floor) + ", again from " + measured_with);
 }
 
 void Diloco::log_choice(const std::string& line) const {
@@ -291,6 +315,8 @@ void Diloco::land(double own_weight) {
 }
 
 bool Diloco::after_inner_step() {
+  const bool timing = codec_pending_ || measuring_;
+  if (timing) step_times_.step_ended();
   if (codec_pending_ && !link_reading_.valid()) start_probe();
   ++stats_.inner_steps;
   for (auto& f : fragments_) {
@@ -304,10 +330,12 @@ bool Diloco::after_inner_step() {
     launch(i, /*background=*/worker_ != nullptr);
     started = true;
   }
+  if (timing) step_times_.step_started();
   return started;
 }
 
 bool Diloco::sync() {
+  step_times_.pause();  // the next step comes after an evaluation
   bool did = false;
   // Applied early, and whole: every replica must end on the shared parameters.
   if (in_flight_) {

@@ -154,7 +154,8 @@ class Diloco {
   // --compress-outer auto: takes the probe's reading, times the steps so far, picks the codec.
   void choose_codec();
   // --compress-outer auto, kExchangesToMeasure exchanges later: picks again with the rate
-  // those exchanges found (diloco_auto.h, rate_from_exchanges).
+  // those exchanges found (diloco_auto.h, rate_from_exchanges); after a change, again from
+  // the new codec's exchanges, among it and lossier ones, until a choice keeps the codec.
   void choose_codec_again();
   // Logs a choice on the replicas' first rank.
   void log_choice(const std::string& line) const;
@@ -170,13 +171,16 @@ class Diloco {
   DilocoConfig config_;
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   bool codec_pending_ = false;              // auto, not chosen yet
-  // auto, chosen once: the setting it chose from, and the exchanges since (their count, the
-  // bytes this rank sent, their seconds); null once chosen again.
+  // auto, chosen: the setting it chose from, and the exchanges since (their count, the bytes
+  // this rank sent, their seconds); null once a choice from exchanges kept the codec.
   std::optional<OuterSetting> measuring_;
   int64_t measured_exchanges_ = 0;
   double measured_bytes_ = 0, measured_s_ = 0;
+  size_t auto_floor_ = 0;  // after a change from exchanges: the least lossy candidate left
+  bool chosen_from_exchanges_ = false;
   int64_t epoch_steps_ = 0;             // set_epoch_steps
-  metrics::Clock::time_point started_;  // for auto: the steps' time before the choice
+  metrics::Clock::time_point started_;  // for auto: the steps' time where none was timed
+  InnerStepTimes step_times_;           // for auto: the steps' own, while it chooses
   at::Tensor anchor_;                   // the shared parameters, flat float32
   at::Tensor momentum_;                 // the outer optimizer's
   std::vector<Fragment> fragments_;

@@ -15,8 +15,9 @@
 namespace dtrain::parallel {
 
 OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidates,
-                               const OuterSetting& s) {
-  if (candidates.empty()) throw std::invalid_argument("--compress-outer auto: no candidates");
+                               const OuterSetting& s, size_t first) {
+  if (first >= candidates.size())
+    throw std::invalid_argument("--compress-outer auto: no candidates");
   if (!(s.rate_bytes_per_s > 0) || s.replicas < 2 || s.values < 1)
     throw std::invalid_argument("--compress-outer auto: no link to choose for");
   const int p = s.replicas;
@@ -42,7 +43,7 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
       exposed += exchange * static_cast<double>(s.sync_every) / static_cast<double>(s.epoch_steps);
     out.exposed_s.push_back(exposed);
   }
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  for (size_t i = first; i < candidates.size(); ++i) {
     if (out.exposed_s[i] <= out.budget_s) {
       out.chosen = i;
       return out;
@@ -52,8 +53,9 @@ OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidate
   // less than the budget: where latency, which no codec shortens, is what exceeds the
   // budget (a loaded machine's loopback read 3.9 ms one way: every candidate over a 7.5 ms
   // budget, fp16 0.6 ms ahead of the exact exchange), coding loses accuracy for nothing.
-  const double least = *std::min_element(out.exposed_s.begin(), out.exposed_s.end());
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  const double least = *std::min_element(out.exposed_s.begin() + static_cast<std::ptrdiff_t>(first),
+                                         out.exposed_s.end());
+  for (size_t i = first; i < candidates.size(); ++i) {
     if (out.exposed_s[i] <= least * (1 + kPreferenceMargin) ||
         out.exposed_s[i] - least <= out.budget_s) {
       out.chosen = i;
@@ -73,6 +75,31 @@ double rate_from_exchanges(const OuterSetting& s, double exchange_s, double byte
   return std::min(s.rate_bytes_per_s, bytes / on_the_wire);
 }
 
+void InnerStepTimes::step_ended() {
+  if (since_) spans_.push_back(metrics::since(*since_));
+  since_.reset();
+}
+
+void InnerStepTimes::step_started() {
+  since_ = metrics::Clock::now();
+}
+
+void InnerStepTimes::pause() {
+  since_.reset();
+}
+
+void InnerStepTimes::clear() {
+  spans_.clear();
+}
+
+double InnerStepTimes::median_s() const {
+  if (spans_.empty()) return 0;
+  std::vector<double> sorted = spans_;
+  const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+  std::nth_element(sorted.begin(), middle, sorted.end());
+  return *middle;
+}
+
 std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag) {
   // At the first outer step, soon after connect: the connect's round trips still hold.
   const comm::SlowestLink slowest =
@@ -85,14 +112,14 @@ std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int
 }
 
 std::string describe(const OuterChoice& choice, const std::vector<compress::CodecSpec>& candidates,
-                     const OuterSetting& s) {
+                     const OuterSetting& s, size_t first) {
   std::ostringstream line;
   char buffer[96];
   std::snprintf(buffer, sizeof buffer, "%.1f Mbit/s, %.1f ms one way, %.1f ms a step",
                 s.rate_bytes_per_s * 8 / 1e6, s.latency_s * 1e3, s.step_s * 1e3);
   line << "--compress-outer auto chose " << compress::to_string(candidates[choice.chosen]) << " ("
        << buffer << "; waits per exchange:";
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  for (size_t i = first; i < candidates.size(); ++i) {
     std::snprintf(buffer, sizeof buffer, " %s %.0f ms", compress::to_string(candidates[i]).c_str(),
                   choice.exposed_s[i] * 1e3);
     line << buffer << (i + 1 < candidates.size() ? "," : "");

@@ -23,10 +23,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "dtrain/compress/codec.h"
+#include "dtrain/metrics/timer.h"
 
 namespace dtrain::comm {
 class Group;
@@ -54,9 +56,11 @@ struct OuterChoice {
   double budget_s = 0;             // kExposedShare of the steps between exchanges
 };
 
-// Pure: the choice for `setting` among `candidates` (in preference order, none first).
+// Pure: the choice for `setting` among `candidates` (in preference order, none first) from
+// `first` on (the earlier ones are not eligible: after a change from measured exchanges,
+// only the codec in force or a lossier one). `chosen` indexes `candidates`.
 OuterChoice choose_outer_codec(const std::vector<compress::CodecSpec>& candidates,
-                               const OuterSetting& setting);
+                               const OuterSetting& setting, size_t first = 0);
 
 // One-way delays an exchange among `replicas` waits: exact and coded means go in one
 // message each way between 2 replicas, in two phases among more (exact_mean.h,
@@ -71,13 +75,34 @@ double exchange_delays(int replicas);
 // shared with compute), but one barely longer than its delays says nothing of the rate.
 double rate_from_exchanges(const OuterSetting& setting, double exchange_s, double bytes);
 
+// The inner steps' own time, as auto's model needs it (how many steps hide an exchange): the
+// span from DiLoCo's return after a step to its next call (the engine's data, forward,
+// backward and optimizer; not DiLoCo's waits), the median of the spans recorded (an
+// evaluation or a checkpoint between two steps does not move it). The first step of a run
+// or an epoch is not timed (its span starts at the step's end). At a 50 Mbit/s, 100 ms link
+// the time since the run's start over the steps read 50 ms a step where the steps took 40:
+// the start and the probe beside the first steps counted.
+class InnerStepTimes {
+ public:
+  void step_ended();    // records the span since step_started(), if any
+  void step_started();  // at DiLoCo's return after a step
+  void pause();         // the next span starts at the next step_started() (an epoch's end)
+  void clear();         // forgets the spans recorded (the next choice times the steps after)
+  bool empty() const { return spans_.empty(); }
+  double median_s() const;  // 0 without spans
+
+ private:
+  std::optional<metrics::Clock::time_point> since_;
+  std::vector<double> spans_;
+};
+
 // Collective over `group`: the slowest link between rank 0 and every other rank, probed
 // both ways at once (round trips as measured at connect, where they were); every rank
 // returns the same {rate, latency}.
 std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag);
 
-// One line for people: the choice, the numbers it came from.
+// One line for people: the choice, the numbers it came from (the eligible candidates').
 std::string describe(const OuterChoice& choice, const std::vector<compress::CodecSpec>& candidates,
-                     const OuterSetting& setting);
+                     const OuterSetting& setting, size_t first = 0);
 
 }  // namespace dtrain::parallel
