@@ -1,6 +1,7 @@
 // `--compress-outer auto`: DiLoCo's outer codec chosen from the measured link and step time
 // (parallel/diloco.h calls it at the first outer exchange, with the link probe's rate, and
-// once more after kExchangesToMeasure exchanges, with the rate they found).
+// again after kExchangesToMeasure exchanges, with the rate they found; after a change, once
+// more from the new codec's exchanges, among it and lossier ones).
 //
 // An exchange of a fragment of n values between 2 replicas is one message each way (exact:
 // 4n bytes; coded: one packet of the whole fragment) and waits one one-way delay; among p > 2
@@ -80,8 +81,8 @@ double rate_from_exchanges(const OuterSetting& setting, double exchange_s, doubl
 // backward and optimizer; not DiLoCo's waits), the median of the spans recorded (an
 // evaluation or a checkpoint between two steps does not move it). The first step of a run
 // or an epoch is not timed (its span starts at the step's end). At a 50 Mbit/s, 100 ms link
-// the time since the run's start over the steps read 50 ms a step where the steps took 40:
-// the start and the probe beside the first steps counted.
+// the steps beside the probe took 48 ms, those after it 41: the second choice times only
+// the steps after the first.
 class InnerStepTimes {
  public:
   void step_ended();    // records the span since step_started(), if any

@@ -102,8 +102,9 @@ class ProcessGroupDtrain final : public c10d::Backend {
   // Without DTRAIN_ALGO: between 2 ranks on a long link (a round trip of kLongRttSeconds or
   // more) the exchange (armed_all_reduce.h: each sends its whole tensor in one message, one
   // one-way delay, where the ring's two messages wait for two and for the receivers'
-  // notices: at 1 Gbit/s + 25 ms PyTorch DDP's cnn ran 1.6-1.9x the ring's samples/s); else
-  // the ring (on loopback the exchange's whole-tensor copies ran ResNet-18 at 0.91x gloo).
+  // notices: at 1 Gbit/s + 25 ms PyTorch DDP's cnn ran 1.57x the ring's samples/s side by
+  // side); else the ring (on loopback the exchange's whole-tensor copies ran ResNet-18 at
+  // 0.88-0.94x gloo).
   comm::Algorithm default_algorithm() const;
   // Throws naming `what` unless `rank` is a rank of the group.
   void check_rank(int64_t rank, const char* what) const;
