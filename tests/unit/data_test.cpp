@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "dtrain/data/dataset.h"
+#include "dtrain/data/decoded_cache.h"
 #include "dtrain/data/loader.h"
 #include "dtrain/data/sampler.h"
 
@@ -87,6 +91,108 @@ TEST(IdxTest, TruncatedAndCorruptFilesNameTheFileAndOffset) {
   write_file(dir + "/badtype", bytes, true);
   EXPECT_THROW(read_idx(dir + "/badtype"), std::runtime_error);
   EXPECT_THROW(read_idx(dir + "/missing"), std::runtime_error);
+}
+
+// DTRAIN_CACHE_DIR for one test, as it was before after it.
+class CacheDirFor {
+ public:
+  explicit CacheDirFor(const std::string& dir) {
+    if (const char* was = std::getenv("DTRAIN_CACHE_DIR")) was_ = was;
+    setenv("DTRAIN_CACHE_DIR", dir.c_str(), 1);
+  }
+  ~CacheDirFor() {
+    if (was_)
+      setenv("DTRAIN_CACHE_DIR", was_->c_str(), 1);
+    else
+      unsetenv("DTRAIN_CACHE_DIR");
+  }
+
+ private:
+  std::optional<std::string> was_;
+};
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  if (!std::filesystem::exists(dir)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().string());
+  return out;
+}
+
+std::vector<uint8_t> bytes_of(const at::Tensor& t) {
+  const uint8_t* p = t.data_ptr<uint8_t>();
+  return {p, p + t.numel()};
+}
+
+TEST(DecodedCacheTest, AGzippedFileIsReadBackFromItsDecodedCopyWhileTheCopyHolds) {
+  const std::string dir = temp_dir();
+  const CacheDirFor cache_dir(dir + "/cache");
+  std::vector<uint8_t> pixels(6 * 28 * 28);
+  for (size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = static_cast<uint8_t>(i * 13);
+  const std::vector<uint8_t> file = idx_bytes({6, 28, 28}, pixels);
+  write_file(dir + "/images.gz", file, true);
+  EXPECT_EQ(bytes_of(read_idx(dir + "/images.gz")), pixels);  // decoded, and kept
+  const auto copies = files_in(dir + "/cache");
+  ASSERT_EQ(copies.size(), 1u);
+  const auto cache = DecodedCache::for_file(dir + "/images.gz");
+  ASSERT_TRUE(cache);
+  EXPECT_EQ(cache->copy_path(), copies[0]);
+  ASSERT_TRUE(cache->read());
+  EXPECT_EQ(**cache->read(), file);
+
+  // The copy is what a second read returns: one kept with other (valid) bytes shows.
+  std::vector<uint8_t> other = file;
+  other[16 + 5] ^= 0xff;
+  cache->keep({{other.data(), other.size()}});
+  EXPECT_EQ(read_idx(dir + "/images.gz")[0][0][5].item<int>(), (5 * 13) ^ 0xff);
+
+  // A damaged copy (a byte flipped after its checksum) is ignored and replaced.
+  {
+    std::fstream f(copies[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x5a');
+  }
+  EXPECT_FALSE(cache->read());
+  EXPECT_EQ(bytes_of(read_idx(dir + "/images.gz")), pixels);
+  ASSERT_TRUE(cache->read());
+  EXPECT_EQ(**cache->read(), file);
+}
+
+TEST(DecodedCacheTest, AFileRewrittenInPlaceWithOtherBytesOfItsSizeMissesTheOldCopy) {
+  const std::string dir = temp_dir();
+  const CacheDirFor cache_dir(dir + "/cache");
+  std::vector<uint8_t> pixels(4 * 28 * 28, 7);
+  write_file(dir + "/images.gz", idx_bytes({4, 28, 28}, pixels), true);
+  EXPECT_EQ(bytes_of(read_idx(dir + "/images.gz")), pixels);
+  pixels.assign(pixels.size(), 9);  // same dimensions, same length, within the same tick
+  write_file(dir + "/images.gz", idx_bytes({4, 28, 28}, pixels), true);
+  EXPECT_EQ(bytes_of(read_idx(dir + "/images.gz")), pixels);
+  EXPECT_EQ(files_in(dir + "/cache").size(), 2u);
+}
+
+TEST(DecodedCacheTest, NoneKeepsNothingAndPlainFilesAreNotCopied) {
+  const std::string dir = temp_dir();
+  const std::vector<uint8_t> pixels(3 * 28 * 28, 3);
+  write_file(dir + "/images.gz", idx_bytes({3, 28, 28}, pixels), true);
+  write_file(dir + "/images", idx_bytes({3, 28, 28}, pixels), false);
+  {
+    const CacheDirFor off("none");
+    EXPECT_EQ(decoded_cache_dir(), "");
+    EXPECT_FALSE(DecodedCache::for_file(dir + "/images.gz"));
+    EXPECT_EQ(bytes_of(read_idx(dir + "/images.gz")), pixels);
+  }
+  const CacheDirFor on(dir + "/cache");
+  EXPECT_EQ(decoded_cache_dir(), dir + "/cache");
+  EXPECT_FALSE(DecodedCache::for_file(dir + "/images"));
+  EXPECT_EQ(bytes_of(read_idx(dir + "/images")), pixels);
+  EXPECT_TRUE(files_in(dir + "/cache").empty());
+  // A truncated gzipped file is still reported as one, not hidden by the cache.
+  std::vector<uint8_t> short_file = idx_bytes({3, 28, 28}, pixels);
+  short_file.resize(short_file.size() - 28);
+  write_file(dir + "/short.gz", short_file, true);
+  EXPECT_THROW(read_idx(dir + "/short.gz"), std::runtime_error);
+  EXPECT_TRUE(files_in(dir + "/cache").empty());
 }
 
 TEST(CifarTest, BothFormatsLoadAndBadFilesAreRejected) {
