@@ -90,6 +90,18 @@ TEST(ElasticE2eTest, AKilledReplicaIsLeftBehindItsSamplesRedoneAndItsReplacement
   EXPECT_FALSE(r.events("redo").empty()) << r.err;
   ASSERT_FALSE(r.events("joined").empty()) << r.err;
   EXPECT_GT(r.events("joined").front()["bytes"].get<int64_t>(), 3'000'000);
+  // The joiner's time to train again, in its parts: they add up to no more than the whole.
+  bool replacement_entered = false;
+  for (const auto& e : r.events("entered")) {
+    if (e["replica"] != 101) continue;
+    replacement_entered = true;
+    EXPECT_GT(e["process_s"].get<double>(), 0.0) << e.dump();
+    const double parts =
+        e["view_s"].get<double>() + e["connect_s"].get<double>() + e["transfer_s"].get<double>();
+    EXPECT_GT(e["transfer_s"].get<double>(), 0.0) << e.dump();
+    EXPECT_LE(parts, e["enter_s"].get<double>()) << e.dump();
+  }
+  EXPECT_TRUE(replacement_entered) << r.err;
   EXPECT_GT(epochs.front()["lost_samples"].get<int64_t>(), 0) << epochs.front().dump();
   for (const auto& e : epochs)
     EXPECT_EQ(e["committed_samples"], 3840) << e.dump();

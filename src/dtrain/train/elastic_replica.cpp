@@ -11,6 +11,7 @@
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
+#include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/elastic_sync.h"
 
@@ -143,6 +144,7 @@ bool ElasticReplica::connect_or_report(const std::string& name,
 void ElasticReplica::enter() {
   const auto start = metrics::Clock::now();
   const double started_at = wall_now();
+  const double process_s = metrics::process_age_s();
   for (int attempt = 0;; ++attempt) {
     try {
       enter_once();
@@ -162,11 +164,19 @@ void ElasticReplica::enter() {
   row["event"] = "entered";
   row["enter_s"] = metrics::since(start);
   row["started_at"] = started_at;
+  // The parts of the time to train again: the process's start (loading, the dataset, the
+  // model), the wait for a view that lets it in, its group's connect, the state's transfer.
+  row["process_s"] = process_s;
+  row["view_s"] = entering_.view_s;
+  row["connect_s"] = entering_.connect_s;
+  row["transfer_s"] = entering_.transfer_s;
   event(std::move(row));
 }
 
 void ElasticReplica::enter_once() {
+  auto t = metrics::Clock::now();
   view_ = membership_->wait_to_enter(settings_.enter_timeout);
+  entering_.view_s = metrics::since(t);
   group_name_ = view_group(view_.id);
   std::vector<int64_t> donors_ids;
   if (view_.id == 1) {
@@ -176,13 +186,17 @@ void ElasticReplica::enter_once() {
     donors_ids = nlohmann::json::parse(membership_->store().get(skey::adopted(view_.id)))
                      .get<std::vector<int64_t>>();
   }
+  t = metrics::Clock::now();
   membership_->connect(elastic::key::group_prefix(group_name_), view_.members);
+  entering_.connect_s = metrics::since(t);
   group_broken_ = false;
   std::vector<int64_t> arrivals;
   for (const int64_t m : view_.members)
     if (!contains(donors_ids, m)) arrivals.push_back(m);
   if (settings_.plan.kills_at(id(), round_, FaultPhase::kJoin)) elastic::die_now(*membership_);
+  t = metrics::Clock::now();
   transfer(ranks_of(view_.members, donors_ids), ranks_of(view_.members, arrivals));
+  entering_.transfer_s = metrics::since(t);
 }
 
 std::vector<std::vector<int64_t>> ElasticReplica::assign(int64_t per_replica, int64_t epoch_size) {

@@ -123,6 +123,9 @@ class ElasticReplica {
   data::SampleQueue queue_;
   std::vector<int64_t> carried_;
   std::vector<metrics::Row> events_;
+  struct EnterTimes {
+    double view_s = 0, connect_s = 0, transfer_s = 0;
+  } entering_;  // the last attempt's, in the entered event
 };
 
 }  // namespace dtrain::train
