@@ -297,6 +297,21 @@ TEST(LoaderTest, BatchesFollowTheIndicesAndNormalize) {
   EXPECT_NEAR(x.std().item<double>(), 1.0, 0.05);
 }
 
+TEST(TransformsTest, ByteImagesChannelStatisticsEqualAFloat64ReductionOfTheirUnitFloats) {
+  at::manual_seed(3);
+  const at::Tensor images = at::randint(0, 256, {37, 3, 5, 7}, at::kByte);
+  const Normalization norm = channel_stats(images);
+  ASSERT_EQ(norm.mean.size(), 3u);
+  for (int64_t c = 0; c < 3; ++c) {
+    const at::Tensor x = images.select(1, c).to(at::kFloat).div(255.0).to(at::kDouble);
+    EXPECT_NEAR(norm.mean[static_cast<size_t>(c)], x.mean().item<double>(), 1e-12);
+    EXPECT_NEAR(norm.std[static_cast<size_t>(c)], x.std().item<double>(), 1e-12);
+  }
+  const Normalization flat = channel_stats(at::full({4, 1, 2, 2}, 9, at::kByte));
+  EXPECT_NEAR(flat.mean[0], 9.0 / 255.0, 1e-7);
+  EXPECT_EQ(flat.std[0], 1e-6);  // no spread: the floor
+}
+
 TEST(AugmentTest, CropAndFlipKeepShapesAndAreSeeded) {
   const at::Tensor images = at::randint(0, 255, {6, 3, 32, 32}, at::kByte);
   const Normalization norm{{0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}};
