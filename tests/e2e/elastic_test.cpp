@@ -37,7 +37,7 @@ struct ElasticRun {
 
 // 3 replicas, 2 epochs of 3,840 samples (rounds of 3 x 5 steps of 64), a killed replica
 // started again at once.
-ElasticRun run(const std::string& plan) {
+ElasticRun run(const std::string& plan, const std::vector<std::string>& extra = {}) {
   static int count = 0;
   const std::string base =
       "/tmp/dtrain-e2e-elastic-" + std::to_string(getpid()) + "-" + std::to_string(count++);
@@ -51,6 +51,7 @@ ElasticRun run(const std::string& plan) {
     args.push_back("--fault-plan");
     args.push_back(plan);
   }
+  args.insert(args.end(), extra.begin(), extra.end());
   testing::Process p(args);
   ElasticRun r;
   r.code = p.wait_for(400s);
@@ -168,6 +169,25 @@ TEST(ElasticE2eTest, AReplicaWhoseStateDiffersIsResyncedFromTheMajority) {
   ASSERT_EQ(resyncs.size(), 1u) << r.err;
   EXPECT_EQ(resyncs.front()["replica"], 2);
   EXPECT_NE(r.err.find("differed from the majority"), std::string::npos) << r.err;
+}
+
+// Auto's codec is chosen once, by the founders at the first exchange, and travels with the
+// state: the replacement takes it from its donors (its digest agrees: no re-sync).
+TEST(ElasticE2eTest, CompressOuterAutoChoosesOnceAndAJoinerTakesTheChoice) {
+  const ElasticRun r = run("kill:1@1:inner,rejoin:1@3", {"--compress-outer", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  size_t choices = 0;
+  for (size_t at = r.err.find("auto chose"); at != std::string::npos;
+       at = r.err.find("auto chose", at + 1))
+    ++choices;
+  EXPECT_EQ(choices, 1u) << r.err;
+  const auto epochs = r.epochs();
+  ASSERT_EQ(epochs.size(), 2u) << r.err;
+  EXPECT_NE(epochs[0]["outer_codec"], "auto");
+  EXPECT_EQ(epochs[0]["outer_codec"], epochs[1]["outer_codec"]);
+  EXPECT_FALSE(r.events("joined").empty()) << r.err;
+  EXPECT_TRUE(r.events("resync").empty()) << r.err;
+  expect_every_sample_once(r, 2, 3840);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "../support/e2e.h"
+#include "../support/elastic.h"
 #include "../support/process.h"
 
 namespace dtrain {
@@ -384,6 +385,45 @@ TEST(NetlabTest, CompressOuterAutoCodesTheOuterExchangeOnASlowLink) {
               rows[0]["outer_fp32_bytes"].get<double>() / 3);
     EXPECT_NE(train.err().find("Mbit/s"), std::string::npos) << train.err();
   }
+}
+
+// Elastic DiLoCo under auto on a slow link: the founders code the outer exchange, and a
+// replica that replaces a killed one codes it alike (a codec of its own would fail or
+// garble the exchange; its digest would differ and be re-synced).
+TEST(NetlabTest, ElasticCompressOuterAutoCodesOnASlowLinkAndAJoinerCodesAlike) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "3", "--rate", "20mbit", "--delay", "2ms"});
+  ASSERT_TRUE(lab.ok());
+  const std::string base = "/tmp/dtrain-netlab-elastic-" + std::to_string(getpid());
+  std::vector<std::string> argv{DTRAIN_BINARY, "train", "-n", "3", "--netlab", lab.name()};
+  for (const auto& flag : testing::elastic_cnn_flags(2, base))
+    argv.push_back(flag);
+  for (const char* flag :
+       {"--compress-outer", "auto", "--fault-plan", "kill:1@1:inner,rejoin:1@3", "--max-restarts",
+        "1", "--restart-delay", "0", "--heartbeat-timeout", "2", "--timeout", "120"})
+    argv.push_back(flag);
+  Process train(argv);
+  ASSERT_EQ(train.wait_for(400s), 0) << train.err();
+  std::vector<nlohmann::json> epochs, resyncs;
+  bool joined = false;
+  for (const auto& row : testing::take_json_lines_file(base + ".metrics")) {
+    if (row.value("event", "") == "resync") resyncs.push_back(row);
+    if (row.value("event", "") == "joined") joined = true;
+    if (row.contains("epoch") && !row.contains("event")) epochs.push_back(row);
+  }
+  ASSERT_EQ(epochs.size(), 2u) << train.err();
+  for (const auto& e : epochs) {
+    EXPECT_NE(e["outer_codec"], "none") << train.err();
+    EXPECT_NE(e["outer_codec"], "auto");
+    EXPECT_EQ(e["outer_codec"], epochs[0]["outer_codec"]);
+    EXPECT_EQ(e["committed_samples"], 3840) << e.dump();
+  }
+  EXPECT_TRUE(joined) << train.err();
+  EXPECT_TRUE(resyncs.empty()) << train.err();
+  EXPECT_NE(train.err().find("elastic: --compress-outer auto chose"), std::string::npos)
+      << train.err();
+  testing::expect_every_sample_once(testing::take_json_lines_file(base + ".samples"), 2, 3840,
+                                    train.err());
 }
 
 // The probe on a fast link: a 1 Gbit/s link's token bucket lets 250 KB through at once,

@@ -191,5 +191,55 @@ TEST(ElasticOuterTest, AFailedExchangeLeavesTheStateAsItWas) {
     EXPECT_TRUE(at::equal(redone[static_cast<size_t>(r)], first[static_cast<size_t>(r)])) << r;
 }
 
+// Under auto the first exchange chooses the codec (collectively); a failed one leaves no
+// choice behind, and the choice travels with the packed state and shows in its digest.
+TEST(ElasticOuterTest, AutosChoiceIsUndoneByAFailedExchangeAndTravelsWithTheState) {
+  DilocoConfig config = outer_config();
+  AutoCompress options;
+  options.candidates = {compress::parse_codec("none"), compress::parse_codec("sortquant:4")};
+  options.min_bits = 4;
+  config.auto_codec = options;
+  std::vector<torch::nn::Sequential> models{testing::tiny_mlp(3, 2), testing::tiny_mlp(3, 2)};
+  std::vector<std::unique_ptr<ElasticOuter>> outers;
+  for (auto& m : models)
+    outers.push_back(std::make_unique<ElasticOuter>(m->parameters(), m->buffers(), config));
+  EXPECT_EQ(outers[0]->codec_name(), "auto");
+  const uint64_t unchosen = outers[0]->digest();
+  std::atomic<bool> failed{false};
+  testing::run_ranks(2, [&](comm::Group& g) {
+    if (g.rank() == 1) return;  // leaves: rank 0's probe fails
+    try {
+      outers[0]->exchange(g, outers[0]->pseudo_gradient());
+    } catch (const comm::CommError&) {
+      failed = true;
+    }
+  });
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(outers[0]->codec_name(), "auto");
+  EXPECT_EQ(outers[0]->digest(), unchosen);
+  testing::run_ranks(2, [&](comm::Group& g) {
+    auto& outer = *outers[static_cast<size_t>(g.rank())];
+    outer.note_step_s(g.rank() == 0 ? 0.01 : 0.02);
+    outer.exchange(g, outer.pseudo_gradient());
+  });
+  const std::string chosen = outers[0]->codec_name();
+  EXPECT_NE(chosen, "auto");
+  EXPECT_EQ(outers[1]->codec_name(), chosen);
+  EXPECT_EQ(outers[0]->digest(), outers[1]->digest());
+  EXPECT_NE(outers[0]->digest(), unchosen);
+  // A joiner takes the choice with the state; one of a fixed codec refuses it.
+  auto joiner_model = testing::tiny_mlp(3, 2);
+  ElasticOuter joiner(joiner_model->parameters(), joiner_model->buffers(), config);
+  joiner.unpack(outers[0]->pack());
+  EXPECT_EQ(joiner.codec_name(), chosen);
+  EXPECT_EQ(joiner.digest(), outers[0]->digest());
+  ElasticOuter fixed(joiner_model->parameters(), joiner_model->buffers(), outer_config());
+  const at::Tensor state = outers[0]->pack();
+  EXPECT_THROW(fixed.unpack(state), std::invalid_argument);
+  at::Tensor bad = state.clone();
+  bad[bad.numel() - 1] = 7.0f;  // no such candidate
+  EXPECT_THROW(joiner.unpack(bad), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace dtrain::parallel

@@ -2,7 +2,11 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cmath>
+#include <iostream>
 #include <stdexcept>
+#include <tuple>
 
 #include "dtrain/base/crc32c.h"
 #include "dtrain/comm/group.h"
@@ -10,12 +14,15 @@
 #include "dtrain/metrics/bandwidth.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/parallel/auto_codec.h"
+#include "dtrain/parallel/diloco_auto.h"
 #include "dtrain/parallel/exact_mean.h"
 
 namespace dtrain::parallel {
 namespace {
 
-int coded_tag(int phase) {
+// Phases 0 and 1: the coded exchange's; 2 and 3: auto's probe (elastic_sync.h takes uses 1-4).
+int outer_tag(int phase) {
   static const comm::TagLayout layout(comm::TagSpace::kElastic, {{"use", 4}, {"phase", 4}});
   return layout.make({0, phase});
 }
@@ -47,8 +54,6 @@ void check_elastic_config(const DilocoConfig& c) {
     throw std::invalid_argument(
         "--elastic runs blocking DiLoCo: --fragments 1 and --sync-delay 0 (Streaming DiLoCo "
         "is not elastic yet)");
-  if (c.auto_codec)
-    throw std::invalid_argument("--elastic takes a fixed --compress-outer codec, not auto");
   if (c.ranks_per_replica != 1)
     throw std::invalid_argument("--elastic runs replicas of one rank (--ranks-per-replica 1)");
   if (c.sync_every < 1) throw std::invalid_argument("--sync-every must be at least 1");
@@ -64,7 +69,10 @@ ElasticOuter::ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::T
       throw std::invalid_argument("DiLoCo: parameters must be float32");
   for (auto& b : buffers)
     if (b.is_floating_point() && b.numel() > 0) buffers_.push_back(b);
-  if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);
+  if (config_.auto_codec)
+    candidates_ = eligible_candidates(*config_.auto_codec);
+  else if (config_.codec != compress::CodecSpec{})
+    codec_ = compress::make_codec(config_.codec);
   const at::NoGradGuard no_grad;
   anchor_ = flat_.read_all().to(at::kCPU).contiguous();
   momentum_ = at::zeros_like(anchor_);
@@ -73,7 +81,34 @@ ElasticOuter::ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::T
 ElasticOuter::~ElasticOuter() = default;
 
 std::string ElasticOuter::codec_name() const {
-  return compress::to_string(config_.codec);
+  return !candidates_.empty() && choice_ < 0 ? "auto" : compress::to_string(config_.codec);
+}
+
+// As DiLoCo's first choice (diloco.cpp), once, over the group of the first exchange: the
+// founders' link and steps; not again from the exchanges or after a view change (a joiner's
+// link is not probed: it takes the choice with the state).
+void ElasticOuter::choose_codec(comm::Group& group) {
+  OuterSetting setting;
+  std::tie(setting.rate_bytes_per_s, setting.latency_s) =
+      probe_outer_link(group, outer_tag(2), outer_tag(3));
+  at::Tensor step = at::tensor({step_s_}, at::kDouble);
+  group.native_all_reduce(step, comm::ReduceOp::kMax);
+  setting.step_s = step.item<double>();
+  setting.values = flat_.size();
+  setting.replicas = group.size();
+  setting.sync_every = config_.sync_every;
+  const OuterChoice choice = choose_outer_codec(candidates_, setting);
+  set_choice(static_cast<int64_t>(choice.chosen));
+  if (group.rank() == 0)
+    std::cerr << "elastic: " << describe(choice, candidates_, setting) << std::endl;
+}
+
+void ElasticOuter::set_choice(int64_t choice) {
+  if (choice == choice_) return;
+  choice_ = choice;
+  config_.codec = choice < 0 ? compress::CodecSpec{} : candidates_[static_cast<size_t>(choice)];
+  codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
+  reset_residuals(static_cast<int>(feedback_.scatter.size()));
 }
 
 at::Tensor ElasticOuter::flat_buffers() const {
@@ -97,21 +132,30 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
   out.mean = pseudo_gradient.clone();
   out.fp32_bytes = metrics::ring_allreduce_traffic(out.mean.numel() * 4, group.size());
   out.buffers = flat_buffers();
-  if (!codec_) {
-    exact_means(group, {out.mean, out.buffers});  // one message
-    out.wire_bytes = out.fp32_bytes;
-  } else {
-    if (feedback_.scatter.size() != static_cast<size_t>(group.size()))
-      reset_residuals(group.size());
-    ResidualsSnapshot before = snapshot(feedback_);
-    try {
-      out.wire_bytes =
-          coded_mean_with_feedback(group, out.mean, *codec_, feedback_, coded_tag(0), coded_tag(1));
-    } catch (...) {
-      restore(feedback_, std::move(before));
-      throw;
+  // A failure leaves auto's choice as it was too: the members that finished the probe and
+  // those that did not then choose again alike, among the survivors.
+  const int64_t choice_before = choice_;
+  try {
+    if (!candidates_.empty() && choice_ < 0) choose_codec(group);
+    if (!codec_) {
+      exact_means(group, {out.mean, out.buffers});  // one message
+      out.wire_bytes = out.fp32_bytes;
+    } else {
+      if (feedback_.scatter.size() != static_cast<size_t>(group.size()))
+        reset_residuals(group.size());
+      ResidualsSnapshot before = snapshot(feedback_);
+      try {
+        out.wire_bytes = coded_mean_with_feedback(group, out.mean, *codec_, feedback_, outer_tag(0),
+                                                  outer_tag(1));
+        if (out.buffers.defined()) exact_mean(group, out.buffers);
+      } catch (...) {
+        restore(feedback_, std::move(before));
+        throw;
+      }
     }
-    if (out.buffers.defined()) exact_mean(group, out.buffers);
+  } catch (...) {
+    set_choice(choice_before);
+    throw;
   }
   out.seconds = metrics::trace::span_since("communication", "outer exchange", t0);
   return out;
@@ -130,12 +174,12 @@ uint64_t ElasticOuter::digest() const {
   };
   const at::Tensor buffers = flat_buffers();
   const uint32_t a = crc(buffers, crc(anchor_, 0));
-  const uint32_t m = crc(momentum_, 0x9e3779b9u);
-  return (static_cast<uint64_t>(a) << 32) | m;
+  const uint32_t c = crc32c(&choice_, sizeof choice_, crc(momentum_, 0x9e3779b9u));
+  return (static_cast<uint64_t>(a) << 32) | c;
 }
 
 int64_t ElasticOuter::packed_values() const {
-  int64_t n = 2 * anchor_.numel();
+  int64_t n = 2 * anchor_.numel() + 1;
   for (const auto& b : buffers_)
     n += b.numel();
   return n;
@@ -145,6 +189,7 @@ at::Tensor ElasticOuter::pack() const {
   std::vector<at::Tensor> parts{anchor_, momentum_};
   const at::Tensor buffers = flat_buffers();
   if (buffers.defined()) parts.push_back(buffers);
+  parts.push_back(at::full({1}, static_cast<float>(choice_), at::kFloat));
   return at::cat(parts);
 }
 
@@ -153,12 +198,20 @@ void ElasticOuter::unpack(const at::Tensor& state) {
     throw std::invalid_argument(
         "DiLoCo state of " + std::to_string(state.numel()) + " values where this model's holds " +
         std::to_string(packed_values()) + " (a replica of another model or run?)");
+  const float choice = state[state.numel() - 1].item<float>();
+  const auto candidates = static_cast<float>(candidates_.size());
+  if (choice != std::floor(choice) || choice < -1 || choice >= std::max(0.0f, candidates))
+    throw std::invalid_argument("DiLoCo state with outer codec choice " + std::to_string(choice) +
+                                " where this replica has " + std::to_string(candidates_.size()) +
+                                " auto candidates (a replica of another configuration?)");
   const at::NoGradGuard no_grad;
   const int64_t n = anchor_.numel();
   anchor_.copy_(state.narrow(0, 0, n));
   momentum_.copy_(state.narrow(0, n, n));
-  if (!buffers_.empty()) copy_from_flat(state.narrow(0, 2 * n, state.numel() - 2 * n), buffers_);
+  if (!buffers_.empty())
+    copy_from_flat(state.narrow(0, 2 * n, state.numel() - 2 * n - 1), buffers_);
   flat_.write(0, anchor_);
+  set_choice(static_cast<int64_t>(choice));
   reset_residuals(static_cast<int>(feedback_.scatter.size()));
 }
 

@@ -33,8 +33,11 @@ namespace dtrain::parallel {
 
 class ElasticOuter {
  public:
-  // `config`: sync_every, the outer optimizer and the codec (fixed: not auto), one fragment,
-  // no delay (checked by the caller: check_elastic_config).
+  // `config`: sync_every, the outer optimizer and the codec, one fragment, no delay (checked
+  // by the caller: check_elastic_config). Under --compress-outer auto the codec is chosen at
+  // the first exchange (diloco_auto.h: the group's link probed, the members' slowest inner
+  // step) and kept for the run: it is part of the shared state (pack, digest), so replicas
+  // that join or re-sync take it with θ.
   ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::Tensor> buffers,
                const DilocoConfig& config);
   ~ElasticOuter();
@@ -42,7 +45,10 @@ class ElasticOuter {
   ElasticOuter& operator=(const ElasticOuter&) = delete;
 
   int64_t values() const { return flat_.size(); }
+  // The codec in force ("auto" before auto's choice).
   std::string codec_name() const;
+  // Auto's step time: this replica's inner step, the median of its last round's.
+  void note_step_s(double step_s) { step_s_ = step_s; }
 
   // θ minus this replica's parameters now: flat float32 on the CPU. Throws
   // std::runtime_error when it is not finite (the replica diverged).
@@ -55,17 +61,20 @@ class ElasticOuter {
     int64_t wire_bytes = 0, fp32_bytes = 0;
   };
   // The mean over `group` (every member calls it with its pseudo-gradient), exact or coded
-  // with error feedback. Throws CommError as the group does; the state is then unchanged.
+  // with error feedback; under auto, the first one chooses the codec first (collective over
+  // `group`, said on stderr by its rank 0). Throws CommError as the group does; the state,
+  // the choice included, is then unchanged.
   Averaged exchange(comm::Group& group, const at::Tensor& pseudo_gradient);
   // θ and the momentum stepped by the mean; this replica's parameters and buffers set to θ
   // and the mean buffers (every member applies the same: they stay alike).
   void apply(const Averaged& averaged);
 
-  // A digest of the shared state (θ, momentum, buffers): two CRC-32Cs, equal on every replica
-  // that holds the same bytes.
+  // A digest of the shared state (θ, momentum, buffers, auto's choice): two CRC-32Cs, equal
+  // on every replica that holds the same bytes.
   uint64_t digest() const;
-  // The shared state as one float32 vector [θ, momentum, buffers], and its installation in a
-  // replica that joins or differs: parameters and buffers set to it, residuals cleared.
+  // The shared state as one float32 vector [θ, momentum, buffers, auto's choice (the
+  // candidate's index; -1: none yet, or a fixed codec)], and its installation in a replica
+  // that joins or differs: parameters and buffers set to it, residuals cleared.
   at::Tensor pack() const;
   void unpack(const at::Tensor& state);
   int64_t packed_values() const;
@@ -77,6 +86,8 @@ class ElasticOuter {
 
  private:
   at::Tensor flat_buffers() const;
+  void choose_codec(comm::Group& group);
+  void set_choice(int64_t choice);
 
   FlatParameters flat_;
   std::vector<at::Tensor> buffers_;
@@ -84,10 +95,13 @@ class ElasticOuter {
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   at::Tensor anchor_, momentum_;            // flat float32, CPU
   FeedbackResiduals feedback_;
+  std::vector<compress::CodecSpec> candidates_;  // auto's, in preference order (else empty)
+  int64_t choice_ = -1;                          // auto's: an index of candidates_, -1 none yet
+  double step_s_ = 0;
 };
 
 // Throws std::invalid_argument naming what elastic DiLoCo does not take: fragments, a sync
-// delay, --compress-outer auto, replicas of several ranks.
+// delay, replicas of several ranks.
 void check_elastic_config(const DilocoConfig& config);
 
 }  // namespace dtrain::parallel
