@@ -27,9 +27,9 @@ def main():
           f" (round by round: {' / '.join(f'{x:.2f}' for x in pairs)})\n")
     print("| fault plan | kill to the view without it (s) | kill to the failed exchange (s) | "
           "exchange start to failure (s) | deciding the view (s) | rebuilding the group (s) | "
-          "joiner: start to training (s) | state transfer (s) | state bytes | round with the "
-          "join / median round |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "joiner: asking to enter to training (s) | of which the wait for its view (s) | "
+          "connect (s) | state transfer (s) | state bytes | round with the join / median round |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for run in ("kill-inner", "kill-exchange"):
         evs = [r for r in rows if r["run"] == run and "event" in r]
         redo = [r for r in evs if r["event"] == "redo"]
@@ -44,6 +44,7 @@ def main():
         print(f"| {run} | {cell(redo, 'kill_to_view_s')} | {cell(redo, 'kill_to_abort_s')} | "
               f"{cell(redo, 'failed_after_s')} | {cell(redo, 'decide_s')} | "
               f"{cell(redo, 'rebuild_s')} | {cell(entered, 'enter_s')} | "
+              f"{cell(entered, 'view_s')} | {cell(entered, 'connect_s')} | "
               f"{cell(joined, 'transfer_s')} | {joined[0].get('bytes', '') if joined else ''} | "
               f"{f'{with_join[0] / med:.2f}x' if with_join and med else ''} |")
 

@@ -73,6 +73,7 @@ def schedule(args, alive, kill, restart, start):
 
 def run_dtrain(args, lab, workdir, codec):
     metrics = workdir / f"dtrain-{codec}.metrics"
+    metrics.unlink(missing_ok=True)  # elastic replicas append to it
     cmd = [args.dtrain, "train", "-n", "3", "--netlab", lab, "--parallel", "diloco", "--elastic",
            "--max-restarts", "1000", "--restart-delay", str(args.restart_after),
            "--heartbeat-timeout", "2", "--model", "cnn", "--batch-size", "64", "--optimizer",
@@ -104,13 +105,17 @@ def run_dtrain(args, lab, workdir, codec):
     # the kill entered (one replica is down at a time).
     backs = [(s, r["started_at"] + r["enter_s"]) for r in entered for s in range(3)
              if "started_at" in r]
+    # Where a joiner's time to train went (docs/elastic.md, the entered event), means.
+    parts = {k: round(statistics.mean(r[k] for r in entered), 2)
+             for k in ("process_s", "view_s", "connect_s", "transfer_s")
+             if entered and all(k in r for r in entered)}
     committed = sum(r.get("committed_samples", 0) for r in epochs)
     span = sum(r["epoch_s"] for r in epochs)
     return {"impl": f"dtrain --elastic, {codec}", "code": proc.returncode,
             "epochs": len(epochs), "committed_samples": committed, "span_s": round(span, 1),
             "committed_samples_per_s": round(committed / span, 1) if span else None,
             "test_acc": epochs[-1]["test_acc"] if epochs else None,
-            "kills": len(kills), "recovery_s": recovery(kills, backs),
+            "kills": len(kills), "recovery_s": recovery(kills, backs), "joiner_parts_s": parts,
             "duration_s": round(time.time() - start, 1)}
 
 
@@ -124,6 +129,8 @@ def run_torchft(args, lab, workdir):
          f"join_timeout_ms={args.join_timeout_ms}); "
          "time.sleep(1e9)"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     logs = [workdir / f"torchft-{s}.jsonl" for s in range(3)]
+    for log in logs:  # a kept folder's from an earlier invocation would read as done
+        log.unlink(missing_ok=True)
     err = open(workdir / "torchft.err", "w")
     procs = {}
 
