@@ -65,22 +65,21 @@ std::optional<DecodedCache> DecodedCache::for_file(const std::string& path) {
                       hex(crc32c(file.data(), file.size()), 8) + "-" + hex(trailer, 16));
 }
 
-std::optional<std::shared_ptr<std::vector<uint8_t>>> DecodedCache::read() const {
+std::shared_ptr<std::vector<uint8_t>> DecodedCache::read() const {
   std::ifstream in(copy_path_, std::ios::binary | std::ios::ate);
-  if (!in) return std::nullopt;
+  if (!in) return nullptr;
   const auto size = static_cast<size_t>(in.tellg());
-  if (size < kHeader) return std::nullopt;
+  if (size < kHeader) return nullptr;
   uint8_t header[kHeader];
   in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(header), kHeader)) return std::nullopt;
+  if (!in.read(reinterpret_cast<char*>(header), kHeader)) return nullptr;
   const uint64_t length = load_le(header + sizeof(kMagic), 8);
-  if (std::memcmp(header, kMagic, sizeof(kMagic)) != 0 || length != size - kHeader)
-    return std::nullopt;
+  if (std::memcmp(header, kMagic, sizeof(kMagic)) != 0 || length != size - kHeader) return nullptr;
   auto bytes = std::make_shared<std::vector<uint8_t>>(length);
   if (!in.read(reinterpret_cast<char*>(bytes->data()), static_cast<std::streamsize>(length)))
-    return std::nullopt;
+    return nullptr;
   const auto crc = static_cast<uint32_t>(load_le(header + sizeof(kMagic) + 8, 4));
-  if (crc32c(bytes->data(), bytes->size()) != crc) return std::nullopt;
+  if (crc32c(bytes->data(), bytes->size()) != crc) return nullptr;
   return bytes;
 }
 

@@ -31,8 +31,8 @@ class DecodedCache {
   // cannot be read: the decoder reports that).
   static std::optional<DecodedCache> for_file(const std::string& path);
 
-  // The decoded bytes kept for the file, or nothing (none kept, or a damaged copy).
-  std::optional<std::shared_ptr<std::vector<uint8_t>>> read() const;
+  // The decoded bytes kept for the file, or null (none kept, or a damaged copy).
+  std::shared_ptr<std::vector<uint8_t>> read() const;
   // Keeps the decoded bytes, given as pieces in order.
   void keep(const std::vector<std::pair<const uint8_t*, size_t>>& pieces) const;
 

@@ -142,9 +142,9 @@ std::pair<at::Tensor, std::vector<uint8_t>> parse(Source& in, const std::string&
 at::Tensor read_idx(const std::string& path) {
   const std::optional<DecodedCache> cache = DecodedCache::for_file(path);
   if (cache) {
-    if (const auto bytes = cache->read()) {
+    if (auto bytes = cache->read()) {
       try {
-        CopySource copy(*bytes);
+        CopySource copy(std::move(bytes));
         return parse(copy, path).first;
       } catch (const std::runtime_error&) {  // not the copy that was kept: decode again
       }
