@@ -2,8 +2,8 @@
 # Elastic DiLoCo's costs (docs/results.md, "Elastic DiLoCo"), on a lab of 3 hosts at 20 Mbit/s
 # with 5 ms one way: the cnn on Fashion-MNIST, AdamW 1e-3, H = 20, rot:tile:2 outer
 # gradients, SAMPLES (default 19,200) samples, seed 0. As root.
-#  - overhead: 3 replicas with and without --elastic and no failure, ROUNDS rounds
-#    (default 2) in turn: samples/s;
+#  - overhead: 3 replicas with and without --elastic and no failure, and --elastic under
+#    --compress-outer auto, ROUNDS rounds (default 2) in turn: samples/s, auto's codec;
 #  - recovery: fault plans killing replica 1 in round 2 during its inner steps and during
 #    the exchange, its replacement entering before round 4: the survivors' redo (kill to
 #    the first view without it, kill to the failed exchange, deciding the replacing view,
@@ -20,20 +20,21 @@ tmp=$(mktemp) steps=$(mktemp)
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp" "$steps"' EXIT
 : >"$out"
 "$bin" netlab up "$lab" --hosts 3 --rate 20mbit --delay 5ms >/dev/null
-run() {  # run TAG ROUND ARGS...
+run() {  # run TAG ROUND ARGS... (CODEC: the outer codec, default rot:tile:2)
   local tag=$1 round=$2
   shift 2
   echo "elastic.sh: round $round $tag" >&2
   "$bin" train --no-progress --seed 0 --metrics "$tmp" --step-log "$steps" -n 3 \
     --netlab "$lab" --model cnn --optimizer adamw --lr 1e-3 --lr-schedule constant \
     --epochs 1 --limit-train "${SAMPLES:-19200}" --limit-test 2000 --parallel diloco \
-    --sync-every 20 --compress-outer rot:tile:2 "$@" >/dev/null 2>&1
+    --sync-every 20 --compress-outer "${CODEC:-rot:tile:2}" "$@" >/dev/null 2>&1
   sed "s|^{|{\"run\":\"$tag\",\"bench_round\":$round,|" "$tmp" >>"$out"
   sed "s|^{|{\"run\":\"$tag\",\"bench_round\":$round,\"step_log\":true,|" "$steps" >>"$out"
 }
 for round in $(seq 1 "${ROUNDS:-2}"); do
   run plain "$round"
   run elastic "$round" --elastic
+  CODEC=auto run elastic-auto "$round" --elastic
 done
 elastic=(--elastic --max-restarts 1 --restart-delay 0 --heartbeat-timeout 1)
 run kill-inner 1 "${elastic[@]}" --fault-plan kill:1@2:inner,rejoin:1@4

@@ -14,17 +14,25 @@ def main():
     rows = [json.loads(l) for l in DATA.read_text().splitlines() if l.strip()]
     epochs = lambda run: [r for r in rows if r["run"] == run and K.epoch in r
                           and "event" not in r and not r.get("step_log")]
-    plain, elastic = epochs("plain"), epochs("elastic")
+    plain, elastic, auto = epochs("plain"), epochs("elastic"), epochs("elastic-auto")
     sps = lambda rs: [r[K.samples_per_s] for r in rs]
-    print("| run | samples/s (rounds) | mean | test acc % |")
-    print("| --- | ---: | ---: | ---: |")
-    for name, rs in (("DiLoCo", plain), ("DiLoCo --elastic", elastic)):
-        print(f"| {name} | {' / '.join(f'{x:.0f}' for x in sps(rs))} | "
+    print("| run | outer codec | samples/s (rounds) | mean | test acc % |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for name, rs in (("DiLoCo", plain), ("DiLoCo --elastic", elastic),
+                     ("DiLoCo --elastic, auto", auto)):
+        if not rs:
+            continue
+        codecs = sorted({r.get("outer_codec", "") for r in rs})
+        print(f"| {name} | {', '.join(codecs)} | {' / '.join(f'{x:.0f}' for x in sps(rs))} | "
               f"{statistics.mean(sps(rs)):.0f} | "
               f"{100 * statistics.mean(r[K.test_acc] for r in rs):.2f} |")
     pairs = [e / p for e, p in zip(sps(elastic), sps(plain))]  # each round runs both in turn
     print(f"\n--elastic / plain: {statistics.mean(sps(elastic)) / statistics.mean(sps(plain)):.3f}"
-          f" (round by round: {' / '.join(f'{x:.2f}' for x in pairs)})\n")
+          f" (round by round: {' / '.join(f'{x:.2f}' for x in pairs)})")
+    if auto:
+        print(f"--elastic auto / --elastic rot:tile:2: "
+              f"{statistics.mean(sps(auto)) / statistics.mean(sps(elastic)):.3f}")
+    print()
     print("| fault plan | kill to the view without it (s) | kill to the failed exchange (s) | "
           "exchange start to failure (s) | deciding the view (s) | rebuilding the group (s) | "
           "joiner: asking to enter to training (s) | of which the wait for its view (s) | "
