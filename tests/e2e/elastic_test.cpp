@@ -190,5 +190,20 @@ TEST(ElasticE2eTest, CompressOuterAutoChoosesOnceAndAJoinerTakesTheChoice) {
   expect_every_sample_once(r, 2, 3840);
 }
 
+// The founders' probe runs beside the first round's inner steps; a founder killed in them
+// fails it, and the survivors probe again among themselves at the redone exchange.
+TEST(ElasticE2eTest, CompressOuterAutosProbeFailedByAKillIsRedoneAmongTheSurvivors) {
+  const ElasticRun r = run("kill:1@0:inner,rejoin:1@2", {"--compress-outer", "auto"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("auto chose"), std::string::npos) << r.err;
+  const auto epochs = r.epochs();
+  ASSERT_EQ(epochs.size(), 2u) << r.err;
+  EXPECT_NE(epochs[0]["outer_codec"], "auto");
+  EXPECT_EQ(epochs[0]["outer_codec"], epochs[1]["outer_codec"]);
+  EXPECT_FALSE(r.events("redo").empty()) << r.err;
+  EXPECT_TRUE(r.events("resync").empty()) << r.err;
+  expect_every_sample_once(r, 2, 3840);
+}
+
 }  // namespace
 }  // namespace dtrain

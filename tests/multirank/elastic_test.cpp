@@ -220,6 +220,7 @@ TEST(ElasticOuterTest, AutosChoiceIsUndoneByAFailedExchangeAndTravelsWithTheStat
   testing::run_ranks(2, [&](comm::Group& g) {
     auto& outer = *outers[static_cast<size_t>(g.rank())];
     outer.note_step_s(g.rank() == 0 ? 0.01 : 0.02);
+    outer.start_probe(g);  // beside the inner steps: the exchange takes its reading
     outer.exchange(g, outer.pseudo_gradient());
   });
   const std::string chosen = outers[0]->codec_name();

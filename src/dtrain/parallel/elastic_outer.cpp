@@ -78,7 +78,9 @@ ElasticOuter::ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::T
   momentum_ = at::zeros_like(anchor_);
 }
 
-ElasticOuter::~ElasticOuter() = default;
+ElasticOuter::~ElasticOuter() {
+  settle_probe();
+}
 
 std::string ElasticOuter::codec_name() const {
   return !candidates_.empty() && choice_ < 0 ? "auto" : compress::to_string(config_.codec);
@@ -87,10 +89,26 @@ std::string ElasticOuter::codec_name() const {
 // As DiLoCo's first choice (diloco.cpp), once, over the group of the first exchange: the
 // founders' link and steps; not again from the exchanges or after a view change (a joiner's
 // link is not probed: it takes the choice with the state).
+void ElasticOuter::start_probe(comm::Group& group) {
+  if (candidates_.empty() || choice_ >= 0 || probe_.valid()) return;
+  probe_ = std::async(std::launch::async,
+                      [&group] { return probe_outer_link(group, outer_tag(2), outer_tag(3)); });
+}
+
+void ElasticOuter::settle_probe() {
+  if (!probe_.valid()) return;
+  try {
+    probe_.get();
+  } catch (const std::exception&) {  // its group failed: the exchange that fails says so
+  }
+}
+
 void ElasticOuter::choose_codec(comm::Group& group) {
   OuterSetting setting;
+  // The probe started beside the inner steps, over this group (a recovery settles it before
+  // its group goes), or one now.
   std::tie(setting.rate_bytes_per_s, setting.latency_s) =
-      probe_outer_link(group, outer_tag(2), outer_tag(3));
+      probe_.valid() ? probe_.get() : probe_outer_link(group, outer_tag(2), outer_tag(3));
   at::Tensor step = at::tensor({step_s_}, at::kDouble);
   group.native_all_reduce(step, comm::ReduceOp::kMax);
   setting.step_s = step.item<double>();

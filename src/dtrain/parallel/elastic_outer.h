@@ -16,8 +16,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtrain/compress/codec.h"
@@ -49,6 +51,12 @@ class ElasticOuter {
   std::string codec_name() const;
   // Auto's step time: this replica's inner step, the median of its last round's.
   void note_step_s(double step_s) { step_s_ = step_s; }
+  // Under auto, before the choice: probes the link over `group` (collective) on a thread of
+  // its own, beside the first round's inner steps (the group carries nothing else until the
+  // exchange); the next exchange takes its reading, or fails with it. settle_probe() waits
+  // for it and drops it: call it before `group` may go (a failure's recovery).
+  void start_probe(comm::Group& group);
+  void settle_probe();
 
   // θ minus this replica's parameters now: flat float32 on the CPU. Throws
   // std::runtime_error when it is not finite (the replica diverged).
@@ -95,8 +103,9 @@ class ElasticOuter {
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   at::Tensor anchor_, momentum_;            // flat float32, CPU
   FeedbackResiduals feedback_;
-  std::vector<compress::CodecSpec> candidates_;  // auto's, in preference order (else empty)
-  int64_t choice_ = -1;                          // auto's: an index of candidates_, -1 none yet
+  std::future<std::pair<double, double>> probe_;  // start_probe()'s: {rate, latency}
+  std::vector<compress::CodecSpec> candidates_;   // auto's, in preference order (else empty)
+  int64_t choice_ = -1;                           // auto's: an index of candidates_, -1 none yet
   double step_s_ = 0;
 };
 

@@ -290,7 +290,9 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
       if (members.empty()) members = trained_in.members;
       const auto failed = metrics::Clock::now();
       const double failed_at = wall_now();
-      // Closing this group's connections ends the peers' waits in it at once.
+      // Closing this group's connections ends the peers' waits in it at once (auto's probe
+      // over it, if it still runs, first ends).
+      outer_.settle_probe();
       membership_->disconnect();
       std::cerr << "elastic: replica " << id() << ", round " << k << ": " << e.what() << std::endl;
       const auto live = recover(name, k, members);

@@ -96,6 +96,10 @@ struct RoundTally {
 class ElasticRun {
  public:
   ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int slot, int restart);
+  // Auto's probe, if it still runs, ends before the group it runs over goes with replica_.
+  ~ElasticRun() {
+    if (outer_) outer_->settle_probe();
+  }
   std::vector<EpochStats> run();
 
  private:
@@ -306,6 +310,8 @@ void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
 std::vector<EpochStats> ElasticRun::run() {
   start_epoch_progress();  // a founder's: the first founder's reaches every member
   replica_->enter();
+  // Under auto the founders probe their link beside the first round's inner steps.
+  if (replica_->view().id == 1 && replica_->round() == 0) outer_->start_probe(replica_->group());
   // A founder's first epoch starts once it is in, as plain DiLoCo's starts once its ranks
   // connected: the wait for the others to start is no part of the epoch's time.
   if (replica_->view().id == 1 && replica_->round() == 0)
