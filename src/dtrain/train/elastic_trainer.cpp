@@ -8,7 +8,6 @@
 #include <iostream>
 #include <map>
 
-#include "dtrain/base/median.h"
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/etcd_client.h"
@@ -21,6 +20,7 @@
 #include "dtrain/metrics/progress.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/metrics/trace.h"
+#include "dtrain/parallel/diloco_auto.h"
 #include "dtrain/train/elastic.h"
 #include "dtrain/train/elastic_replica.h"
 #include "dtrain/train/engine.h"
@@ -212,16 +212,16 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
   int64_t step = 0;
   const bool dies = replica_->plan().kills_at(replica_->id(), round, FaultPhase::kInner);
   if (dies && loader.batches() == 0) elastic::die_now(replica_->membership());
-  std::vector<double> step_spans;  // auto's step time: the engine's work, not the data's wait
+  parallel::InnerStepTimes step_times;  // auto's step time: the engine's work, not data waits
   while (auto batch = loader.next()) {
     if (dies && step == half) elastic::die_now(replica_->membership());
-    const auto step_start = metrics::Clock::now();
+    step_times.step_started();
     optimizer_->zero_grad();
     const BatchResult r = engine_->train_batch(*batch, lr, StepPlan{}, s);
     const auto t = metrics::Clock::now();
     optimizer_->step();
     s.time_optimizer_s += metrics::trace::span_since("compute", "optimizer step", t);
-    step_spans.push_back(metrics::since(step_start));
+    step_times.step_ended();
     if (!std::isfinite(r.loss_sum))
       throw std::runtime_error("training diverged: loss is " + std::to_string(r.loss_sum) +
                                " in round " + std::to_string(round) + " (lower --lr?)");
@@ -231,7 +231,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
     ++step;
   }
   s.time_data_s += loader.wait_s();
-  if (!step_spans.empty()) outer_->note_step_s(median(step_spans));
+  if (!step_times.empty()) outer_->note_step_s(step_times.median_s());
   return static_cast<int64_t>(indices.size());
 }
 
