@@ -147,6 +147,37 @@ TEST(ElasticOuterTest, TheOuterStepFollowsTheLiveMembersAsTheReferenceDoes) {
       << (finals[0].to(at::kDouble) - anchor).abs().max().item<double>();
 }
 
+// Inner steps move each replica's own BatchNorm statistics, not the shared state: two
+// replicas that hold the same θ, momentum and last mean buffers have one digest and pack
+// alike whatever their inner steps did to the model's buffers (a digest of those would
+// re-sync every member of a BatchNorm model at every outer step).
+TEST(ElasticOuterTest, InnerStepsBuffersAreNotTheSharedState) {
+  const auto bn_model = [] {
+    torch::manual_seed(5);
+    return torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4));
+  };
+  torch::nn::Sequential a = bn_model(), b = bn_model();
+  ElasticOuter outer_a(a->parameters(), a->buffers(), outer_config());
+  ElasticOuter outer_b(b->parameters(), b->buffers(), outer_config());
+  ASSERT_EQ(outer_a.digest(), outer_b.digest());
+  a->train();
+  a->forward(torch::randn({8, 3}));  // running statistics move in a's model only
+  EXPECT_EQ(outer_a.digest(), outer_b.digest());
+  EXPECT_TRUE(at::equal(outer_a.pack(), outer_b.pack()));
+  // The state received by a joiner sets the shared buffers and the model's alike.
+  torch::nn::Sequential c = bn_model();
+  c->train();
+  c->forward(torch::randn({8, 3}) * 5);
+  ElasticOuter joiner(c->parameters(), c->buffers(), outer_config());
+  joiner.unpack(outer_a.pack());
+  EXPECT_EQ(joiner.digest(), outer_b.digest());
+  const at::Tensor mean = c->named_buffers()["1.running_mean"];
+  EXPECT_TRUE(at::equal(mean, b->named_buffers()["1.running_mean"]));
+  // A changed θ still shows.
+  outer_a.perturb(1e-3);
+  EXPECT_NE(outer_a.digest(), outer_b.digest());
+}
+
 // A coded exchange that fails half way (the peer's connections close) must leave the
 // residuals of error feedback as they were: the redo then gives what a first try gives.
 TEST(ElasticOuterTest, AFailedExchangeLeavesTheStateAsItWas) {

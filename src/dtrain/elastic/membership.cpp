@@ -163,6 +163,11 @@ comm::Group& Membership::connect(const std::string& name, const std::vector<int6
   return *group_;
 }
 
+std::vector<int64_t> Membership::group_members() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return group_ ? group_members_ : std::vector<int64_t>{};
+}
+
 void Membership::disconnect() {
   std::unique_ptr<comm::Group> old;
   {

@@ -87,6 +87,8 @@ class Membership {
   // them while they connect.
   comm::Group& connect(const std::string& name, const std::vector<int64_t>& members);
   comm::Group* group() { return group_.get(); }
+  // The current group's members, in rank order (empty: none).
+  std::vector<int64_t> group_members();
   // Drops the current group (its connections close).
   void disconnect();
 

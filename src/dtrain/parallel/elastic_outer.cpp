@@ -76,6 +76,7 @@ ElasticOuter::ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::T
   const at::NoGradGuard no_grad;
   anchor_ = flat_.read_all().to(at::kCPU).contiguous();
   momentum_ = at::zeros_like(anchor_);
+  shared_buffers_ = flat_buffers();
 }
 
 ElasticOuter::~ElasticOuter() {
@@ -183,15 +184,17 @@ void ElasticOuter::apply(const Averaged& averaged) {
   const at::NoGradGuard no_grad;
   nesterov_outer_step(anchor_, momentum_, averaged.mean, config_.outer_lr, config_.outer_momentum);
   flat_.write(0, anchor_);
-  if (averaged.buffers.defined()) copy_from_flat(averaged.buffers, buffers_);
+  if (averaged.buffers.defined()) {
+    copy_from_flat(averaged.buffers, buffers_);
+    shared_buffers_ = averaged.buffers.clone();
+  }
 }
 
 uint64_t ElasticOuter::digest() const {
   const auto crc = [](const at::Tensor& t, uint32_t seed) {
     return t.defined() ? crc32c(t.data_ptr(), static_cast<size_t>(t.nbytes()), seed) : seed;
   };
-  const at::Tensor buffers = flat_buffers();
-  const uint32_t a = crc(buffers, crc(anchor_, 0));
+  const uint32_t a = crc(shared_buffers_, crc(anchor_, 0));
   const uint32_t c = crc32c(&choice_, sizeof choice_, crc(momentum_, 0x9e3779b9u));
   return (static_cast<uint64_t>(a) << 32) | c;
 }
@@ -205,8 +208,7 @@ int64_t ElasticOuter::packed_values() const {
 
 at::Tensor ElasticOuter::pack() const {
   std::vector<at::Tensor> parts{anchor_, momentum_};
-  const at::Tensor buffers = flat_buffers();
-  if (buffers.defined()) parts.push_back(buffers);
+  if (shared_buffers_.defined()) parts.push_back(shared_buffers_);
   parts.push_back(at::full({1}, static_cast<float>(choice_), at::kFloat));
   return at::cat(parts);
 }
@@ -226,8 +228,10 @@ void ElasticOuter::unpack(const at::Tensor& state) {
   const int64_t n = anchor_.numel();
   anchor_.copy_(state.narrow(0, 0, n));
   momentum_.copy_(state.narrow(0, n, n));
-  if (!buffers_.empty())
-    copy_from_flat(state.narrow(0, 2 * n, state.numel() - 2 * n - 1), buffers_);
+  if (!buffers_.empty()) {
+    shared_buffers_ = state.narrow(0, 2 * n, state.numel() - 2 * n - 1).clone();
+    copy_from_flat(shared_buffers_, buffers_);
+  }
   flat_.write(0, anchor_);
   set_choice(static_cast<int64_t>(choice));
   reset_residuals(static_cast<int>(feedback_.scatter.size()));

@@ -77,8 +77,10 @@ class ElasticOuter {
   // and the mean buffers (every member applies the same: they stay alike).
   void apply(const Averaged& averaged);
 
-  // A digest of the shared state (θ, momentum, buffers, auto's choice): two CRC-32Cs, equal
-  // on every replica that holds the same bytes.
+  // A digest of the shared state (θ, momentum, the buffers as the last outer step or transfer
+  // set them, auto's choice): two CRC-32Cs, equal on every replica that holds the same bytes.
+  // Inner steps leave it as it is (they move the model's own buffers, BatchNorm's statistics,
+  // not the shared ones).
   uint64_t digest() const;
   // The shared state as one float32 vector [θ, momentum, buffers, auto's choice (the
   // candidate's index; -1: none yet, or a fixed codec)], and its installation in a replica
@@ -102,6 +104,7 @@ class ElasticOuter {
   DilocoConfig config_;
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   at::Tensor anchor_, momentum_;            // flat float32, CPU
+  at::Tensor shared_buffers_;               // flat: the buffers the last outer step or transfer set
   FeedbackResiduals feedback_;
   std::future<std::pair<double, double>> probe_;  // start_probe()'s: {rate, latency}
   std::vector<compress::CodecSpec> candidates_;   // auto's, in preference order (else empty)
