@@ -12,8 +12,10 @@
 namespace dtrain::testing {
 
 // The training flags elastic e2e runs share: the cnn on 3,840 samples an epoch (rounds of
-// 5 steps of 64 a replica), AdamW, and its logs at `base`.metrics, .steps and .samples.
-inline std::vector<std::string> elastic_cnn_flags(int epochs, const std::string& base) {
+// 5 steps of 64 a replica, unless given), AdamW, and its logs at `base`.metrics, .steps and
+// .samples.
+inline std::vector<std::string> elastic_cnn_flags(int epochs, const std::string& base,
+                                                  int64_t samples = 3840, int sync_every = 5) {
   return {"--parallel",
           "diloco",
           "--elastic",
@@ -22,11 +24,11 @@ inline std::vector<std::string> elastic_cnn_flags(int epochs, const std::string&
           "--epochs",
           std::to_string(epochs),
           "--limit-train",
-          "3840",
+          std::to_string(samples),
           "--limit-test",
           "500",
           "--sync-every",
-          "5",
+          std::to_string(sync_every),
           "--optimizer",
           "adamw",
           "--lr",

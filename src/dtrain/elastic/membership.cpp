@@ -126,6 +126,12 @@ comm::Group& Membership::connect(const std::string& name, const std::vector<int6
   const int rank = static_cast<int>(me - members.begin());
   const int64_t since = latest();
   disconnect();
+  // A member the newest view dropped already would keep the others waiting to the timeout.
+  if (since >= 1)
+    for (const int64_t m : members)
+      if (!view(since).has(m))
+        throw comm::CommError("replica " + std::to_string(m) + " was lost (view " +
+                              std::to_string(since) + ") before '" + name + "' connected");
   // Gloo connects on a thread of its own: a member lost meanwhile is noticed here at once,
   // not when the connect timeout runs out (the abandoned thread ends at it).
   auto task = std::make_shared<std::packaged_task<std::unique_ptr<comm::Group>()>>(

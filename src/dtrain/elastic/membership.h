@@ -83,7 +83,8 @@ class Membership {
   View wait_to_enter(std::chrono::milliseconds timeout);
   // Connects the group of `members` (replica ids, this one among them; ranks in their order)
   // under `name`, and makes it the current group: the one the watcher aborts. Throws
-  // CommError when a member does not come within connect_timeout, or a view drops one of
+  // CommError when a member does not come within connect_timeout, the newest view does not
+  // hold one of them (at once), or a view drops one of
   // them while they connect.
   comm::Group& connect(const std::string& name, const std::vector<int64_t>& members);
   comm::Group* group() { return group_.get(); }

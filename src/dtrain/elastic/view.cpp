@@ -96,6 +96,12 @@ std::string latest_view() {
 std::string adopted(int64_t view) {
   return kRoot + "adopted/" + std::to_string(view);
 }
+std::string mid_round(int64_t round) {
+  return kRoot + "mid/" + std::to_string(round);
+}
+std::string mid_round_sealed(int64_t round) {
+  return kRoot + "mid-sealed/" + std::to_string(round);
+}
 std::string holds(int64_t replica) {
   return kRoot + "holds/" + std::to_string(replica);
 }

@@ -49,6 +49,10 @@ std::string view(int64_t id);
 std::string latest_view();           // the newest view's id
 std::string adopted(int64_t view);   // set by the members as they connect a view: its donors
 std::string holds(int64_t replica);  // set by a replica once it holds the run's state (entered)
+// Joiners that entered round `round` mid-round ("ID,ID,"), "sealed:" before them once the
+// members reached its end; and a key set then, which such joiners wait for.
+std::string mid_round(int64_t round);
+std::string mid_round_sealed(int64_t round);
 // A member's outcome of a round's outer step in a group: "done" or "failed".
 std::string status(const std::string& group, int64_t round, int64_t replica);
 // Which view replaces a group whose round failed (the first to decide sets it).

@@ -237,6 +237,14 @@ void ElasticOuter::unpack(const at::Tensor& state) {
   reset_residuals(static_cast<int>(feedback_.scatter.size()));
 }
 
+void ElasticOuter::unpack_momentum(const at::Tensor& momentum) {
+  if (momentum.numel() != momentum_.numel() || momentum.scalar_type() != at::kFloat)
+    throw std::invalid_argument("DiLoCo outer momentum of " + std::to_string(momentum.numel()) +
+                                " values where this model's holds " +
+                                std::to_string(momentum_.numel()));
+  momentum_.copy_(momentum.reshape({-1}));
+}
+
 void ElasticOuter::perturb(double delta) {
   anchor_.add_(delta);
 }

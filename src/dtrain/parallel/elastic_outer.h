@@ -88,6 +88,11 @@ class ElasticOuter {
   at::Tensor pack() const;
   void unpack(const at::Tensor& state);
   int64_t packed_values() const;
+  // A joiner that enters mid-round trains on θ before the momentum arrives: it unpacks a
+  // state whose momentum part is yet zeros, then sets the momentum (checked: its size).
+  void unpack_momentum(const at::Tensor& momentum);
+  // Under auto, before the first exchange chose the codec (joiners wait for it).
+  bool choice_pending() const { return !candidates_.empty() && choice_ < 0; }
   // The residuals of error feedback belong to the pieces of one group's exchange: a group of
   // another size starts them again (a view change).
   void reset_residuals(int group_size);

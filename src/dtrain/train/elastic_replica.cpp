@@ -14,6 +14,7 @@
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/elastic_sync.h"
+#include "dtrain/train/elastic_mid_round.h"
 
 namespace dtrain::train {
 namespace {
@@ -24,10 +25,6 @@ namespace skey = elastic::key;
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string view_group(int64_t view) {
-  return "v" + std::to_string(view);
 }
 
 bool contains(const std::vector<int64_t>& v, int64_t x) {
@@ -147,7 +144,7 @@ void ElasticReplica::enter() {
   const double process_s = metrics::process_age_s();
   for (int attempt = 0;; ++attempt) {
     try {
-      enter_once();
+      if (!settings_.mid_round || !enter_mid_round()) enter_once();
       break;
     } catch (const comm::CommError& e) {
       // A donor or this replica's link went while it entered: register again and retry.
@@ -170,6 +167,7 @@ void ElasticReplica::enter() {
   row["view_s"] = entering_.view_s;
   row["connect_s"] = entering_.connect_s;
   row["transfer_s"] = entering_.transfer_s;
+  row["mid_round"] = entered_mid_round();
   event(std::move(row));
 }
 
@@ -199,7 +197,21 @@ void ElasticReplica::enter_once() {
   entering_.transfer_s = metrics::since(t);
 }
 
+void ElasticReplica::settle_positions(const Outcome& out,
+                                      const std::vector<parallel::Record>& records) {
+  const elastic::View& trained_in = out.trained_in;
+  for (size_t r = 0; r < trained_in.members.size(); ++r)
+    if (!contains(out.members, trained_in.members[r])) data::requeue(queue_, out.assignment[r]);
+  for (size_t i = 0; i < out.members.size() && i < records.size(); ++i) {
+    const std::vector<int64_t>& planned =
+        out.assignment[static_cast<size_t>(trained_in.rank_of(out.members[i]))];
+    const auto used = static_cast<size_t>(std::max<int64_t>(0, records[i].samples));
+    if (used < planned.size()) data::requeue(queue_, {planned.begin() + used, planned.end()});
+  }
+}
+
 std::vector<std::vector<int64_t>> ElasticReplica::assign(int64_t per_replica, int64_t epoch_size) {
+  round_start_words_ = progress();
   return data::assign_round(queue_, size(), per_replica, epoch_size);
 }
 
@@ -266,19 +278,22 @@ std::string ElasticReplica::await_outcome(const std::string& key, int64_t member
 ElasticReplica::Outcome ElasticReplica::finish_round(
     int64_t samples, const std::vector<std::vector<int64_t>>& assignment) {
   const int64_t k = round_;
-  const elastic::View trained_in = view_;
+  Outcome out;
+  // Kept to the round's end: the transfer's last acknowledgement may still be under way.
+  const std::unique_ptr<MidRound> entered = std::move(mid_);
+  if (!close_round(entered.get(), assignment, out)) return out;
+  const elastic::View& trained_in = out.trained_in;
   if (settings_.plan.corrupts(id(), k)) outer_.perturb(1e-3);
   const at::Tensor pseudo_gradient = outer_.pseudo_gradient();
   const uint64_t digest_before = outer_.digest();
   std::vector<int64_t> members = group_broken_ ? std::vector<int64_t>{} : trained_in.members;
   std::string name = group_name_;
-  Outcome out;
   std::vector<parallel::Record> records;
   bool unconnected = false;  // connecting the survivors' group failed: recover again
   for (int attempt = 0;; ++attempt) {
     const auto t0 = metrics::Clock::now();
     try {
-      if (members.empty()) throw comm::CommError("the round's group broke in a transfer");
+      if (members.empty()) throw comm::CommError("the round's group broke (a transfer, a connect)");
       if (unconnected) throw comm::CommError("the survivors' group did not connect");
       if (settings_.plan.kills_at(id(), k, FaultPhase::kExchange)) elastic::die_now(*membership_);
       out.averaged = outer_.exchange(group(), pseudo_gradient);
@@ -321,11 +336,9 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
     }
   }
   out.members = members;
-  for (size_t r = 0; r < trained_in.members.size(); ++r) {
-    if (contains(members, trained_in.members[r])) continue;
-    out.lost.push_back(trained_in.members[r]);
-    data::requeue(queue_, assignment[r]);
-  }
+  for (const int64_t m : trained_in.members)
+    if (!contains(members, m)) out.lost.push_back(m);
+  settle_positions(out, records);
   for (const auto& rec : records)
     out.samples += rec.samples;
   outer_.apply(out.averaged);

@@ -15,6 +15,15 @@
 //    replicas that enter with it receive the shared state from the members that hold it,
 //    split between them, checked against the first donor's digest. A member whose digest
 //    differs from the majority's is re-synced from it the same way.
+//
+// Mid-round entry (off under a fault plan's rejoins): a joiner need not wait for the next boundary.
+// The group's first member hands it the state the round started from, beside its own inner steps
+// (elastic_side_transfer.h); the joiner names itself in the round's list in the store
+// (key::mid_round) and trains the positions planned for it after the members' until the
+// members reach the round's end. There each member seals the list (one compare-and-set) and,
+// where it names joiners, the round's exchange runs over the members and them; a joiner's
+// untrained positions go back to the queue. A joiner that finds the list sealed enters at the
+// boundary as above.
 #pragma once
 
 #include <chrono>
@@ -22,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +41,7 @@
 #include "dtrain/metrics/rows.h"
 #include "dtrain/parallel/elastic_outer.h"
 #include "dtrain/parallel/elastic_sync.h"
+#include "dtrain/train/elastic_side_transfer.h"
 
 namespace dtrain::train {
 
@@ -41,6 +52,12 @@ class ElasticReplica {
     elastic::FaultPlan plan;
     int min_replicas = 1;
     std::chrono::milliseconds enter_timeout{600'000};
+    // Joiners may enter mid-round (off under a fault plan with rejoins: they land at set
+    // boundaries).
+    bool mid_round = false;
+    // A round's positions a replica (assign()'s per_replica) and the epoch's size: what a
+    // mid-round joiner plans its share from.
+    int64_t per_replica = 0, epoch_size = 0;
   };
   // `reset_inner`: called when this replica enters as a joiner (its inner optimizer starts
   // afresh, docs/elastic.md).
@@ -67,6 +84,17 @@ class ElasticReplica {
 
   // The positions each member of the view trains this round (advances the queue).
   std::vector<std::vector<int64_t>> assign(int64_t per_replica, int64_t epoch_size);
+  // This replica's positions this round: its share of `assignment`, or, entered mid-round,
+  // the share planned for it after the members'. And its place among the round's trainers
+  // (its rank, or after the members').
+  const std::vector<int64_t>& positions(const std::vector<std::vector<int64_t>>& assignment) const;
+  int share_index() const;
+  // Between inner steps: the group's first member hands the round's start state to replicas
+  // that asked to enter since (a thread each). Cheap when none did.
+  void serve_joiners();
+  // Entered mid-round: the members reached the round's end (its inner steps stop).
+  bool round_closing() const;
+  bool entered_mid_round() const { return mid_ != nullptr; }
 
   struct Outcome {
     bool counted = true;           // false: this replica's round did not count (it re-entered)
@@ -74,6 +102,8 @@ class ElasticReplica {
     std::vector<int64_t> members;  // the replicas whose contributions counted
     std::vector<int64_t> lost;     // members of the round whose contributions did not
     parallel::ElasticOuter::Averaged averaged;
+    elastic::View trained_in;  // the round's trainers: the view's members, then mid-round joiners
+    std::vector<std::vector<int64_t>> assignment;  // their planned positions, in that order
   };
   // The outer step that ends the round (steps 1 and 2 above). `assignment` is assign()'s.
   Outcome finish_round(int64_t samples, const std::vector<std::vector<int64_t>>& assignment);
@@ -88,6 +118,28 @@ class ElasticReplica {
 
  private:
   void enter_once();
+  // Enters mid-round where a member hands this replica the round's start state before the
+  // round ends; false: enter at the boundary (enter_once).
+  bool enter_mid_round();
+  // Installs the round's start state and takes a place in the round's list; false where the
+  // list is sealed or no positions are left for it.
+  bool claim_mid_round(const RoundStart& start);
+  SideTransfer::Link side_link(const std::string& name);
+  void give_up_mid_round();
+  struct MidRound;
+  // Before the round's exchange: a mid-round joiner's momentum (`entered`: it entered this
+  // round), and the joiners the round takes in (out.trained_in, out.assignment: `assignment`
+  // and theirs). False: this replica entered again (`out` says its round did not count).
+  bool close_round(MidRound* entered, const std::vector<std::vector<int64_t>>& assignment,
+                   Outcome& out);
+  // At the round's end: the joiners that entered it mid-round (the list sealed).
+  std::vector<int64_t> seal_mid_round(int64_t round);
+  // Takes them in: their planned positions appended to `assignment`, the round's group
+  // extended by them.
+  void take_in(const std::vector<int64_t>& joiners, std::vector<std::vector<int64_t>>& assignment);
+  // After the records: positions of lost trainers, and those a trainer did not reach, back
+  // to the queue.
+  void settle_positions(const Outcome& out, const std::vector<parallel::Record>& records);
   // Connects the group `name` of `members`; false where a member was lost or cut meanwhile.
   bool connect_or_report(const std::string& name, const std::vector<int64_t>& members);
   // A failed exchange's replacement group: the survivors of `members`; or nothing when
@@ -121,6 +173,11 @@ class ElasticReplica {
   int64_t proposal_ = 0;          // the newest view proposed at the last boundary
   std::vector<int64_t> holders_;  // the members whose step counted there
   data::SampleQueue queue_;
+  std::vector<int64_t> round_start_words_;  // progress() before the round's assignment
+  int64_t served_view_ = 0;                 // serve_joiners(): the newest view looked at
+  std::set<int64_t> served_;
+  std::vector<std::unique_ptr<SideTransfer>> serving_;  // and fetches given up, until done
+  std::unique_ptr<MidRound> mid_;  // entered mid-round, until its first round ends
   std::vector<int64_t> carried_;
   std::vector<metrics::Row> events_;
   struct EnterTimes {

@@ -108,9 +108,9 @@ class ElasticRun {
   int64_t train_round(const std::vector<int64_t>& positions, int64_t epoch, EpochStats& s);
   EpochStats close_epoch(EpochStats s, int64_t epoch);
   // A counted round's rows: the sample log's (every member) and the step log's (the first).
-  void log_round(int64_t epoch, int64_t round, double round_s, const elastic::View& trained_in,
-                 const ElasticReplica::Outcome& outcome,
-                 const std::vector<std::vector<int64_t>>& assignment);
+  // `trained`: the positions this replica trained.
+  void log_round(int64_t epoch, int64_t round, double round_s,
+                 const ElasticReplica::Outcome& outcome, const std::vector<int64_t>& trained);
   // The epoch's progress the members share (EpochWord), from now.
   void start_epoch_progress();
   const std::vector<int64_t>& permutation(int64_t epoch);
@@ -149,6 +149,10 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   s.membership.connect_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(e.connect_timeout_s * 1000));
   s.enter_timeout = world.timeout;
+  // A fault plan's rejoins land at set boundaries (its runs repeat bit for bit).
+  s.mid_round = s.plan.rejoins.empty();
+  s.per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
+  s.epoch_size = in_.train_set.size();
   if (slot >= 0 && restart >= 0) {
     if (!s.plan.empty())
       s.membership.replica_id = slot + elastic::kRestartStride * restart;
@@ -199,7 +203,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
     indices.push_back(order[static_cast<size_t>(p)]);
   const int64_t round = replica_->round();
   const uint64_t seed = c_.seed * 7777 + static_cast<uint64_t>(round) * 1000003ull +
-                        static_cast<uint64_t>(replica_->rank());
+                        static_cast<uint64_t>(replica_->share_index());
   data::EpochLoader loader(in_.train_set, indices, c_.batch_size, in_.norm, augment_, seed, 2);
   const int64_t half = loader.batches() / 2;
   const double at = static_cast<double>(epoch) +
@@ -215,6 +219,9 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
   parallel::InnerStepTimes step_times;  // auto's step time: the engine's work, not data waits
   while (auto batch = loader.next()) {
     if (dies && step == half) elastic::die_now(replica_->membership());
+    // Entered mid-round: the members reached the round's end (after one step at least).
+    if (step > 0 && replica_->round_closing()) break;
+    replica_->serve_joiners();
     step_times.step_started();
     optimizer_->zero_grad();
     const BatchResult r = engine_->train_batch(*batch, lr, StepPlan{}, s);
@@ -232,7 +239,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
   }
   s.time_data_s += loader.wait_s();
   if (!step_times.empty()) outer_->note_step_s(step_times.median_s());
-  return static_cast<int64_t>(indices.size());
+  return std::min(static_cast<int64_t>(indices.size()), step * c_.batch_size);
 }
 
 void ElasticRun::start_epoch_progress() {
@@ -283,14 +290,15 @@ EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
 }
 
 void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
-                           const elastic::View& trained_in, const ElasticReplica::Outcome& outcome,
-                           const std::vector<std::vector<int64_t>>& assignment) {
+                           const ElasticReplica::Outcome& outcome,
+                           const std::vector<int64_t>& trained) {
+  const elastic::View& trained_in = outcome.trained_in;
   if (!c_.parallel.elastic.sample_log.empty()) {
     metrics::Row row;
     row["replica"] = replica_->id();
     row["epoch"] = epoch;
     row["round"] = round;
-    row["positions"] = assignment[static_cast<size_t>(trained_in.rank_of(replica_->id()))];
+    row["positions"] = trained;
     append_rows(c_.parallel.elastic.sample_log, {row});
   }
   if (replica_->group().rank() == 0) {  // the group the round counted in
@@ -310,12 +318,13 @@ void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
 std::vector<EpochStats> ElasticRun::run() {
   start_epoch_progress();  // a founder's: the first founder's reaches every member
   replica_->enter();
+  const bool founder =
+      replica_->view().id == 1 && replica_->round() == 0 && !replica_->entered_mid_round();
   // Under auto the founders probe their link beside the first round's inner steps.
-  if (replica_->view().id == 1 && replica_->round() == 0) outer_->start_probe(replica_->group());
+  if (founder) outer_->start_probe(replica_->group());
   // A founder's first epoch starts once it is in, as plain DiLoCo's starts once its ranks
   // connected: the wait for the others to start is no part of the epoch's time.
-  if (replica_->view().id == 1 && replica_->round() == 0)
-    replica_->carried().at(kEpochStartUs) = wall_microseconds();
+  if (founder) replica_->carried().at(kEpochStartUs) = wall_microseconds();
   const int64_t per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
   const int64_t n = in_.train_set.size();
   std::vector<EpochStats> history;
@@ -329,10 +338,10 @@ std::vector<EpochStats> ElasticRun::run() {
     const auto t0 = metrics::Clock::now();
     const std::vector<std::vector<int64_t>> assignment = replica_->assign(per_replica, n);
     const int64_t round = replica_->round();
-    const int64_t trained =
-        train_round(assignment[static_cast<size_t>(replica_->rank())], epoch, s);
-    const elastic::View trained_in = replica_->view();
+    const std::vector<int64_t> mine = replica_->positions(assignment);
+    const int64_t trained = train_round(mine, epoch, s);
     const ElasticReplica::Outcome outcome = replica_->finish_round(trained, assignment);
+    const elastic::View& trained_in = outcome.trained_in;
     auto events = replica_->take_events();
     events_ += static_cast<int64_t>(events.size());
     for (auto& e : events)
@@ -346,9 +355,9 @@ std::vector<EpochStats> ElasticRun::run() {
     for (size_t r = 0; r < trained_in.members.size(); ++r)
       if (std::find(outcome.lost.begin(), outcome.lost.end(), trained_in.members[r]) !=
           outcome.lost.end())
-        progress.at(kEpochLost) += static_cast<int64_t>(assignment[r].size());
+        progress.at(kEpochLost) += static_cast<int64_t>(outcome.assignment[r].size());
     if (views_.empty() || views_.back() != trained_in.id) views_.push_back(trained_in.id);
-    log_round(epoch, round, metrics::since(t0), trained_in, outcome, assignment);
+    log_round(epoch, round, metrics::since(t0), outcome, {mine.begin(), mine.begin() + trained});
     progress_.update([&] {
       return "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c_.epochs) + " round " +
              std::to_string(round) + ": " + std::to_string(replica_->size()) + " replicas, " +

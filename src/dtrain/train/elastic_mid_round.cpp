@@ -1,0 +1,241 @@
+#include "dtrain/train/elastic_mid_round.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/comm/kv_store.h"
+#include "dtrain/metrics/timer.h"
+#include "dtrain/train/elastic_replica.h"
+
+namespace dtrain::train {
+namespace {
+
+using std::chrono::milliseconds;
+namespace skey = elastic::key;
+
+}  // namespace
+
+bool ElasticReplica::enter_mid_round() {
+  auto t = metrics::Clock::now();
+  auto& store = membership_->store();
+  int64_t holding = 0;  // the first view holding this replica
+  while (holding == 0) {
+    const int64_t newest = membership_->latest();
+    if (newest >= 1 && membership_->view(newest).has(id()))
+      holding = newest;
+    else if (metrics::since(t) * 1000 > static_cast<double>(settings_.enter_timeout.count()) ||
+             store.try_get(skey::done()))
+      return false;  // enter_once says why
+    else
+      std::this_thread::sleep_for(milliseconds(20));
+  }
+  // A founder enters with the others; a view that let it in already is the boundary's.
+  if (membership_->view(1).has(id()) || store.try_get(skey::adopted(holding))) return false;
+  entering_ = {metrics::since(t), 0, 0};
+  t = metrics::Clock::now();
+  mid_ = std::make_unique<MidRound>();
+  mid_->fetch = SideTransfer::fetch(side_link("mid-" + std::to_string(id())));
+  // The first part, unless the members reach a boundary and let this replica in there first.
+  int polls = 0;
+  while (mid_->fetch->first_part().wait_for(milliseconds(20)) != std::future_status::ready) {
+    if (++polls % 5 != 0) continue;
+    for (int64_t v = holding; v <= membership_->latest_seen(); ++v)
+      if (membership_->view(v).has(id()) && store.try_get(skey::adopted(v))) {
+        give_up_mid_round();
+        return false;
+      }
+  }
+  RoundStart start;
+  try {
+    start = mid_->fetch->first_part().get();
+  } catch (const std::exception& e) {
+    std::cerr << "elastic: replica " << id() << " could not enter mid-round (" << e.what()
+              << "); entering at the next boundary" << std::endl;
+    give_up_mid_round();
+    return false;
+  }
+  entering_.transfer_s = metrics::since(t);
+  if (!claim_mid_round(start)) {
+    give_up_mid_round();
+    return false;
+  }
+  return true;
+}
+
+// words: [the round's view id, its member count, its members..., progress() at its start]
+bool ElasticReplica::claim_mid_round(const RoundStart& start) {
+  const std::vector<int64_t>& w = start.words;
+  if (w.size() < 2 || w[1] < 1 || static_cast<size_t>(w[1]) + 2 > w.size())
+    throw comm::CommError("a malformed mid-round state (" + std::to_string(w.size()) + " words)");
+  const auto members_end = w.begin() + 2 + w[1];
+  const elastic::View round_view = membership_->view(w[0]);
+  if (round_view.members != std::vector<int64_t>(w.begin() + 2, members_end))
+    throw comm::CommError("the mid-round state names view " + std::to_string(w[0]) +
+                          " with other members than the store's");
+  set_progress({members_end, w.end()});
+  view_ = round_view;
+  group_name_.clear();
+  group_broken_ = false;
+  const int64_t n = outer_.values();
+  outer_.unpack(at::cat({start.first.narrow(0, 0, n), at::zeros({n}, at::kFloat),
+                         start.first.narrow(0, n, start.first.numel() - n)}));
+  if (outer_.choice_pending()) return false;  // auto chooses among the founders first
+  reset_inner_();
+  // A place in the round's list, after the joiners already in it; none once it is sealed.
+  auto& store = membership_->store();
+  std::string listed = store.try_get(skey::mid_round(round_)).value_or("");
+  while (listed.rfind(kSealed, 0) != 0) {
+    const std::vector<int64_t> before = listed_ids(listed);
+    data::SampleQueue q = queue_;
+    data::assign_round(q, size(), settings_.per_replica, settings_.epoch_size);
+    std::vector<int64_t> planned;
+    for (size_t i = 0; i <= before.size(); ++i)
+      planned = data::assign_round(q, 1, settings_.per_replica, settings_.epoch_size)[0];
+    if (planned.empty()) return false;  // the epoch's positions are all handed out
+    const std::string want = listed + std::to_string(id()) + ",";
+    const std::string now = store.compare_set(skey::mid_round(round_), listed, want);
+    if (now == want) {
+      mid_->positions = std::move(planned);
+      mid_->index = static_cast<int>(before.size());
+      mid_->watcher = std::thread(
+          [m = mid_.get(), client = store.another_client(), key = skey::mid_round_sealed(round_)] {
+            while (!m->stop) {
+              try {
+                if (client->try_get(key)) break;
+              } catch (const std::exception&) {
+                break;  // the store is gone: the exchange that follows fails and says so
+              }
+              std::this_thread::sleep_for(milliseconds(40));
+            }
+            m->closing = true;
+          });
+      return true;
+    }
+    listed = now;
+  }
+  return false;
+}
+
+// The fetch may be inside its connect, which no abort ends: it finishes on its own (at the
+// connect timeout at worst), kept with the serving transfers, while this replica goes on.
+void ElasticReplica::give_up_mid_round() {
+  if (!mid_) return;
+  mid_->fetch->abort();
+  serving_.push_back(std::move(mid_->fetch));
+  mid_.reset();
+}
+
+SideTransfer::Link ElasticReplica::side_link(const std::string& name) {
+  SideTransfer::Link link;
+  link.store = membership_->store().another_client();
+  link.name = skey::group_prefix(name);
+  link.world = settings_.membership.world;
+  // One connection: no probe of the link before it (a round trip and more to the store, a
+  // Gloo context a stream): the joiner's wait is all of it.
+  link.world.streams = 1;
+  link.connect_timeout = settings_.membership.connect_timeout;
+  return link;
+}
+
+void ElasticReplica::serve_joiners() {
+  if (!settings_.mid_round || mid_) return;
+  const int64_t seen = membership_->latest_seen();
+  if (seen <= served_view_) return;
+  served_view_ = seen;
+  comm::Group* g = membership_->group();
+  if (!g || group_broken_ || g->rank() != 0 || outer_.choice_pending()) return;
+  serving_.erase(
+      std::remove_if(serving_.begin(), serving_.end(), [](const auto& t) { return t->done(); }),
+      serving_.end());
+  const elastic::View newest = membership_->view(seen);
+  for (const int64_t m : newest.members) {
+    if (view_.has(m) || !served_.insert(m).second) continue;
+    const at::Tensor state = outer_.pack();
+    const int64_t n = outer_.values();
+    RoundStart start;
+    start.first = at::cat({state.narrow(0, 0, n), state.narrow(0, 2 * n, state.numel() - 2 * n)});
+    start.momentum = state.narrow(0, n, n).clone();
+    start.words = {view_.id, static_cast<int64_t>(view_.members.size())};
+    start.words.insert(start.words.end(), view_.members.begin(), view_.members.end());
+    start.words.insert(start.words.end(), round_start_words_.begin(), round_start_words_.end());
+    serving_.push_back(SideTransfer::serve(side_link("mid-" + std::to_string(m)), std::move(start),
+                                           "replica " + std::to_string(id()) + ": round " +
+                                               std::to_string(round_) + "'s state to replica " +
+                                               std::to_string(m)));
+  }
+}
+
+const std::vector<int64_t>& ElasticReplica::positions(
+    const std::vector<std::vector<int64_t>>& assignment) const {
+  return mid_ ? mid_->positions : assignment.at(static_cast<size_t>(rank()));
+}
+
+int ElasticReplica::share_index() const {
+  return mid_ ? size() + mid_->index : rank();
+}
+
+bool ElasticReplica::round_closing() const {
+  return mid_ && mid_->closing;
+}
+
+std::vector<int64_t> ElasticReplica::seal_mid_round(int64_t round) {
+  auto& store = membership_->store();
+  std::string listed;
+  while (true) {
+    const std::string now =
+        store.compare_set(skey::mid_round(round), listed, std::string(kSealed) + listed);
+    if (now.rfind(kSealed, 0) == 0) {
+      listed = now.substr(std::strlen(kSealed));
+      break;
+    }
+    listed = now;  // joiners came in since: seal them in
+  }
+  std::vector<int64_t> joiners = listed_ids(listed);
+  if (!joiners.empty()) store.set(skey::mid_round_sealed(round), "1");
+  return joiners;
+}
+
+bool ElasticReplica::close_round(MidRound* entered,
+                                 const std::vector<std::vector<int64_t>>& assignment,
+                                 Outcome& out) {
+  out.assignment = assignment;
+  if (entered) {  // the momentum, which the outer step needs, came after θ
+    try {
+      outer_.unpack_momentum(entered->fetch->momentum().get());
+    } catch (const std::exception& e) {
+      std::cerr << "elastic: replica " << id() << ": the round's momentum did not arrive ("
+                << e.what() << "); entering again" << std::endl;
+      membership_->register_again();
+      enter();
+      out.counted = false;
+      return false;
+    }
+  }
+  if (settings_.mid_round) {
+    const std::vector<int64_t> joiners = seal_mid_round(round_);
+    if (!joiners.empty()) take_in(joiners, out.assignment);
+  }
+  out.trained_in = view_;
+  return true;
+}
+
+void ElasticReplica::take_in(const std::vector<int64_t>& joiners,
+                             std::vector<std::vector<int64_t>>& assignment) {
+  elastic::View round_view = view_;
+  for (const int64_t j : joiners) {
+    assignment.push_back(
+        data::assign_round(queue_, 1, settings_.per_replica, settings_.epoch_size)[0]);
+    round_view.members.push_back(j);
+  }
+  view_ = round_view;
+  group_name_ = view_group(view_.id) + "-m" + std::to_string(round_);
+  if (!group_broken_) group_broken_ = !connect_or_report(group_name_, view_.members);
+}
+
+}  // namespace dtrain::train

@@ -1,0 +1,76 @@
+// Internal to the elastic replica: the state a round started from, handed by one of its
+// members to a replica that enters mid-round (docs/elastic.md), over a group of two of their
+// own (the donor rank 0, the joiner rank 1), on a thread of its own beside the donor's inner
+// steps. Two parts: first θ, the shared buffers, auto's choice and the round's words (the
+// joiner trains once they are in), then the outer momentum (needed at the round's end);
+// each checked against the CRC-32C the donor computed, and the joiner's acknowledgement
+// last, so the donor's side closes only once everything arrived.
+//
+// Either side may abort() the transfer from another thread: its waits end at once (a
+// connect still under way ends at its connect timeout). The destructor aborts and joins.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dtrain/comm/world.h"
+
+namespace dtrain::comm {
+class Group;
+class KeyValueStore;
+}  // namespace dtrain::comm
+
+namespace dtrain::train {
+
+struct RoundStart {
+  at::Tensor first;            // [θ, shared buffers, auto's choice], float32
+  std::vector<int64_t> words;  // the round's view and the run's progress at its start
+  at::Tensor momentum;         // the outer momentum, float32
+};
+
+class SideTransfer {
+ public:
+  struct Link {
+    std::unique_ptr<comm::KeyValueStore> store;  // a client of the thread's own
+    std::string name;                            // the group's rendezvous prefix
+    comm::WorldConfig world;
+    std::chrono::milliseconds connect_timeout{10'000};
+  };
+  // The donor's side: sends `state`; failures are said on stderr with `who`.
+  static std::unique_ptr<SideTransfer> serve(Link link, RoundStart state, std::string who);
+  // The joiner's side: first_part() and momentum() become ready as the parts arrive (or
+  // hold the CommError that ended the transfer).
+  static std::unique_ptr<SideTransfer> fetch(Link link);
+  ~SideTransfer();
+  SideTransfer(const SideTransfer&) = delete;
+  SideTransfer& operator=(const SideTransfer&) = delete;
+
+  std::future<RoundStart>& first_part() { return first_; }
+  std::future<at::Tensor>& momentum() { return momentum_; }
+  bool done() const;
+  void abort();
+
+ private:
+  SideTransfer() = default;
+  // Runs on the thread: connects, then `body` over the group unless aborted meanwhile.
+  void run(Link link, int rank, const std::function<void(comm::Group&)>& body);
+
+  mutable std::mutex mutex_;
+  comm::Group* group_ = nullptr;  // while the thread uses it
+  bool aborted_ = false, done_ = false;
+  std::promise<RoundStart> first_promise_;
+  std::promise<at::Tensor> momentum_promise_;
+  std::future<RoundStart> first_;
+  std::future<at::Tensor> momentum_;
+  std::thread thread_;
+};
+
+}  // namespace dtrain::train
