@@ -19,7 +19,40 @@ namespace {
 using std::chrono::milliseconds;
 namespace skey = elastic::key;
 
+// The round's list sealed: the joiners in it (every member reads the same).
+std::vector<int64_t> seal(comm::KeyValueStore& store, int64_t round) {
+  std::string listed;
+  while (true) {
+    const std::string now =
+        store.compare_set(skey::mid_round(round), listed, std::string(kSealed) + listed);
+    if (now.rfind(kSealed, 0) == 0) {
+      listed = now.substr(std::strlen(kSealed));
+      break;
+    }
+    listed = now;  // joiners came in since: seal them in
+  }
+  std::vector<int64_t> joiners = listed_ids(listed);
+  if (!joiners.empty()) store.set(skey::mid_round_sealed(round), "1");
+  return joiners;
+}
+
+bool names_all(const std::string& listed, const std::vector<int64_t>& ids) {
+  const std::vector<int64_t> in = listed_ids(listed.substr(
+      listed.rfind(kSealed, 0) == 0 ? std::strlen(kSealed) : 0));
+  return std::all_of(ids.begin(), ids.end(), [&](int64_t id) {
+    return std::find(in.begin(), in.end(), id) != in.end();
+  });
+}
+
+// Whether the newest view still holds `replica` (read through `store`, off the main thread).
+bool still_held(comm::KeyValueStore& store, int64_t replica) {
+  const auto latest = store.try_get(skey::latest_view());
+  return !latest || elastic::View::from_json(store.get(skey::view(std::stoll(*latest))))
+                        .has(replica);
+}
+
 }  // namespace
+
 
 bool ElasticReplica::enter_mid_round() {
   auto t = metrics::Clock::now();
@@ -127,7 +160,7 @@ bool ElasticReplica::claim_mid_round(const RoundStart& start) {
 void ElasticReplica::give_up_mid_round() {
   if (!mid_) return;
   mid_->fetch->abort();
-  serving_.push_back(std::move(mid_->fetch));
+  serving_.push_back({std::move(mid_->fetch), -1, -1});
   mid_.reset();
 }
 
@@ -151,7 +184,8 @@ void ElasticReplica::serve_joiners() {
   comm::Group* g = membership_->group();
   if (!g || group_broken_ || g->rank() != 0 || outer_.choice_pending()) return;
   serving_.erase(
-      std::remove_if(serving_.begin(), serving_.end(), [](const auto& t) { return t->done(); }),
+      std::remove_if(serving_.begin(), serving_.end(),
+                     [](const Handover& h) { return h.transfer->done(); }),
       serving_.end());
   const elastic::View newest = membership_->view(seen);
   for (const int64_t m : newest.members) {
@@ -164,10 +198,11 @@ void ElasticReplica::serve_joiners() {
     start.words = {view_.id, static_cast<int64_t>(view_.members.size())};
     start.words.insert(start.words.end(), view_.members.begin(), view_.members.end());
     start.words.insert(start.words.end(), round_start_words_.begin(), round_start_words_.end());
-    serving_.push_back(SideTransfer::serve(side_link("mid-" + std::to_string(m)), std::move(start),
+    serving_.push_back({SideTransfer::serve(side_link("mid-" + std::to_string(m)), std::move(start),
                                            "replica " + std::to_string(id()) + ": round " +
                                                std::to_string(round_) + "'s state to replica " +
-                                               std::to_string(m)));
+                                               std::to_string(m)),
+                        round_, m});
   }
 }
 
@@ -184,26 +219,50 @@ bool ElasticReplica::round_closing() const {
   return mid_ && mid_->closing;
 }
 
-std::vector<int64_t> ElasticReplica::seal_mid_round(int64_t round) {
-  auto& store = membership_->store();
-  std::string listed;
-  while (true) {
-    const std::string now =
-        store.compare_set(skey::mid_round(round), listed, std::string(kSealed) + listed);
-    if (now.rfind(kSealed, 0) == 0) {
-      listed = now.substr(std::strlen(kSealed));
-      break;
+
+// The group's first member seals: where it handed joiners the round's start state, once
+// the first parts are out it waits for them to name themselves (2 s at most in all: a later
+// one enters at the boundary), so that a handover near the round's end still counts. The
+// others wait for its seal, and seal themselves once a view dropped it.
+std::function<std::vector<int64_t>()> ElasticReplica::sealer(comm::KeyValueStore& store) {
+  std::vector<std::pair<SideTransfer*, int64_t>> handovers;
+  for (const Handover& h : serving_)
+    if (h.round == round_) handovers.emplace_back(h.transfer.get(), h.joiner);
+  const int64_t first = view_.members.front();
+  return [&store, round = round_, handovers, first, mine = first == id()] {
+    const std::string key = skey::mid_round(round);
+    if (mine) {
+      const auto until = metrics::Clock::now() + milliseconds(2000);
+      std::vector<int64_t> sent;
+      for (const auto& [t, joiner] : handovers) {
+        while (!t->first_sent() && !t->done() && metrics::Clock::now() < until)
+          std::this_thread::sleep_for(milliseconds(5));
+        if (t->first_sent()) sent.push_back(joiner);
+      }
+      while (!sent.empty() && metrics::Clock::now() < until &&
+             !names_all(store.try_get(key).value_or(""), sent))
+        std::this_thread::sleep_for(milliseconds(5));
+      return seal(store, round);
     }
-    listed = now;  // joiners came in since: seal them in
-  }
-  std::vector<int64_t> joiners = listed_ids(listed);
-  if (!joiners.empty()) store.set(skey::mid_round_sealed(round), "1");
-  return joiners;
+    for (int polls = 0;; ++polls) {
+      const std::string listed = store.try_get(key).value_or("");
+      if (listed.rfind(kSealed, 0) == 0) return listed_ids(listed.substr(std::strlen(kSealed)));
+      if (polls % 10 == 9 && !still_held(store, first)) return seal(store, round);
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  };
+}
+
+void ElasticReplica::seal_soon() {
+  if (!settings_.mid_round || mid_ || sealing_.valid()) return;
+  if (!seal_store_) seal_store_ = membership_->store().another_client();
+  sealing_ = std::async(std::launch::async, sealer(*seal_store_));
 }
 
 bool ElasticReplica::close_round(MidRound* entered,
                                  const std::vector<std::vector<int64_t>>& assignment,
                                  Outcome& out) {
+  std::future<std::vector<int64_t>> sealing = std::move(sealing_);  // this round's, if any
   out.assignment = assignment;
   if (entered) {  // the momentum, which the outer step needs, came after θ
     try {
@@ -218,7 +277,8 @@ bool ElasticReplica::close_round(MidRound* entered,
     }
   }
   if (settings_.mid_round) {
-    const std::vector<int64_t> joiners = seal_mid_round(round_);
+    const std::vector<int64_t> joiners =
+        sealing.valid() ? sealing.get() : sealer(membership_->store())();
     if (!joiners.empty()) take_in(joiners, out.assignment);
   }
   out.trained_in = view_;

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -95,6 +96,10 @@ class ElasticReplica {
   // Entered mid-round: the members reached the round's end (its inner steps stop).
   bool round_closing() const;
   bool entered_mid_round() const { return mid_ != nullptr; }
+  // Before the round's last inner step: seals the round's list of mid-round joiners (one
+  // compare-and-set on the store) on a thread, so the round's end does not wait for it. A
+  // joiner that comes later enters at the boundary.
+  void seal_soon();
 
   struct Outcome {
     bool counted = true;           // false: this replica's round did not count (it re-entered)
@@ -125,6 +130,8 @@ class ElasticReplica {
   // list is sealed or no positions are left for it.
   bool claim_mid_round(const RoundStart& start);
   SideTransfer::Link side_link(const std::string& name);
+  // The round's seal (run on a thread by seal_soon(), or at the round's end), over `store`.
+  std::function<std::vector<int64_t>()> sealer(comm::KeyValueStore& store);
   void give_up_mid_round();
   struct MidRound;
   // Before the round's exchange: a mid-round joiner's momentum (`entered`: it entered this
@@ -132,8 +139,6 @@ class ElasticReplica {
   // and theirs). False: this replica entered again (`out` says its round did not count).
   bool close_round(MidRound* entered, const std::vector<std::vector<int64_t>>& assignment,
                    Outcome& out);
-  // At the round's end: the joiners that entered it mid-round (the list sealed).
-  std::vector<int64_t> seal_mid_round(int64_t round);
   // Takes them in: their planned positions appended to `assignment`, the round's group
   // extended by them.
   void take_in(const std::vector<int64_t>& joiners, std::vector<std::vector<int64_t>>& assignment);
@@ -176,8 +181,14 @@ class ElasticReplica {
   std::vector<int64_t> round_start_words_;  // progress() before the round's assignment
   int64_t served_view_ = 0;                 // serve_joiners(): the newest view looked at
   std::set<int64_t> served_;
-  std::vector<std::unique_ptr<SideTransfer>> serving_;  // and fetches given up, until done
+  struct Handover {
+    std::unique_ptr<SideTransfer> transfer;
+    int64_t round = -1, joiner = -1;  // -1: a fetch given up
+  };
+  std::vector<Handover> serving_;  // this replica's handovers, and fetches given up, until done
   std::unique_ptr<MidRound> mid_;  // entered mid-round, until its first round ends
+  std::future<std::vector<int64_t>> sealing_;        // seal_soon()'s
+  std::unique_ptr<comm::KeyValueStore> seal_store_;  // its client
   std::vector<int64_t> carried_;
   std::vector<metrics::Row> events_;
   struct EnterTimes {

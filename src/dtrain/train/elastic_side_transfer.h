@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <future>
@@ -56,6 +57,8 @@ class SideTransfer {
   std::future<RoundStart>& first_part() { return first_; }
   std::future<at::Tensor>& momentum() { return momentum_; }
   bool done() const;
+  // The donor's side: the first part (all a joiner needs to train) went out.
+  bool first_sent() const { return first_sent_; }
   void abort();
 
  private:
@@ -66,6 +69,7 @@ class SideTransfer {
   mutable std::mutex mutex_;
   comm::Group* group_ = nullptr;  // while the thread uses it
   bool aborted_ = false, done_ = false;
+  std::atomic<bool> first_sent_{false};
   std::promise<RoundStart> first_promise_;
   std::promise<at::Tensor> momentum_promise_;
   std::future<RoundStart> first_;

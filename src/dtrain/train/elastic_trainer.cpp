@@ -222,6 +222,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
     // Entered mid-round: the members reached the round's end (after one step at least).
     if (step > 0 && replica_->round_closing()) break;
     replica_->serve_joiners();
+    if (step + 1 == loader.batches()) replica_->seal_soon();
     step_times.step_started();
     optimizer_->zero_grad();
     const BatchResult r = engine_->train_batch(*batch, lr, StepPlan{}, s);
