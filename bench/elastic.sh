@@ -8,7 +8,8 @@
 #    the exchange, its replacement entering before round 4: the survivors' redo (kill to
 #    the first view without it, kill to the failed exchange, deciding the replacing view,
 #    connecting the survivors), the joiner's enter_s (start to training) and transfer_s,
-#    and the round times around the join.
+#    and the round times around the join; and a kill with no rejoin, whose replacement
+#    enters mid-round (docs/elastic.md).
 # Writes docs/data/elastic.jsonl (every row, tagged with the run and round).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,4 +40,8 @@ done
 elastic=(--elastic --max-restarts 1 --restart-delay 0 --heartbeat-timeout 1)
 run kill-inner 1 "${elastic[@]}" --fault-plan kill:1@2:inner,rejoin:1@4
 run kill-exchange 1 "${elastic[@]}" --fault-plan kill:1@2:exchange,rejoin:1@4
+# No rejoin: the replacement, started 1 s after the kill (past the survivors' redo), enters
+# mid-round.
+run kill-mid 1 --elastic --max-restarts 1 --restart-delay 1 --heartbeat-timeout 1 \
+  --mid-round-entry --fault-plan kill:1@2:inner
 python3 bench/tables_elastic.py

@@ -102,6 +102,8 @@ def run(args, lab, workdir, tag, chaos):
            str(args.samples), "--limit-test", "2000", "--epochs", str(args.epochs), "--seed", "0",
            "--metrics", str(metrics), "--step-log", str(steps), "--no-progress", "--timeout",
            "120"]
+    if args.mid_round_entry:
+        cmd.append("--mid-round-entry")
     err = open(workdir / f"{tag}.err", "w+")
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -208,6 +210,8 @@ def main():
     p.add_argument("--heartbeat-timeout", type=float, default=1.0)
     p.add_argument("--skip-reference", action="store_true")
     p.add_argument("--log", help="keep each run's whole log as LOG.reference / LOG.chaos")
+    p.add_argument("--mid-round-entry", action="store_true",
+                   help="joiners enter mid-round (docs/elastic.md)")
     p.add_argument("--settle", type=float, default=10.0,
                    help="seconds a restarted replica takes to count as a member")
     args = p.parse_args()

@@ -35,25 +35,30 @@ def main():
     print()
     print("| fault plan | kill to the view without it (s) | kill to the failed exchange (s) | "
           "exchange start to failure (s) | deciding the view (s) | rebuilding the group (s) | "
-          "joiner: asking to enter to training (s) | of which the wait for its view (s) | "
-          "connect (s) | state transfer (s) | state bytes | round with the join / median round |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for run in ("kill-inner", "kill-exchange"):
+          "joiner: asking to enter to training (s) | entered mid-round | "
+          "of which the wait for its view (s) | connect (s) | state transfer (s) | state bytes | "
+          "round with the join / median round |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for run in ("kill-inner", "kill-exchange", "kill-mid"):
         evs = [r for r in rows if r["run"] == run and "event" in r]
         redo = [r for r in evs if r["event"] == "redo"]
         joined = [r for r in evs if r["event"] == "joined"]
         entered = [r for r in evs if r["event"] == "entered" and r["replica"] >= 100]
         steps = [r for r in rows if r["run"] == run and r.get("step_log")]
         med = statistics.median(r["round_s"] for r in steps) if steps else 0
-        join_round = joined[0]["round"] if joined else None
+        # At a boundary the members' "joined" row has the transfer; mid-round, the joiner's
+        # handover (its connect included) is its own row's transfer_s.
+        join_round = joined[0]["round"] if joined else entered[0]["round"] if entered else None
+        transfer = joined or entered
         with_join = [r["round_s"] for r in steps if r["round"] == join_round]
         cell = lambda rs, key: (f"{statistics.median(r[key] for r in rs):.3f}"
                                 if rs and all(key in r for r in rs) else "")
         print(f"| {run} | {cell(redo, 'kill_to_view_s')} | {cell(redo, 'kill_to_abort_s')} | "
               f"{cell(redo, 'failed_after_s')} | {cell(redo, 'decide_s')} | "
               f"{cell(redo, 'rebuild_s')} | {cell(entered, 'enter_s')} | "
+              f"{'yes' if entered and all(r.get('mid_round') for r in entered) else 'no'} | "
               f"{cell(entered, 'view_s')} | {cell(entered, 'connect_s')} | "
-              f"{cell(joined, 'transfer_s')} | {joined[0].get('bytes', '') if joined else ''} | "
+              f"{cell(transfer, 'transfer_s')} | {joined[0].get('bytes', '') if joined else ''} | "
               f"{f'{with_join[0] / med:.2f}x' if with_join and med else ''} |")
 
 

@@ -110,7 +110,8 @@ TEST(ElasticE2eTest, AKilledReplicaIsLeftBehindItsSamplesRedoneAndItsReplacement
   expect_every_sample_once(r, 2, 3840);
 }
 
-// Without a fault plan's rejoin, a replacement need not wait for a boundary: a member hands
+// Under --mid-round-entry (and no fault plan's rejoin) a replacement need not wait for a
+// boundary: a member hands
 // it the round's start state while the round goes on, and it trains the rest of the round
 // on positions after the members' (rounds of 80 steps here, long beside the handover on
 // loopback). Its contribution counts in that round's outer step; the positions it did not
@@ -120,7 +121,8 @@ TEST(ElasticE2eTest, AKilledReplicaIsLeftBehindItsSamplesRedoneAndItsReplacement
 TEST(ElasticE2eTest, AReplacementEntersMidRoundAndItsPartOfTheRoundCounts) {
   bool entered_mid_round = false;
   for (int attempt = 0; attempt < 3 && !entered_mid_round; ++attempt) {
-    const ElasticRun r = run("kill:1@2:inner", {}, 30720, 80);  // an epoch's first round
+    const ElasticRun r =  // the kill in an epoch's first round
+        run("kill:1@2:inner", {"--mid-round-entry"}, 30720, 80);
     ASSERT_EQ(r.code, 0) << r.err;
     std::vector<nlohmann::json> joins;
     for (const auto& e : r.events("entered"))

@@ -58,6 +58,9 @@ void add_elastic_options(CLI::App* sub, train::ElasticOptions& e, ElasticFlags& 
                   "elastic: seconds without a heartbeat before a replica is declared lost")
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
+  sub->add_flag("--mid-round-entry", e.mid_round_entry,
+                "elastic: a joiner enters while a round goes on, handed the round's start state "
+                "by a member (every replica of the run gives it alike)");
   sub->add_option("--restart-delay", flags.restart_delay_s,
                   "elastic, -n: seconds before a failed replica is started again")
       ->check(CLI::NonNegativeNumber)
@@ -71,8 +74,9 @@ void check_elastic_flags(const train::ElasticOptions& e) {
   if (e.enabled) return;
   if (e.min_replicas != defaults.min_replicas || !e.join.empty() ||
       e.heartbeat_timeout_s != defaults.heartbeat_timeout_s || !e.fault_plan.empty() ||
-      !e.sample_log.empty())
-    throw std::invalid_argument("--min-replicas, --join and --heartbeat-timeout are for --elastic");
+      !e.sample_log.empty() || e.mid_round_entry)
+    throw std::invalid_argument(
+        "--min-replicas, --join, --heartbeat-timeout and --mid-round-entry are for --elastic");
 }
 
 int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const ElasticFlags& flags,

@@ -267,6 +267,7 @@ bool ElasticReplica::close_round(MidRound* entered,
   if (entered) {  // the momentum, which the outer step needs, came after θ
     try {
       outer_.unpack_momentum(entered->fetch->momentum().get());
+      membership_->store().set(skey::holds(id()), "1");  // the whole state now
     } catch (const std::exception& e) {
       std::cerr << "elastic: replica " << id() << ": the round's momentum did not arrive ("
                 << e.what() << "); entering again" << std::endl;

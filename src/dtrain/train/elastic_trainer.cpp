@@ -150,7 +150,7 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
       std::chrono::milliseconds(static_cast<int64_t>(e.connect_timeout_s * 1000));
   s.enter_timeout = world.timeout;
   // A fault plan's rejoins land at set boundaries (its runs repeat bit for bit).
-  s.mid_round = s.plan.rejoins.empty();
+  s.mid_round = e.mid_round_entry && s.plan.rejoins.empty();
   s.per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
   s.epoch_size = in_.train_set.size();
   if (slot >= 0 && restart >= 0) {
