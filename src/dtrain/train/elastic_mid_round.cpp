@@ -37,22 +37,20 @@ std::vector<int64_t> seal(comm::KeyValueStore& store, int64_t round) {
 }
 
 bool names_all(const std::string& listed, const std::vector<int64_t>& ids) {
-  const std::vector<int64_t> in = listed_ids(listed.substr(
-      listed.rfind(kSealed, 0) == 0 ? std::strlen(kSealed) : 0));
-  return std::all_of(ids.begin(), ids.end(), [&](int64_t id) {
-    return std::find(in.begin(), in.end(), id) != in.end();
-  });
+  const std::vector<int64_t> in =
+      listed_ids(listed.substr(listed.rfind(kSealed, 0) == 0 ? std::strlen(kSealed) : 0));
+  return std::all_of(ids.begin(), ids.end(),
+                     [&](int64_t id) { return std::find(in.begin(), in.end(), id) != in.end(); });
 }
 
 // Whether the newest view still holds `replica` (read through `store`, off the main thread).
 bool still_held(comm::KeyValueStore& store, int64_t replica) {
   const auto latest = store.try_get(skey::latest_view());
-  return !latest || elastic::View::from_json(store.get(skey::view(std::stoll(*latest))))
-                        .has(replica);
+  return !latest ||
+         elastic::View::from_json(store.get(skey::view(std::stoll(*latest)))).has(replica);
 }
 
 }  // namespace
-
 
 bool ElasticReplica::enter_mid_round() {
   auto t = metrics::Clock::now();
@@ -183,10 +181,9 @@ void ElasticReplica::serve_joiners() {
   served_view_ = seen;
   comm::Group* g = membership_->group();
   if (!g || group_broken_ || g->rank() != 0 || outer_.choice_pending()) return;
-  serving_.erase(
-      std::remove_if(serving_.begin(), serving_.end(),
-                     [](const Handover& h) { return h.transfer->done(); }),
-      serving_.end());
+  serving_.erase(std::remove_if(serving_.begin(), serving_.end(),
+                                [](const Handover& h) { return h.transfer->done(); }),
+                 serving_.end());
   const elastic::View newest = membership_->view(seen);
   for (const int64_t m : newest.members) {
     if (view_.has(m) || !served_.insert(m).second) continue;
@@ -199,9 +196,9 @@ void ElasticReplica::serve_joiners() {
     start.words.insert(start.words.end(), view_.members.begin(), view_.members.end());
     start.words.insert(start.words.end(), round_start_words_.begin(), round_start_words_.end());
     serving_.push_back({SideTransfer::serve(side_link("mid-" + std::to_string(m)), std::move(start),
-                                           "replica " + std::to_string(id()) + ": round " +
-                                               std::to_string(round_) + "'s state to replica " +
-                                               std::to_string(m)),
+                                            "replica " + std::to_string(id()) + ": round " +
+                                                std::to_string(round_) + "'s state to replica " +
+                                                std::to_string(m)),
                         round_, m});
   }
 }
@@ -218,7 +215,6 @@ int ElasticReplica::share_index() const {
 bool ElasticReplica::round_closing() const {
   return mid_ && mid_->closing;
 }
-
 
 // The group's first member seals: where it handed joiners the round's start state, once
 // the first parts are out it waits for them to name themselves (2 s at most in all: a later
