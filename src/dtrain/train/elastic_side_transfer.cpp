@@ -51,7 +51,7 @@ std::unique_ptr<SideTransfer> SideTransfer::serve(Link link, RoundStart state, s
         try {
           self->run(std::move(link), 0, [&](comm::Group& g) {
             send_part(g, state.first, state.words);
-        self->first_sent_ = true;
+            self->first_sent_ = true;
             send_part(g, state.momentum, {});
             acknowledge(g);
           });
