@@ -16,13 +16,14 @@
 //    split between them, checked against the first donor's digest. A member whose digest
 //    differs from the majority's is re-synced from it the same way.
 //
-// Mid-round entry (off under a fault plan's rejoins): a joiner need not wait for the next boundary.
-// The group's first member hands it the state the round started from, beside its own inner steps
-// (elastic_side_transfer.h); the joiner names itself in the round's list in the store
-// (key::mid_round) and trains the positions planned for it after the members' until the
-// members reach the round's end. There each member seals the list (one compare-and-set) and,
-// where it names joiners, the round's exchange runs over the members and them; a joiner's
-// untrained positions go back to the queue. A joiner that finds the list sealed enters at the
+// Mid-round entry (Settings::mid_round; --mid-round-entry): a joiner need not wait for the
+// next boundary. The group's first member hands it the state the round started from, beside
+// its own inner steps (elastic_side_transfer.h); the joiner names itself in the round's list
+// in the store (key::mid_round) and trains the positions planned for it after the members'
+// until the members reach the round's end. The first member seals the list (one
+// compare-and-set, once its handovers landed, 2 s at most) and the others read it; where it
+// names joiners, the round's exchange runs over the members and them; positions a trainer
+// did not reach go back to the queue. A joiner that finds the list sealed enters at the
 // boundary as above.
 #pragma once
 
@@ -53,8 +54,8 @@ class ElasticReplica {
     elastic::FaultPlan plan;
     int min_replicas = 1;
     std::chrono::milliseconds enter_timeout{600'000};
-    // Joiners may enter mid-round (off under a fault plan with rejoins: they land at set
-    // boundaries).
+    // Joiners may enter mid-round (--mid-round-entry; never under a fault plan with rejoins:
+    // they land at set boundaries).
     bool mid_round = false;
     // A round's positions a replica (assign()'s per_replica) and the epoch's size: what a
     // mid-round joiner plans its share from.
