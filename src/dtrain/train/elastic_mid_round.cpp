@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -21,24 +20,17 @@ namespace skey = elastic::key;
 
 // The round's list sealed: the joiners in it (every member reads the same).
 std::vector<int64_t> seal(comm::KeyValueStore& store, int64_t round) {
-  std::string listed;
-  while (true) {
-    const std::string now =
-        store.compare_set(skey::mid_round(round), listed, std::string(kSealed) + listed);
-    if (now.rfind(kSealed, 0) == 0) {
-      listed = now.substr(std::strlen(kSealed));
-      break;
-    }
-    listed = now;  // joiners came in since: seal them in
-  }
-  std::vector<int64_t> joiners = listed_ids(listed);
+  std::string listed, now;
+  // Joiners that came in since the last try are sealed in with the next.
+  while (!is_sealed(now = store.compare_set(skey::mid_round(round), listed, kSealed + listed)))
+    listed = now;
+  std::vector<int64_t> joiners = listed_ids(now);
   if (!joiners.empty()) store.set(skey::mid_round_sealed(round), "1");
   return joiners;
 }
 
 bool names_all(const std::string& listed, const std::vector<int64_t>& ids) {
-  const std::vector<int64_t> in =
-      listed_ids(listed.substr(listed.rfind(kSealed, 0) == 0 ? std::strlen(kSealed) : 0));
+  const std::vector<int64_t> in = listed_ids(listed);
   return std::all_of(ids.begin(), ids.end(),
                      [&](int64_t id) { return std::find(in.begin(), in.end(), id) != in.end(); });
 }
@@ -121,7 +113,7 @@ bool ElasticReplica::claim_mid_round(const RoundStart& start) {
   // A place in the round's list, after the joiners already in it; none once it is sealed.
   auto& store = membership_->store();
   std::string listed = store.try_get(skey::mid_round(round_)).value_or("");
-  while (listed.rfind(kSealed, 0) != 0) {
+  while (!is_sealed(listed)) {
     const std::vector<int64_t> before = listed_ids(listed);
     data::SampleQueue q = queue_;
     data::assign_round(q, size(), settings_.per_replica, settings_.epoch_size);
@@ -242,7 +234,7 @@ std::function<std::vector<int64_t>()> ElasticReplica::sealer(comm::KeyValueStore
     }
     for (int polls = 0;; ++polls) {
       const std::string listed = store.try_get(key).value_or("");
-      if (listed.rfind(kSealed, 0) == 0) return listed_ids(listed.substr(std::strlen(kSealed)));
+      if (is_sealed(listed)) return listed_ids(listed);
       if (polls % 10 == 9 && !still_held(store, first)) return seal(store, round);
       std::this_thread::sleep_for(milliseconds(10));
     }

@@ -21,8 +21,13 @@ inline std::string view_group(int64_t view) {
 
 inline constexpr const char* kSealed = "sealed:";
 
-// "3,7," -> {3, 7}
-inline std::vector<int64_t> listed_ids(const std::string& text) {
+inline bool is_sealed(const std::string& listed) {
+  return listed.rfind(kSealed, 0) == 0;
+}
+
+// "3,7," or "sealed:3,7," -> {3, 7}
+inline std::vector<int64_t> listed_ids(const std::string& listed) {
+  const std::string text = is_sealed(listed) ? listed.substr(std::string(kSealed).size()) : listed;
   std::vector<int64_t> ids;
   size_t at = 0;
   while (at < text.size()) {

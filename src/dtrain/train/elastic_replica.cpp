@@ -211,9 +211,9 @@ void ElasticReplica::settle_positions(const Outcome& out,
   }
 }
 
-std::vector<std::vector<int64_t>> ElasticReplica::assign(int64_t per_replica, int64_t epoch_size) {
+std::vector<std::vector<int64_t>> ElasticReplica::assign() {
   round_start_words_ = progress();
-  return data::assign_round(queue_, size(), per_replica, epoch_size);
+  return data::assign_round(queue_, size(), settings_.per_replica, settings_.epoch_size);
 }
 
 int64_t ElasticReplica::next_proposal(int64_t round) {

@@ -57,7 +57,7 @@ class ElasticReplica {
     // Joiners may enter mid-round (--mid-round-entry; never under a fault plan with rejoins:
     // they land at set boundaries).
     bool mid_round = false;
-    // A round's positions a replica (assign()'s per_replica) and the epoch's size: what a
+    // A round's positions a replica and the epoch's size: what assign() hands out, and what a
     // mid-round joiner plans its share from.
     int64_t per_replica = 0, epoch_size = 0;
   };
@@ -85,7 +85,8 @@ class ElasticReplica {
   elastic::Membership& membership() { return *membership_; }
 
   // The positions each member of the view trains this round (advances the queue).
-  std::vector<std::vector<int64_t>> assign(int64_t per_replica, int64_t epoch_size);
+  // Settings::per_replica each, of an epoch of Settings::epoch_size.
+  std::vector<std::vector<int64_t>> assign();
   // This replica's positions this round: its share of `assignment`, or, entered mid-round,
   // the share planned for it after the members'. And its place among the round's trainers
   // (its rank, or after the members').

@@ -326,7 +326,6 @@ std::vector<EpochStats> ElasticRun::run() {
   // A founder's first epoch starts once it is in, as plain DiLoCo's starts once its ranks
   // connected: the wait for the others to start is no part of the epoch's time.
   if (founder) replica_->carried().at(kEpochStartUs) = wall_microseconds();
-  const int64_t per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
   const int64_t n = in_.train_set.size();
   std::vector<EpochStats> history;
   EpochStats s;
@@ -337,7 +336,7 @@ std::vector<EpochStats> ElasticRun::run() {
       s = {};
     }
     const auto t0 = metrics::Clock::now();
-    const std::vector<std::vector<int64_t>> assignment = replica_->assign(per_replica, n);
+    const std::vector<std::vector<int64_t>> assignment = replica_->assign();
     const int64_t round = replica_->round();
     const std::vector<int64_t> mine = replica_->positions(assignment);
     const int64_t trained = train_round(mine, epoch, s);
