@@ -2,12 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 
 #include "dtrain/base/crc32c.h"
@@ -53,10 +53,14 @@ std::string decoded_cache_dir() {
 std::optional<DecodedCache> DecodedCache::for_file(const std::string& path) {
   const std::string dir = decoded_cache_dir();
   if (dir.empty()) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
+  // One read of the whole file: a stream iterator a byte at a time took 0.2 s of a core for
+  // Fashion-MNIST's training images, at every process's start.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return std::nullopt;
-  const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
+  std::vector<uint8_t> file(static_cast<size_t>(std::max<std::streamoff>(0, in.tellg())));
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(file.data()), static_cast<std::streamsize>(file.size())))
+    return std::nullopt;
   // A gzip member starts 1f 8b and ends with the CRC-32 and length of what it decodes to.
   if (file.size() < 18 || file[0] != 0x1f || file[1] != 0x8b) return std::nullopt;
   const uint64_t trailer = load_le(file.data() + file.size() - 8, 8);
