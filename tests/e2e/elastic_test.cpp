@@ -115,7 +115,8 @@ TEST(ElasticE2eTest, AKilledReplicaIsLeftBehindItsSamplesRedoneAndItsReplacement
 // it the round's start state while the round goes on, and it trains the rest of the round
 // on positions after the members' (rounds of 80 steps here, long beside the handover on
 // loopback). Its contribution counts in that round's outer step; the positions it did not
-// reach go back to the queue; its state matches the members' (no re-sync). Where the
+// reach go back to the queue; its state matches the members' (no re-sync), though it took
+// its first steps on the coarse θ and installed the exact one later. Where the
 // handover straddles a round's end the replacement enters at the boundary instead (correct,
 // but not what this test is after): then the run is tried again, twice at most.
 TEST(ElasticE2eTest, AReplacementEntersMidRoundAndItsPartOfTheRoundCounts) {
@@ -137,6 +138,10 @@ TEST(ElasticE2eTest, AReplacementEntersMidRoundAndItsPartOfTheRoundCounts) {
     EXPECT_GT(joins[0]["transfer_s"].get<double>(), 0.0) << joins[0].dump();
     // The first round counted with it is the one it entered.
     const int64_t joiner = joins[0]["replica"].get<int64_t>();
+    const auto refined = r.events("refined");
+    ASSERT_EQ(refined.size(), 1u) << r.err;
+    EXPECT_EQ(refined[0]["replica"], joiner);
+    EXPECT_GE(refined[0]["exact_s"].get<double>(), joins[0]["transfer_s"].get<double>());
     for (const auto& s : r.steps) {
       const auto members = s["members"].get<std::vector<int64_t>>();
       if (std::find(members.begin(), members.end(), joiner) == members.end()) continue;

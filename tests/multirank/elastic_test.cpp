@@ -17,6 +17,7 @@
 #include "dtrain/comm/world.h"
 #include "dtrain/parallel/elastic_outer.h"
 #include "dtrain/parallel/elastic_sync.h"
+#include "dtrain/parallel/float_halves.h"
 
 namespace dtrain::parallel {
 namespace {
@@ -176,6 +177,60 @@ TEST(ElasticOuterTest, InnerStepsBuffersAreNotTheSharedState) {
   // A changed θ still shows.
   outer_a.perturb(1e-3);
   EXPECT_NE(outer_a.digest(), outer_b.digest());
+}
+
+// A mid-round joiner trains on the coarse θ (the upper halves) until the exact one arrives:
+// refine() makes its shared state the donor's bit for bit, and keeps what its inner steps
+// did, so its pseudo-gradient is what it trained, as if it had started from the exact θ.
+TEST(ElasticOuterTest, AJoinerThatTrainedOnTheCoarseStateIsRefinedToTheDonorsExactly) {
+  const auto bn_model = [](int seed) {
+    torch::manual_seed(seed);
+    return torch::nn::Sequential(torch::nn::Linear(3, 5), torch::nn::BatchNorm1d(5));
+  };
+  torch::nn::Sequential donor_model = bn_model(1), joiner_model = bn_model(2);
+  donor_model->train();
+  donor_model->forward(torch::randn({8, 3}));  // shared buffers not the initial ones
+  ElasticOuter donor(donor_model->parameters(), donor_model->buffers(), outer_config());
+  donor.unpack_momentum(torch::randn({donor.values()}));  // a momentum not zero
+  const at::Tensor state = donor.pack();
+  const int64_t n = donor.values();
+  const at::Tensor first =
+      at::cat({state.narrow(0, 0, n), state.narrow(0, 2 * n, state.numel() - 2 * n)});
+  const at::Tensor coarse = join_halves(upper_halves(first), {}, first.numel());
+  ASSERT_FALSE(at::equal(coarse, first));
+
+  ElasticOuter joiner(joiner_model->parameters(), joiner_model->buffers(), outer_config());
+  joiner.unpack(
+      at::cat({coarse.narrow(0, 0, n), at::zeros({n}), coarse.narrow(0, n, coarse.numel() - n)}));
+  std::vector<at::Tensor> moved;  // the joiner's inner steps
+  {
+    const at::NoGradGuard no_grad;
+    for (auto& p : joiner_model->parameters()) {
+      moved.push_back(torch::randn_like(p) * 1e-2);
+      p.add_(moved.back());
+    }
+  }
+  joiner_model->train();
+  joiner_model->forward(torch::randn({8, 3}));
+  const at::Tensor mean_before = joiner_model->named_buffers()["1.running_mean"].clone();
+  const at::Tensor shared_mean_coarse = coarse.narrow(0, n, 5);
+
+  joiner.refine(join_halves(upper_halves(first), lower_halves(first), first.numel()));
+  joiner.unpack_momentum(state.narrow(0, n, n));
+  EXPECT_EQ(joiner.digest(), donor.digest());
+  EXPECT_TRUE(at::equal(joiner.pack(), state));
+  std::vector<at::Tensor> flat_moved;
+  for (const auto& m : moved)
+    flat_moved.push_back(m.reshape({-1}));
+  EXPECT_TRUE(at::allclose(joiner.pseudo_gradient(), -at::cat(flat_moved), 1e-5, 1e-6));
+  // The model's buffers keep their inner steps' movement too, over the exact shared ones.
+  EXPECT_TRUE(at::allclose(joiner_model->named_buffers()["1.running_mean"],
+                           mean_before + (first.narrow(0, n, 5) - shared_mean_coarse), 1e-6, 1e-7));
+  // Another size, or another auto choice, is refused.
+  EXPECT_THROW(joiner.refine(first.narrow(0, 0, first.numel() - 1)), std::invalid_argument);
+  at::Tensor other_choice = first.clone();
+  other_choice[first.numel() - 1] = 2.0f;
+  EXPECT_THROW(joiner.refine(other_choice), std::invalid_argument);
 }
 
 // A coded exchange that fails half way (the peer's connections close) must leave the

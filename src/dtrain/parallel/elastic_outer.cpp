@@ -245,6 +245,26 @@ void ElasticOuter::unpack_momentum(const at::Tensor& momentum) {
   momentum_.copy_(momentum.reshape({-1}));
 }
 
+void ElasticOuter::refine(const at::Tensor& first) {
+  const int64_t n = anchor_.numel();
+  if (first.numel() != packed_values() - n || first.scalar_type() != at::kFloat)
+    throw std::invalid_argument("DiLoCo state of " + std::to_string(first.numel()) +
+                                " values to refine where this model's holds " +
+                                std::to_string(packed_values() - n));
+  if (first[first.numel() - 1].item<float>() != static_cast<float>(choice_))
+    throw std::invalid_argument("the exact DiLoCo state names another outer codec choice");
+  const at::NoGradGuard no_grad;
+  const at::Tensor exact = first.narrow(0, 0, n);
+  // What the inner steps moved stays: the parameters shift by what θ shifts.
+  flat_.write(0, flat_.read_all().to(at::kCPU) + (exact - anchor_));
+  anchor_.copy_(exact);
+  if (!buffers_.empty()) {
+    const at::Tensor shared = first.narrow(0, n, first.numel() - n - 1);
+    copy_from_flat(flat_buffers() + (shared - shared_buffers_), buffers_);
+    shared_buffers_ = shared.clone();
+  }
+}
+
 void ElasticOuter::perturb(double delta) {
   anchor_.add_(delta);
 }

@@ -91,6 +91,11 @@ class ElasticOuter {
   // A joiner that enters mid-round trains on θ before the momentum arrives: it unpacks a
   // state whose momentum part is yet zeros, then sets the momentum (checked: its size).
   void unpack_momentum(const at::Tensor& momentum);
+  // A joiner that trained on a coarse θ (float_halves.h) meanwhile: `first` is the exact
+  // [θ, shared buffers, auto's choice] (pack() without the momentum). θ and the shared
+  // buffers become exact, and this replica's parameters and buffers move by as much, keeping
+  // what its inner steps did. Throws std::invalid_argument on another size or choice.
+  void refine(const at::Tensor& first);
   // Under auto, before the first exchange chose the codec (joiners wait for it).
   bool choice_pending() const { return !candidates_.empty() && choice_ < 0; }
   // The residuals of error feedback belong to the pieces of one group's exchange: a group of

@@ -63,7 +63,9 @@ bool ElasticReplica::enter_mid_round() {
   entering_ = {metrics::since(t), 0, 0};
   t = metrics::Clock::now();
   mid_ = std::make_unique<MidRound>();
-  mid_->fetch = SideTransfer::fetch(side_link("mid-" + std::to_string(id())));
+  mid_->fetch_started = t;
+  mid_->fetch = SideTransfer::fetch(side_link("mid-" + std::to_string(id())),
+                                    outer_.packed_values() - outer_.values());
   // The first part, unless the members reach a boundary and let this replica in there first.
   int polls = 0;
   while (mid_->fetch->first_part().wait_for(milliseconds(20)) != std::future_status::ready) {
@@ -166,8 +168,29 @@ SideTransfer::Link ElasticReplica::side_link(const std::string& name) {
   return link;
 }
 
+void ElasticReplica::between_inner_steps() {
+  if (mid_)
+    refine_mid_round(*mid_, false);
+  else
+    serve_joiners();
+}
+
+// Entered on the coarse θ: the exact one installed once in (`wait`: the round's end needs
+// it). A failure is the round's momentum's too: close_round says so and enters again.
+void ElasticReplica::refine_mid_round(MidRound& entered, bool wait) {
+  if (entered.refined) return;
+  std::future<at::Tensor>& exact = entered.fetch->exact_first();
+  if (!wait && exact.wait_for(milliseconds(0)) != std::future_status::ready) return;
+  entered.refined = true;
+  outer_.refine(exact.get());
+  metrics::Row row;
+  row["event"] = "refined";
+  row["exact_s"] = metrics::since(entered.fetch_started);  // the handover's start to now
+  event(std::move(row));
+}
+
 void ElasticReplica::serve_joiners() {
-  if (!settings_.mid_round || mid_) return;
+  if (!settings_.mid_round) return;
   const int64_t seen = membership_->latest_seen();
   if (seen <= served_view_) return;
   served_view_ = seen;
@@ -252,8 +275,9 @@ bool ElasticReplica::close_round(MidRound* entered,
                                  Outcome& out) {
   std::future<std::vector<int64_t>> sealing = std::move(sealing_);  // this round's, if any
   out.assignment = assignment;
-  if (entered) {  // the momentum, which the outer step needs, came after θ
+  if (entered) {  // the exact θ and the momentum, which the outer step needs, came after
     try {
+      refine_mid_round(*entered, true);
       outer_.unpack_momentum(entered->fetch->momentum().get());
       membership_->store().set(skey::holds(id()), "1");  // the whole state now
     } catch (const std::exception& e) {

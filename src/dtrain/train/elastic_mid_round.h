@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "dtrain/metrics/timer.h"
 #include "dtrain/train/elastic_replica.h"
 
 namespace dtrain::train {
@@ -43,6 +44,8 @@ inline std::vector<int64_t> listed_ids(const std::string& listed) {
 // for the members' end of the round.
 struct ElasticReplica::MidRound {
   std::unique_ptr<SideTransfer> fetch;
+  metrics::Clock::time_point fetch_started;
+  bool refined = false;  // the exact θ installed over the coarse one it entered on
   std::vector<int64_t> positions;
   int index = 0;  // its place among the round's mid-round joiners
   std::atomic<bool> closing{false}, stop{false};

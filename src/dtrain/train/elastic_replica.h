@@ -93,8 +93,9 @@ class ElasticReplica {
   const std::vector<int64_t>& positions(const std::vector<std::vector<int64_t>>& assignment) const;
   int share_index() const;
   // Between inner steps: the group's first member hands the round's start state to replicas
-  // that asked to enter since (a thread each). Cheap when none did.
-  void serve_joiners();
+  // that asked to enter since (a thread each); a replica that entered mid-round on the coarse
+  // θ installs the exact one once it arrived. Cheap when there is nothing to do.
+  void between_inner_steps();
   // Entered mid-round: the members reached the round's end (its inner steps stop).
   bool round_closing() const;
   bool entered_mid_round() const { return mid_ != nullptr; }
@@ -132,10 +133,12 @@ class ElasticReplica {
   // list is sealed or no positions are left for it.
   bool claim_mid_round(const RoundStart& start);
   SideTransfer::Link side_link(const std::string& name);
+  void serve_joiners();
   // The round's seal (run on a thread by seal_soon(), or at the round's end), over `store`.
   std::function<std::vector<int64_t>()> sealer(comm::KeyValueStore& store);
   void give_up_mid_round();
   struct MidRound;
+  void refine_mid_round(MidRound& entered, bool wait);
   // Before the round's exchange: a mid-round joiner's momentum (`entered`: it entered this
   // round), and the joiners the round takes in (out.trained_in, out.assignment: `assignment`
   // and theirs). False: this replica entered again (`out` says its round did not count).

@@ -9,6 +9,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
 #include "dtrain/parallel/elastic_sync.h"
+#include "dtrain/parallel/float_halves.h"
 
 namespace dtrain::train {
 namespace {
@@ -39,19 +40,36 @@ void acknowledge(comm::Group& group) {
   parallel::transfer_state(group, {1}, {0}, ack, none, sum);
 }
 
+// Whatever ended a transfer, for every part still awaited (a part already in keeps it).
+template <typename T>
+void fail(std::promise<T>& part, const std::exception_ptr& why) {
+  try {
+    part.set_exception(why);
+  } catch (const std::future_error&) {
+  }
+}
+
 }  // namespace
 
-std::unique_ptr<SideTransfer> SideTransfer::serve(Link link, RoundStart state, std::string who) {
+std::unique_ptr<SideTransfer> SideTransfer::make() {
   std::unique_ptr<SideTransfer> t(new SideTransfer);
   t->first_ = t->first_promise_.get_future();
+  t->exact_ = t->exact_promise_.get_future();
   t->momentum_ = t->momentum_promise_.get_future();
+  return t;
+}
+
+std::unique_ptr<SideTransfer> SideTransfer::serve(Link link, RoundStart state, std::string who) {
+  std::unique_ptr<SideTransfer> t = make();
   SideTransfer* self = t.get();
   t->thread_ = std::thread(
       [self, link = std::move(link), state = std::move(state), who = std::move(who)]() mutable {
         try {
           self->run(std::move(link), 0, [&](comm::Group& g) {
-            send_part(g, state.first, state.words);
+            const at::Tensor first = state.first.contiguous();
+            send_part(g, parallel::upper_halves(first), state.words);
             self->first_sent_ = true;
+            send_part(g, parallel::lower_halves(first), {});
             send_part(g, state.momentum, {});
             acknowledge(g);
           });
@@ -62,29 +80,31 @@ std::unique_ptr<SideTransfer> SideTransfer::serve(Link link, RoundStart state, s
   return t;
 }
 
-std::unique_ptr<SideTransfer> SideTransfer::fetch(Link link) {
-  std::unique_ptr<SideTransfer> t(new SideTransfer);
-  t->first_ = t->first_promise_.get_future();
-  t->momentum_ = t->momentum_promise_.get_future();
+std::unique_ptr<SideTransfer> SideTransfer::fetch(Link link, int64_t first_values) {
+  std::unique_ptr<SideTransfer> t = make();
   SideTransfer* self = t.get();
-  t->thread_ = std::thread([self, link = std::move(link)]() mutable {
-    bool first_in = false;
+  t->thread_ = std::thread([self, link = std::move(link), first_values]() mutable {
     try {
       self->run(std::move(link), 1, [&](comm::Group& g) {
         RoundStart start;
-        start.first = receive_part(g, start.words, "state");
+        const at::Tensor upper = receive_part(g, start.words, "state");
+        start.first = parallel::join_halves(upper, {}, first_values);
         self->first_promise_.set_value(std::move(start));
-        first_in = true;
         std::vector<int64_t> none;
+        const at::Tensor lower = receive_part(g, none, "exact state");
+        self->exact_promise_.set_value(parallel::join_halves(upper, lower, first_values));
         self->momentum_promise_.set_value(receive_part(g, none, "outer momentum"));
         acknowledge(g);
       });
+    } catch (const std::invalid_argument& e) {  // join_halves: a donor's model of another size
+      const auto why = std::make_exception_ptr(comm::CommError(e.what()));
+      fail(self->first_promise_, why);
+      fail(self->exact_promise_, why);
+      fail(self->momentum_promise_, why);
     } catch (...) {
-      if (!first_in) self->first_promise_.set_exception(std::current_exception());
-      try {
-        self->momentum_promise_.set_exception(std::current_exception());
-      } catch (const std::future_error&) {  // it was set: the acknowledgement failed
-      }
+      fail(self->first_promise_, std::current_exception());
+      fail(self->exact_promise_, std::current_exception());
+      fail(self->momentum_promise_, std::current_exception());
     }
   });
   return t;

@@ -221,7 +221,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
     if (dies && step == half) elastic::die_now(replica_->membership());
     // Entered mid-round: the members reached the round's end (after one step at least).
     if (step > 0 && replica_->round_closing()) break;
-    replica_->serve_joiners();
+    replica_->between_inner_steps();
     if (step + 1 == loader.batches()) replica_->seal_soon();
     step_times.step_started();
     optimizer_->zero_grad();
