@@ -152,6 +152,41 @@ TEST(ElasticE2eTest, AReplacementEntersMidRoundAndItsPartOfTheRoundCounts) {
   EXPECT_TRUE(entered_mid_round) << "three runs, and the replacement entered at a boundary in each";
 }
 
+// A replacement that asks while the members exchange (here: its predecessor killed itself as
+// the exchange started, the survivors redo it) is deferred at that boundary: the members
+// train among themselves, and hand it the next round's start state mid-round, instead of
+// connecting with it and sending it the state while everyone waits. Where it asked only
+// after the boundary (it then enters mid-round anyway) the run is tried again.
+TEST(ElasticE2eTest, AReplacementThatAsksDuringTheExchangeEntersTheNextRoundMidRound) {
+  bool deferred = false;
+  for (int attempt = 0; attempt < 3 && !deferred; ++attempt) {
+    const ElasticRun r = run("kill:1@2:exchange", {"--mid-round-entry"}, 30720, 80);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(r.events("resync").empty()) << r.err;
+    for (const auto& e : r.epochs())
+      EXPECT_EQ(e["committed_samples"], 30720) << e.dump();
+    expect_every_sample_once(r, 2, 30720);
+    const auto deferrals = r.events("deferred");
+    if (deferrals.empty()) continue;
+    deferred = true;
+    ASSERT_EQ(deferrals.size(), 1u) << r.err;
+    std::vector<nlohmann::json> joins;
+    for (const auto& e : r.events("entered"))
+      if (e["replica"].get<int64_t>() >= 100) joins.push_back(e);
+    ASSERT_EQ(joins.size(), 1u) << r.err;
+    EXPECT_EQ(deferrals[0]["deferred"],
+              "[" + std::to_string(joins[0]["replica"].get<int64_t>()) + "]");
+    // It enters in the round after the boundary: mid-round, or, where the round's seal came
+    // first, at the next boundary (a replica is deferred once at most).
+    if (joins[0]["mid_round"].get<bool>())
+      EXPECT_EQ(joins[0]["round"], deferrals[0]["round"]) << r.err;
+    else
+      EXPECT_EQ(joins[0]["round"].get<int64_t>(), deferrals[0]["round"].get<int64_t>() + 1)
+          << r.err;
+  }
+  EXPECT_TRUE(deferred) << "three runs, and the replacement asked after the boundary in each";
+}
+
 // Every founder replaced during the second epoch: its row comes from a replica that
 // entered mid-epoch, and still counts the whole epoch (the members' progress travels with
 // the state).

@@ -102,6 +102,9 @@ std::string mid_round(int64_t round) {
 std::string mid_round_sealed(int64_t round) {
   return kRoot + "mid-sealed/" + std::to_string(round);
 }
+std::string deferred(int64_t replica) {
+  return kRoot + "deferred/" + std::to_string(replica);
+}
 std::string holds(int64_t replica) {
   return kRoot + "holds/" + std::to_string(replica);
 }

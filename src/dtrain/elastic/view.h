@@ -53,6 +53,9 @@ std::string holds(int64_t replica);  // set by a replica once it holds the run's
 // members reached its end; and a key set then, which such joiners wait for.
 std::string mid_round(int64_t round);
 std::string mid_round_sealed(int64_t round);
+// The boundary (its round) at which the members first deferred `replica` to a mid-round
+// entry: set once, so every member decides alike and a replica is deferred at most once.
+std::string deferred(int64_t replica);
 // A member's outcome of a round's outer step in a group: "done" or "failed".
 std::string status(const std::string& group, int64_t round, int64_t replica);
 // Which view replaces a group whose round failed (the first to decide sets it).

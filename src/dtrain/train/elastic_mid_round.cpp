@@ -93,16 +93,45 @@ bool ElasticReplica::enter_mid_round() {
   return true;
 }
 
+bool ElasticReplica::adopt_deferring(const elastic::View& next, const std::vector<int64_t>& donors,
+                                     const std::vector<int64_t>& arrivals) {
+  if (!settings_.mid_round || arrivals.empty() || outer_.choice_pending()) return false;
+  auto& store = membership_->store();
+  const std::string now = std::to_string(round_);
+  // Every member asks in the same order and reads the same answers.
+  if (!std::all_of(arrivals.begin(), arrivals.end(),
+                   [&](int64_t m) { return store.compare_set(skey::deferred(m), "", now) == now; }))
+    return false;
+  // The members train among themselves, in a group of its own name (the view's is the
+  // arrivals' too), and the first hands them the round's start state (serve_joiners).
+  view_ = next;
+  view_.members = donors;
+  group_name_ = view_group(next.id) + "-d" + now;
+  if (id() == donors.front()) {
+    metrics::Row row;
+    row["event"] = "deferred";
+    row["deferred"] = elastic::describe(arrivals);
+    event(std::move(row));
+  }
+  if (group_broken_ || membership_->group_members() != donors)
+    group_broken_ = !connect_or_report(group_name_, donors);
+  return true;
+}
+
 // words: [the round's view id, its member count, its members..., progress() at its start]
 bool ElasticReplica::claim_mid_round(const RoundStart& start) {
   const std::vector<int64_t>& w = start.words;
   if (w.size() < 2 || w[1] < 1 || static_cast<size_t>(w[1]) + 2 > w.size())
     throw comm::CommError("a malformed mid-round state (" + std::to_string(w.size()) + " words)");
   const auto members_end = w.begin() + 2 + w[1];
-  const elastic::View round_view = membership_->view(w[0]);
-  if (round_view.members != std::vector<int64_t>(w.begin() + 2, members_end))
-    throw comm::CommError("the mid-round state names view " + std::to_string(w[0]) +
-                          " with other members than the store's");
+  // The round's trainers: the view's members, less arrivals deferred to now (this one).
+  elastic::View round_view = membership_->view(w[0]);
+  const std::vector<int64_t> trainers(w.begin() + 2, members_end);
+  if (std::any_of(trainers.begin(), trainers.end(),
+                  [&](int64_t m) { return !round_view.has(m) || m == id(); }))
+    throw comm::CommError("the mid-round state names members of view " + std::to_string(w[0]) +
+                          " that the store's does not hold");
+  round_view.members = trainers;
   set_progress({members_end, w.end()});
   view_ = round_view;
   group_name_.clear();
@@ -202,6 +231,9 @@ void ElasticReplica::serve_joiners() {
   const elastic::View newest = membership_->view(seen);
   for (const int64_t m : newest.members) {
     if (view_.has(m) || !served_.insert(m).second) continue;
+    // Served now: a boundary that finds it still out (the round's seal came first) takes it
+    // in there, not defers it again.
+    membership_->store().compare_set(skey::deferred(m), "", "served");
     const at::Tensor state = outer_.pack();
     const int64_t n = outer_.values();
     RoundStart start;

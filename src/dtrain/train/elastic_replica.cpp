@@ -356,7 +356,10 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
 
 void ElasticReplica::begin_round() {
   const bool redone = holders_ != view_.members;
-  if (proposal_ <= view_.id && !redone) return;
+  // A view adopted with its arrivals deferred (and not all taken in mid-round since) is
+  // adopted again, with them.
+  const bool deferred = view_.members != membership_->view(view_.id).members;
+  if (proposal_ <= view_.id && !redone && !deferred) return;
   if (!adopt(proposal_, holders_)) {
     membership_->register_again();  // the next view dropped this replica: it enters again
     enter();
@@ -406,6 +409,7 @@ bool ElasticReplica::adopt(int64_t proposal, const std::vector<int64_t>& holders
     (contains(holders, m) ? donors : arrivals).push_back(m);
   if (donors.empty()) throw std::runtime_error("elastic: no replica of the run is left");
   if (!contains(next.members, id())) return false;
+  if (adopt_deferring(next, donors, arrivals)) return true;
   store.set(skey::adopted(next.id), nlohmann::json(donors).dump());
   view_ = next;
   group_name_ = view_group(next.id);

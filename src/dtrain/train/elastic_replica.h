@@ -24,7 +24,9 @@
 // compare-and-set, once its handovers landed, 2 s at most) and the others read it; where it
 // names joiners, the round's exchange runs over the members and them; positions a trainer
 // did not reach go back to the queue. A joiner that finds the list sealed enters at the
-// boundary as above.
+// boundary as above. A joiner that asked while the members exchanged is deferred at that
+// boundary (once): the members adopt the view without it and hand it the next round's start
+// state mid-round, sparing everyone the boundary's connect and transfer.
 #pragma once
 
 #include <chrono>
@@ -137,6 +139,12 @@ class ElasticReplica {
   // The round's seal (run on a thread by seal_soon(), or at the round's end), over `store`.
   std::function<std::vector<int64_t>()> sealer(comm::KeyValueStore& store);
   void give_up_mid_round();
+  // At a boundary, under mid-round entry: adopts `next` without its arrivals, which then
+  // enter in the next round's first inner steps instead of this boundary's connect and
+  // transfer (`donors` hold the state). Each arrival is deferred once at most
+  // (key::deferred); all or none are. False: not deferred (adopt them here).
+  bool adopt_deferring(const elastic::View& next, const std::vector<int64_t>& donors,
+                       const std::vector<int64_t>& arrivals);
   struct MidRound;
   void refine_mid_round(MidRound& entered, bool wait);
   // Before the round's exchange: a mid-round joiner's momentum (`entered`: it entered this
