@@ -2,6 +2,7 @@
 // again one by one where they fail, while the others go on.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -48,7 +49,9 @@ class ElasticLauncher {
       watch_coordinator(ranks_left);
       if (!ranks_left && coordinator.running) kill(-coordinator.pid, SIGTERM);
       if (!anything_left(children_.list)) break;
-      if (const int sig = pump(signals_.fd(), children_.list)) {
+      // A restart falls due on time, not at the next 200 ms tick (a replica's time to train
+      // again counts it).
+      if (const int sig = pump(signals_.fd(), children_.list, until_next_restart())) {
         std::fprintf(stderr, "[launch] received %s, forwarding to all\n", strsignal(sig));
         stop(128 + sig, sig);
       }
@@ -99,6 +102,15 @@ class ElasticLauncher {
         std::fprintf(stderr, "; the others go on\n");
       }
     }
+  }
+
+  std::chrono::milliseconds until_next_restart() const {
+    auto wait = std::chrono::milliseconds(200);
+    for (const auto& slot : slots_)
+      if (slot.restart_at)
+        wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(std::max(
+                                  Clock::duration::zero(), *slot.restart_at - Clock::now())));
+    return wait;
   }
 
   void restart_due() {

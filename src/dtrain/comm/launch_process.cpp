@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -190,7 +191,7 @@ Children::~Children() {
   }
 }
 
-int pump(int signal_fd, std::vector<Child>& children) {
+int pump(int signal_fd, std::vector<Child>& children, std::chrono::milliseconds wait) {
   std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
   std::vector<std::pair<size_t, int>> owners{{0, -1}};
   for (size_t r = 0; r < children.size(); ++r) {
@@ -200,7 +201,8 @@ int pump(int signal_fd, std::vector<Child>& children) {
       owners.emplace_back(r, k);
     }
   }
-  if (poll(fds.data(), fds.size(), 200) < 0) return 0;  // EINTR: the next round retries
+  const auto timeout = static_cast<int>(std::clamp<int64_t>(wait.count(), 0, 200));
+  if (poll(fds.data(), fds.size(), timeout) < 0) return 0;  // EINTR: the next round retries
   int received = 0;
   char buf[65536];
   for (size_t i = 0; i < fds.size(); ++i) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -87,9 +88,10 @@ struct Children {
   ~Children();
 };
 
-// Waits up to 200 ms for output or a signal and forwards the output that arrived. Returns the
-// SIGINT or SIGTERM the launcher received meanwhile, or 0.
-int pump(int signal_fd, std::vector<Child>& children);
+// Waits up to `wait` (200 ms at most) for output or a signal and forwards the output that
+// arrived. Returns the SIGINT or SIGTERM the launcher received meanwhile, or 0.
+int pump(int signal_fd, std::vector<Child>& children,
+         std::chrono::milliseconds wait = std::chrono::milliseconds(200));
 bool anything_left(const std::vector<Child>& children);
 
 }  // namespace dtrain::comm::detail
