@@ -96,6 +96,9 @@ bool ElasticReplica::enter_mid_round() {
 bool ElasticReplica::adopt_deferring(const elastic::View& next, const std::vector<int64_t>& donors,
                                      const std::vector<int64_t>& arrivals) {
   if (!settings_.mid_round || arrivals.empty() || outer_.choice_pending()) return false;
+  // The round's shares leave none for them (an epoch's last round): they enter here.
+  if (planned_after(static_cast<int>(donors.size()), static_cast<int>(arrivals.size()) - 1).empty())
+    return false;
   auto& store = membership_->store();
   const std::string now = std::to_string(round_);
   // Every member asks in the same order and reads the same answers.
@@ -146,12 +149,12 @@ bool ElasticReplica::claim_mid_round(const RoundStart& start) {
   std::string listed = store.try_get(skey::mid_round(round_)).value_or("");
   while (!is_sealed(listed)) {
     const std::vector<int64_t> before = listed_ids(listed);
-    data::SampleQueue q = queue_;
-    data::assign_round(q, size(), settings_.per_replica, settings_.epoch_size);
-    std::vector<int64_t> planned;
-    for (size_t i = 0; i <= before.size(); ++i)
-      planned = data::assign_round(q, 1, settings_.per_replica, settings_.epoch_size)[0];
-    if (planned.empty()) return false;  // the epoch's positions are all handed out
+    std::vector<int64_t> planned = planned_after(size(), static_cast<int>(before.size()));
+    if (planned.empty()) {
+      std::cerr << "elastic: replica " << id() << ": round " << round_
+                << " left no positions for it; entering at the boundary" << std::endl;
+      return false;
+    }
     const std::string want = listed + std::to_string(id()) + ",";
     const std::string now = store.compare_set(skey::mid_round(round_), listed, want);
     if (now == want) {
@@ -173,7 +176,18 @@ bool ElasticReplica::claim_mid_round(const RoundStart& start) {
     }
     listed = now;
   }
+  std::cerr << "elastic: replica " << id() << ": round " << round_
+            << " closed before it could enter; entering at the boundary" << std::endl;
   return false;
+}
+
+std::vector<int64_t> ElasticReplica::planned_after(int members, int index) const {
+  data::SampleQueue q = queue_;
+  data::assign_round(q, members, settings_.per_replica, settings_.epoch_size);
+  std::vector<int64_t> planned;
+  for (int i = 0; i <= index; ++i)
+    planned = data::assign_round(q, 1, settings_.per_replica, settings_.epoch_size)[0];
+  return planned;
 }
 
 // The fetch may be inside its connect, which no abort ends: it finishes on its own (at the

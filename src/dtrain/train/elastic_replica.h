@@ -139,6 +139,10 @@ class ElasticReplica {
   // The round's seal (run on a thread by seal_soon(), or at the round's end), over `store`.
   std::function<std::vector<int64_t>()> sealer(comm::KeyValueStore& store);
   void give_up_mid_round();
+  // The positions planned for the index-th mid-round joiner of this round (the queue as it
+  // stands at the round's start), after `members` members' shares; none where the epoch's
+  // positions run out first.
+  std::vector<int64_t> planned_after(int members, int index) const;
   // At a boundary, under mid-round entry: adopts `next` without its arrivals, which then
   // enter in the next round's first inner steps instead of this boundary's connect and
   // transfer (`donors` hold the state). Each arrival is deferred once at most
