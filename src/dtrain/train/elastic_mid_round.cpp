@@ -219,17 +219,37 @@ void ElasticReplica::between_inner_steps() {
 }
 
 // Entered on the coarse θ: the exact one installed once in (`wait`: the round's end needs
-// it). A failure is the round's momentum's too: close_round says so and enters again.
+// it). A failure (the donor lost) is kept for the round's end, where close_round says so and
+// enters again: between inner steps the joiner trains on.
 void ElasticReplica::refine_mid_round(MidRound& entered, bool wait) {
-  if (entered.refined) return;
+  if (entered.refined) {
+    if (wait && entered.refine_failure) std::rethrow_exception(entered.refine_failure);
+    return;
+  }
   std::future<at::Tensor>& exact = entered.fetch->exact_first();
   if (!wait && exact.wait_for(milliseconds(0)) != std::future_status::ready) return;
   entered.refined = true;
-  outer_.refine(exact.get());
+  try {
+    outer_.refine(exact.get());
+  } catch (const std::exception&) {
+    entered.refine_failure = std::current_exception();
+    if (wait) throw;
+    return;
+  }
   metrics::Row row;
   row["event"] = "refined";
   row["exact_s"] = metrics::since(entered.fetch_started);  // the handover's start to now
   event(std::move(row));
+}
+
+// The rest of the handover comes from the round's first member. Where a view drops it (its
+// host cut off: no connection reset ends the wait) the fetch is given up at once, not at the
+// transport's timeout (--timeout).
+void ElasticReplica::await_handover(MidRound& entered) {
+  const int64_t donor = view_.members.front();
+  while (entered.fetch->momentum().wait_for(milliseconds(50)) != std::future_status::ready)
+    if (!membership_->view(membership_->latest_seen()).has(donor))
+      entered.fetch->abort();  // the waits end with this reason
 }
 
 void ElasticReplica::serve_joiners() {
@@ -323,11 +343,12 @@ bool ElasticReplica::close_round(MidRound* entered,
   out.assignment = assignment;
   if (entered) {  // the exact θ and the momentum, which the outer step needs, came after
     try {
+      await_handover(*entered);
       refine_mid_round(*entered, true);
       outer_.unpack_momentum(entered->fetch->momentum().get());
       membership_->store().set(skey::holds(id()), "1");  // the whole state now
     } catch (const std::exception& e) {
-      std::cerr << "elastic: replica " << id() << ": the round's momentum did not arrive ("
+      std::cerr << "elastic: replica " << id() << ": the round's exact state did not arrive ("
                 << e.what() << "); entering again" << std::endl;
       membership_->register_again();
       enter();

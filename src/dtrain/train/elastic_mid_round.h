@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,7 +46,8 @@ inline std::vector<int64_t> listed_ids(const std::string& listed) {
 struct ElasticReplica::MidRound {
   std::unique_ptr<SideTransfer> fetch;
   metrics::Clock::time_point fetch_started;
-  bool refined = false;  // the exact θ installed over the coarse one it entered on
+  bool refined = false;               // the exact θ installed over the coarse one it entered on
+  std::exception_ptr refine_failure;  // or why it did not arrive (rethrown at the round's end)
   std::vector<int64_t> positions;
   int index = 0;  // its place among the round's mid-round joiners
   std::atomic<bool> closing{false}, stop{false};

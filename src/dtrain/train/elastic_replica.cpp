@@ -142,16 +142,18 @@ void ElasticReplica::enter() {
   const auto start = metrics::Clock::now();
   const double started_at = wall_now();
   const double process_s = metrics::process_age_s();
-  for (int attempt = 0;; ++attempt) {
+  for (auto tried = start;; tried = metrics::Clock::now()) {
     try {
       if (!settings_.mid_round || !enter_mid_round()) enter_once();
       break;
     } catch (const comm::CommError& e) {
-      // A donor or this replica's link went while it entered: register again and retry.
-      std::cerr << "elastic: replica " << id() << " could not enter (" << e.what()
-                << "); registering again" << std::endl;
-      if (metrics::since(start) * 1000 > static_cast<double>(settings_.enter_timeout.count()))
-        throw;
+      // A donor or this replica's link went while it entered: register again and retry, while
+      // each try ends within --timeout (under churn, donors may go many times in a row).
+      const bool late =
+          metrics::since(tried) * 1000 > static_cast<double>(settings_.enter_timeout.count());
+      std::cerr << "elastic: replica " << id() << " could not enter (" << e.what() << "); "
+                << (late ? "no more tries: --timeout passed" : "registering again") << std::endl;
+      if (late) throw;
       membership_->register_again();
     }
   }

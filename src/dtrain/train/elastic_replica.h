@@ -151,6 +151,7 @@ class ElasticReplica {
                        const std::vector<int64_t>& arrivals);
   struct MidRound;
   void refine_mid_round(MidRound& entered, bool wait);
+  void await_handover(MidRound& entered);
   // Before the round's exchange: a mid-round joiner's momentum (`entered`: it entered this
   // round), and the joiners the round takes in (out.trained_in, out.assignment: `assignment`
   // and theirs). False: this replica entered again (`out` says its round did not count).
