@@ -1,16 +1,18 @@
 // Elastic DiLoCo's pure parts: the store's reads, the views in the store, the sample queue
 // that hands out an epoch's samples to whoever is live, the coordinator's decisions from
-// what it observed, and the fault plans tests script.
+// what it observed, a joiner's wait on the views, and the fault plans tests script.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <set>
 
+#include "dtrain/comm/error.h"
 #include "dtrain/comm/kv_store.h"
 #include "dtrain/data/sample_queue.h"
 #include "dtrain/elastic/coordinator.h"
 #include "dtrain/elastic/fault_plan.h"
+#include "dtrain/elastic/membership.h"
 #include "dtrain/elastic/view.h"
 
 namespace dtrain {
@@ -214,6 +216,46 @@ TEST(MembershipPolicyTest, EndsWhenOnlyJoinersThatHaveNotEnteredAreLeft) {
       EXPECT_NE(lost->reason.find("holds the run's state"), std::string::npos) << lost->reason;
     }
   }
+}
+
+// A joiner that a view named and a later one dropped (declared lost: its heartbeats came late
+// while its process started) is never named again under that id: its wait to enter must end
+// at once with a CommError (its caller registers again), not wait out the timeout.
+TEST(MembershipTest, AJoinerDroppedBeforeItEnteredStopsWaitingAtOnce) {
+  auto hosted = comm::KeyValueStore::host("127.0.0.1", 0, 10s);
+  auto store = hosted->another_client();
+  const auto publish = [&](int64_t id, std::vector<int64_t> members, const std::string& why) {
+    elastic::View v;
+    v.id = id;
+    v.members = std::move(members);
+    v.reason = why;
+    store->set(elastic::key::view(id), v.to_json());
+    store->set(elastic::key::latest_view(), std::to_string(id));
+  };
+  publish(1, {7}, "formed with [7]");
+  elastic::MembershipConfig config;
+  config.port = hosted->port();
+  config.replica_id = 1001;
+  elastic::Membership joiner(config);
+  publish(2, {7, 1001}, "joined [1001]");  // not adopted: the members failed first
+  publish(3, {7}, "lost [1001]");
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    joiner.wait_to_enter(20s);
+    FAIL() << "a dropped joiner entered";
+  } catch (const comm::CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("view 3 dropped replica 1001"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // One the next view names and the members adopt enters with that view.
+  config.replica_id = 1002;
+  elastic::Membership next(config);
+  publish(4, {7, 1002}, "joined [1002]");
+  store->set(elastic::key::adopted(4), "7");
+  const elastic::View entered = next.wait_to_enter(20s);
+  EXPECT_EQ(entered.id, 4);
+  EXPECT_EQ(entered.members, (std::vector<int64_t>{7, 1002}));
 }
 
 TEST(FaultPlanTest, ParsesEntriesAndNamesEachReplicaByItsSlotAndRestart) {

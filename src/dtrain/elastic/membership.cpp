@@ -48,6 +48,7 @@ void Membership::register_once() {
       std::this_thread::sleep_for(milliseconds(20));
     config_.register_after_round.reset();
   }
+  registered_after_ = to_id(store_->try_get(key::latest_view()));
   if (config_.replica_id && id_ < 0)
     id_ = *config_.replica_id;
   else
@@ -99,7 +100,8 @@ std::optional<int64_t> Membership::wait_newer(int64_t than, milliseconds timeout
 
 View Membership::wait_to_enter(milliseconds timeout) {
   const auto until = Clock::now() + timeout;
-  int64_t checked = 0;  // views up to this one did not let this replica in
+  int64_t checked = registered_after_ + 1;  // views before this one do not let it in
+  int64_t listed = 0;                       // the first view that named this replica
   while (Clock::now() < until) {
     if (store_->try_get(key::done()))
       throw RunFinished("the run finished before replica " + std::to_string(id_) +
@@ -108,9 +110,16 @@ View Membership::wait_to_enter(milliseconds timeout) {
     for (int64_t v = std::max<int64_t>(1, checked); v <= newest; ++v) {
       const View& candidate = view(v);
       if (!candidate.has(id_)) {
+        // Named once and dropped since (its heartbeats late while it started): no later view
+        // names this id again, so waiting on would only run into the timeout.
+        if (listed > 0)
+          throw comm::CommError("view " + std::to_string(v) + " dropped replica " +
+                                std::to_string(id_) + " before it entered (" + candidate.reason +
+                                ")");
         checked = v + 1;
         continue;
       }
+      if (listed == 0) listed = v;
       if (v == 1 || store_->try_get(key::adopted(v))) return candidate;
     }
     std::this_thread::sleep_for(milliseconds(20));
@@ -201,7 +210,10 @@ void Membership::check_against(const View& v) {
 
 void Membership::watch() {
   const auto store = store_->another_client();
-  int64_t seen = 0;
+  // Views before this replica registered hold no group of its own to check. Reading them all
+  // (hundreds, late in a long run; a round trip each) kept a joiner from its heartbeats long
+  // enough to be declared lost before it entered.
+  int64_t seen = registered_after_;
   auto answered = Clock::now();
   while (true) {
     std::vector<std::pair<std::string, std::string>> posts;
@@ -216,8 +228,13 @@ void Membership::watch() {
         store->set(k, v);
       const int64_t newest = to_id(store->try_get(key::latest_view()));
       note_seen(newest);
-      for (; seen < newest; ++seen)
+      for (auto beat = Clock::now(); seen < newest; ++seen) {
         check_against(View::from_json(store->get(key::view(seen + 1))));
+        if (Clock::now() - beat >= config_.heartbeat_interval) {  // a long catch-up
+          store->add(key::heartbeat(id_), 1);
+          beat = Clock::now();
+        }
+      }
       answered = Clock::now();
     } catch (const std::exception& e) {
       // The coordinator (or this replica's link to it) is gone: nothing in flight can count.

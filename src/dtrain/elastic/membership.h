@@ -112,6 +112,8 @@ class Membership {
   MembershipConfig config_;
   std::unique_ptr<comm::KeyValueStore> store_;  // the training thread's
   int64_t id_ = -1;
+  // The newest view before this id registered: no view up to it can name the id.
+  int64_t registered_after_ = 0;
   std::map<int64_t, View> views_;
   std::atomic<int64_t> latest_seen_{0};
 

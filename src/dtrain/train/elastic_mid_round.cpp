@@ -66,12 +66,13 @@ bool ElasticReplica::enter_mid_round() {
   mid_->fetch_started = t;
   mid_->fetch = SideTransfer::fetch(side_link("mid-" + std::to_string(id())),
                                     outer_.packed_values() - outer_.values());
-  // The first part, unless the members reach a boundary and let this replica in there first.
+  // The first part, unless the members reach a boundary and let this replica in there first,
+  // or a view drops it (its heartbeats late): enter_once then says so and it registers again.
   int polls = 0;
   while (mid_->fetch->first_part().wait_for(milliseconds(20)) != std::future_status::ready) {
     if (++polls % 5 != 0) continue;
     for (int64_t v = holding; v <= membership_->latest_seen(); ++v)
-      if (membership_->view(v).has(id()) && store.try_get(skey::adopted(v))) {
+      if (!membership_->view(v).has(id()) || store.try_get(skey::adopted(v))) {
         give_up_mid_round();
         return false;
       }

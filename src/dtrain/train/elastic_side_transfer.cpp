@@ -96,15 +96,17 @@ std::unique_ptr<SideTransfer> SideTransfer::fetch(Link link, int64_t first_value
         self->momentum_promise_.set_value(receive_part(g, none, "outer momentum"));
         acknowledge(g);
       });
-    } catch (const std::invalid_argument& e) {  // join_halves: a donor's model of another size
-      const auto why = std::make_exception_ptr(comm::CommError(e.what()));
+    } catch (...) {
+      std::exception_ptr why = std::current_exception();
+      try {
+        std::rethrow_exception(why);
+      } catch (const std::invalid_argument& e) {  // join_halves: a donor's model of another size
+        why = std::make_exception_ptr(comm::CommError(e.what()));
+      } catch (...) {
+      }
       fail(self->first_promise_, why);
       fail(self->exact_promise_, why);
       fail(self->momentum_promise_, why);
-    } catch (...) {
-      fail(self->first_promise_, std::current_exception());
-      fail(self->exact_promise_, std::current_exception());
-      fail(self->momentum_promise_, std::current_exception());
     }
   });
   return t;
