@@ -114,3 +114,67 @@ def test_accuracy(model, tx, ty, chunk=500):
         correct = sum((model(tx[i : i + chunk]).argmax(1) == ty[i : i + chunk]).sum().item()
                       for i in range(0, len(ty), chunk))
     return correct / len(ty)
+
+
+class RobertaEmbeddings(nn.Module):
+    def __init__(self, vocab, hidden, max_positions, pad_id, eps, dropout):
+        super().__init__()
+        self.pad_id = pad_id
+        self.word_embeddings = nn.Embedding(vocab, hidden, padding_idx=pad_id)
+        self.position_embeddings = nn.Embedding(max_positions, hidden, padding_idx=pad_id)
+        self.token_type_embeddings = nn.Embedding(1, hidden)
+        self.LayerNorm = nn.LayerNorm(hidden, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids):
+        real = (ids != self.pad_id).long()
+        positions = torch.cumsum(real, 1) * real + self.pad_id  # numbered from pad_id + 1
+        x = self.word_embeddings(ids) + self.position_embeddings(positions)
+        return self.dropout(self.LayerNorm(x + self.token_type_embeddings.weight[0]))
+
+
+class RobertaLayer(nn.Module):
+    """Post-LayerNorm self-attention and feed-forward with exact GELU (no padding mask: the
+    benchmarks' sequences are all real tokens)."""
+
+    def __init__(self, hidden, heads, ffn, eps, dropout):
+        super().__init__()
+        self.heads, self.p = heads, dropout
+        self.query, self.key, self.value, self.attention_output = (
+            nn.Linear(hidden, hidden) for _ in range(4))
+        self.attention_norm = nn.LayerNorm(hidden, eps=eps)
+        self.intermediate, self.output = nn.Linear(hidden, ffn), nn.Linear(ffn, hidden)
+        self.output_norm = nn.LayerNorm(hidden, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        b, t, h = x.shape
+        split = lambda y: y.view(b, t, self.heads, h // self.heads).transpose(1, 2)
+        a = F.scaled_dot_product_attention(split(self.query(x)), split(self.key(x)),
+                                           split(self.value(x)),
+                                           dropout_p=self.p if self.training else 0.0)
+        a = a.transpose(1, 2).reshape(b, t, h)
+        x = self.attention_norm(x + self.dropout(self.attention_output(a)))
+        y = self.output(F.gelu(self.intermediate(x)))
+        return self.output_norm(x + self.dropout(y))
+
+
+class RobertaHead(nn.Module):
+    def __init__(self, hidden, classes, dropout):
+        super().__init__()
+        self.dense, self.out_proj = nn.Linear(hidden, hidden), nn.Linear(hidden, classes)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = torch.tanh(self.dense(self.dropout(x[:, 0])))
+        return self.out_proj(self.dropout(x))
+
+
+def roberta(layers=12, hidden=768, heads=12, ffn=0, vocab=50265, classes=2, max_positions=514,
+            pad_id=1, eps=1e-5, dropout=0.1):
+    """dtrain's roberta (roberta-base's sizes by default: 124,647,170 parameters with two
+    classes) as blocks: embeddings, layer0..layerN-1, classifier."""
+    return nn.Sequential(
+        RobertaEmbeddings(vocab, hidden, max_positions, pad_id, eps, dropout),
+        *(RobertaLayer(hidden, heads, ffn or 4 * hidden, eps, dropout) for _ in range(layers)),
+        RobertaHead(hidden, classes, dropout))

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Markdown table of bench/torch_backend.sh's results (docs/data/torch-backend.jsonl),
-stdlib only: per model and link, PyTorch DDP's samples/s over gloo and over dtrain (mean
-over rounds), dtrain / gloo, the communication each exposes (the run's epoch time minus the
-same backend's loopback epoch time) and dtrain's exposed / gloo's, and the losses; then
-dtrain.DiLoCo's (docs/data/torch-backend-diloco.jsonl) per link and codec: samples/s over
-gloo and over dtrain, their ratio, the train losses and test accuracies."""
+"""Markdown tables of bench/torch_backend.sh's results, stdlib only: per model and link,
+PyTorch DDP's (docs/data/torch-backend.jsonl) and FSDP2's on the RoBERTa twin
+(docs/data/torch-backend-fsdp.jsonl) samples/s over gloo and over dtrain (mean over rounds),
+dtrain / gloo, the communication each exposes (the run's time, DDP's epoch or FSDP2's timed
+steps, less the same backend's on loopback) and dtrain's exposed / gloo's, and the losses;
+then dtrain.DiLoCo's (docs/data/torch-backend-diloco.jsonl) per link and codec: samples/s
+over gloo and over dtrain, their ratio, the train losses and test accuracies."""
 import json
 import statistics
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent / "docs" / "data" / "torch-backend.jsonl"
 DILOCO = DATA.with_name("torch-backend-diloco.jsonl")
+FSDP = DATA.with_name("torch-backend-fsdp.jsonl")
 
 
 def mean(rs, k):
@@ -41,27 +43,37 @@ def diloco_table():
               f"{g[0]['test_acc']:.4f} / {d[0]['test_acc']:.4f} |")
 
 
-def ddp_table():
+def exposed_table(sources):
+    """One row per model and link of each (path, time key, what to call its model): samples/s,
+    the communication exposed (the time less the same backend's on loopback), and the losses
+    (FSDP's: every step's, compared whole)."""
     print("| model | link | gloo samples/s | dtrain samples/s | dtrain / gloo | gloo exposed (s) "
           "| dtrain exposed (s) | exposed dtrain / gloo | loss gloo / dtrain |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for (model, link), g, d, runs in pairs(DATA, "model", "link"):
-        cells = [model, link, f"{mean(g, 'samples_per_s'):.1f}", f"{mean(d, 'samples_per_s'):.1f}",
-                 f"{mean(d, 'samples_per_s') / mean(g, 'samples_per_s'):.2f}x"]
-        base = ((model, "loopback"), "gloo")
-        if link != "loopback" and base in runs:
-            eg = mean(g, "epoch_s") - mean(runs[base], "epoch_s")
-            ed = mean(d, "epoch_s") - mean(runs[((model, "loopback"), "dtrain")], "epoch_s")
-            cells += [f"{eg:.2f}", f"{ed:.2f}", f"{ed / eg:.2f}" if eg > 0 else ""]
-        else:
-            cells += ["", "", ""]
-        cells.append(f"{g[0]['train_loss']:.4f} / {d[0]['train_loss']:.4f}")
-        print("| " + " | ".join(cells) + " |")
+    for path, time_key, name in sources:
+        for (model, link), g, d, runs in pairs(path, "model", "link"):
+            cells = [name.format(model), link, f"{mean(g, 'samples_per_s'):.1f}",
+                     f"{mean(d, 'samples_per_s'):.1f}",
+                     f"{mean(d, 'samples_per_s') / mean(g, 'samples_per_s'):.2f}x"]
+            base = ((model, "loopback"), "gloo")
+            if link != "loopback" and base in runs:
+                eg = mean(g, time_key) - mean(runs[base], time_key)
+                ed = mean(d, time_key) - mean(runs[((model, "loopback"), "dtrain")], time_key)
+                cells += [f"{eg:.2f}", f"{ed:.2f}", f"{ed / eg:.2f}" if eg > 0 else ""]
+            else:
+                cells += ["", "", ""]
+            loss = f"{g[0]['train_loss']:.4f} / {d[0]['train_loss']:.4f}"
+            if "losses" in g[0]:
+                same = all(a["losses"] == b["losses"] for a, b in zip(g, d))
+                loss += ", every step " + ("identical" if same else "DIFFERENT")
+            cells.append(loss)
+            print("| " + " | ".join(cells) + " |")
 
 
 def main():
-    if DATA.exists():
-        ddp_table()
+    sources = [(DATA, "epoch_s", "{}"), (FSDP, "timed_s", "{} (FSDP2)")]
+    if any(path.exists() for path, _, _ in sources):
+        exposed_table([source for source in sources if source[0].exists()])
     if DILOCO.exists():
         print()
         diloco_table()

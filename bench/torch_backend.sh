@@ -8,8 +8,11 @@
 # in turn. "Exposed" communication: a run's time minus the same backend's loopback time.
 # Then dtrain.DiLoCo from bench/pytorch_diloco.py (the cnn, H = 50, 38,400 samples, exact and
 # rot:tile:2) over gloo and over dtrain on loopback and DILOCO_LINKS (default "20mbit:5ms").
-# PARTS (default "ddp diloco") picks the parts. As root (the lab). Writes
-# docs/data/torch-backend.jsonl and docs/data/torch-backend-diloco.jsonl, then the tables.
+# FSDP2 (bench/pytorch_fsdp.py: the RoBERTa twin, roberta-base's sizes, 8 x 64 tokens a rank,
+# FSDP_STEPS timed steps, default 4, after one untimed) on loopback and FSDP_LINKS (default
+# "1gbit:25ms"). PARTS (default "ddp fsdp diloco") picks the parts. As root (the lab). Writes
+# docs/data/torch-backend.jsonl, docs/data/torch-backend-fsdp.jsonl and
+# docs/data/torch-backend-diloco.jsonl, then the tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
@@ -18,7 +21,7 @@ py=${PYTHON:-.venv/bin/python}
 export PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}"
 lab=tb$$
 out=docs/data/torch-backend.jsonl
-parts=" ${PARTS:-ddp diloco} "
+parts=" ${PARTS:-ddp fsdp diloco} "
 mkdir -p docs/data
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true' EXIT
 run() {  # run LINK ROUND BACKEND MODEL ARGS...
@@ -51,6 +54,22 @@ if [[ $parts == *" ddp "* ]]; then
           --synthetic-size "${RESNET_SAMPLES:-640}" --limit-train "${RESNET_SAMPLES:-640}" \
           --limit-test 64 --batch-size 32
         run "$link" "$round" "$backend" cnn --limit-train "${CNN_SAMPLES:-6400}" --limit-test 1000
+      done
+    done
+  done
+fi
+if [[ $parts == *" fsdp "* ]]; then
+  out=docs/data/torch-backend-fsdp.jsonl
+  : >"$out"
+  for link in loopback ${FSDP_LINKS:-1gbit:25ms}; do
+    lab_for_link "$link"
+    where=()
+    [ "$link" = loopback ] || where=(--netlab "$lab")
+    for round in $(seq 1 "${ROUNDS:-2}"); do
+      for backend in gloo dtrain; do
+        echo "torch_backend.sh: $link round $round fsdp2 $backend" >&2
+        "$bin" launch -n 2 "${where[@]}" -- "$py" bench/pytorch_fsdp.py --backend "$backend" \
+          --steps "${FSDP_STEPS:-4}" | sed -n "s/^\[rank 0\] {/{\"link\":\"$link\",\"round\":$round,/p" >>"$out"
       done
     done
   done

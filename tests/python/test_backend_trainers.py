@@ -1,9 +1,15 @@
 """PyTorch's own trainers, unchanged, over the "dtrain" backend against the same run over
 "gloo" with one seed: FSDP2 (fully_shard), torch.distributed.pipelining's GPipe and 1F1B
-schedules, and dtrain.DiLoCo (exact and coded). Each run saves its losses and final
-parameters on rank 0; the two backends' must be equal (the sums of two values are one
-rounding whichever transport carries them) or, where a backend may order a reduction
-differently, within fp32 rounding."""
+schedules, dtrain.DiLoCo (exact and coded), and bench/pytorch_fsdp.py (FSDP2 on the RoBERTa
+twin of dtrain's roberta, whose blocks are checked against `dtrain models`). Each run saves
+its losses and final parameters on rank 0; the two backends' must be equal (the sums of two
+values are one rounding whichever transport carries them) or, where a backend may order a
+reduction differently, within fp32 rounding."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -123,3 +129,34 @@ def test_pipelining_schedules_train_over_dtrain_as_over_gloo(tmp_path, schedule)
 @pytest.mark.parametrize("codec", ["none", "rot:tile:2"])
 def test_dtrain_diloco_trains_over_the_dtrain_backend_as_over_gloo(tmp_path, codec):
     both(tmp_path, diloco, codec)
+
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def test_the_benchmarks_roberta_twin_has_dtrains_blocks_and_parameters(dtrain_binary):
+    sys.path.insert(0, str(BENCH))
+    import pytorch_models
+
+    listed = subprocess.run([dtrain_binary, "models", "--model", "roberta", "--num-classes", "2",
+                             "--layers", "2", "--hidden", "64", "--heads", "4", "--format",
+                             "jsonl"], capture_output=True, text=True, check=True, timeout=60)
+    ours = [json.loads(line)["parameters"] for line in listed.stdout.splitlines()]
+    twin = pytorch_models.roberta(layers=2, hidden=64, heads=4, classes=2)
+    blocks = [sum(p.numel() for p in block.parameters()) for block in twin]
+    assert blocks + [sum(blocks)] == ours
+
+
+def test_the_fsdp2_benchmark_trains_over_dtrain_as_over_gloo(dtrain_binary):
+    """bench/pytorch_fsdp.py as bench/torch_backend.sh runs it, on a small RoBERTa."""
+    rows = {}
+    for backend in ("gloo", "dtrain"):
+        run = subprocess.run([dtrain_binary, "launch", "-n", "2", "--", sys.executable,
+                              str(BENCH / "pytorch_fsdp.py"), "--backend", backend, "--layers",
+                              "2", "--hidden", "64", "--heads", "4", "--vocab", "1000",
+                              "--steps", "2"], capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+        rows[backend] = [json.loads(line.split(" ", 2)[2]) for line in run.stdout.splitlines()
+                         if line.startswith("[rank 0] {")][0]
+    assert len(rows["dtrain"]["losses"]) == 3  # the untimed step and the two timed
+    assert rows["dtrain"]["losses"] == rows["gloo"]["losses"]  # sums of two: one rounding
