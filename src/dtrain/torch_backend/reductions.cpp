@@ -61,6 +61,7 @@ void ProcessGroupDtrain::reduce_in_place(at::Tensor& host, const c10d::ReduceOp&
   comm::AllReduceOptions o;
   o.op = comm_op(op);
   o.algorithm = all_reduce_algorithm();
+  o.segment_bytes = segment_bytes();
   at::Tensor flat = host.view({-1});
   comm::all_reduce(*group_, flat, o);
 }
@@ -70,6 +71,11 @@ comm::Algorithm ProcessGroupDtrain::default_algorithm() const {
   // ends; elsewhere they read -1.
   const bool long_link = group_->longest_round_trip() >= comm::kLongRttSeconds;
   return group_->size() == 2 && long_link ? comm::Algorithm::kExchange : comm::Algorithm::kRing;
+}
+
+int64_t ProcessGroupDtrain::segment_bytes() const {
+  return group_->longest_round_trip() >= comm::kLongRttSeconds ? int64_t{1} << 20
+                                                               : int64_t{4} << 20;
 }
 
 ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::allreduce(Tensors& tensors,
