@@ -188,6 +188,11 @@ def run(args, lab, workdir, tag, chaos):
         "redo": {k: stat("redo", k) for k in ("failed_after_s", "decide_s", "rebuild_s")},
         "joined_transfer_s": stat("joined", "transfer_s"),
         "entered_enter_s": stat("entered", "enter_s"),
+        # Where a joiner's time to enter went: its view's wait, its group's connect, the state.
+        "entered_parts_median_s": {k: stat("entered", k).get("median")
+                                   for k in ("view_s", "connect_s", "transfer_s")},
+        "entered_mid_round": sum(bool(r.get("mid_round")) for r in evs
+                                 if r.get("event") == "entered"),
         "event_log": events,
         # Why a run ended badly: the launcher's and the replicas' error lines, the last ones.
         "error_lines": [l for l in log.splitlines()
