@@ -226,6 +226,21 @@ TEST(ElasticE2eTest, AnEpochWhoseFirstMemberDiesAsItClosesStillHasItsRow) {
   expect_every_sample_once(r, 2, 3840);
 }
 
+// The first member dies after the evaluation, before it claims the row: the member left
+// writes it at its next round's end.
+TEST(ElasticE2eTest, AnEpochWhoseWriterDiesAfterTheEvaluationStillHasItsRow) {
+  const ElasticRun r = run("kill:0@3:row,rejoin:0@5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto epochs = r.epochs();
+  ASSERT_EQ(epochs.size(), 2u) << r.err;
+  EXPECT_EQ(epochs[0]["epoch"], 1);
+  EXPECT_EQ(epochs[1]["epoch"], 2);
+  for (const auto& e : epochs)
+    EXPECT_EQ(e["committed_samples"], 3840) << e.dump();
+  EXPECT_NE(r.err.find("writes epoch 1's row"), std::string::npos) << r.err;
+  expect_every_sample_once(r, 2, 3840);
+}
+
 TEST(ElasticE2eTest, AFaultPlanRunTwiceEndsBitIdentical) {
   const std::string plan = "kill:0@2:exchange,rejoin:0@4";
   const ElasticRun a = run(plan), b = run(plan);

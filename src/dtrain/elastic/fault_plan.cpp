@@ -20,8 +20,9 @@ FaultPhase parse_phase(const std::string& text, const std::string& entry) {
   if (text == "transfer") return FaultPhase::kTransfer;
   if (text == "join") return FaultPhase::kJoin;
   if (text == "close") return FaultPhase::kClose;
+  if (text == "row") return FaultPhase::kRow;
   throw std::invalid_argument("--fault-plan '" + entry + "': the phase '" + text +
-                              "' is not inner, exchange, records, transfer, join or close");
+                              "' is not inner, exchange, records, transfer, join, close or row");
 }
 
 int64_t number(const std::string& text, const std::string& entry, int64_t max) {

@@ -9,7 +9,8 @@
 //                    transfer (a donor, while sending the state to a joiner at boundary K),
 //                    join (S's replacement, while receiving the state to enter at K),
 //                    close (K the last round of an epoch: as the epoch closes, before
-//                    its evaluation)
+//                    its evaluation), row (the same, after the evaluation, before the
+//                    epoch's row is claimed)
 //   rejoin:S@K       S's replacement enters before round K (the members wait for it)
 //   corrupt:S@K      S adds 1e-3 to its shared parameters before round K's exchange (the
 //                    digest check must find it and re-sync it from the majority)
@@ -25,7 +26,7 @@
 
 namespace dtrain::elastic {
 
-enum class FaultPhase { kInner, kExchange, kRecords, kTransfer, kJoin, kClose };
+enum class FaultPhase { kInner, kExchange, kRecords, kTransfer, kJoin, kClose, kRow };
 
 struct FaultPlan {
   struct Kill {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <thread>
 
 #include "dtrain/comm/allreduce.h"
 #include "dtrain/comm/error.h"
@@ -113,6 +115,13 @@ class ElasticRun {
                  const ElasticReplica::Outcome& outcome, const std::vector<int64_t>& trained);
   // The epoch's progress the members share (EpochWord), from now.
   void start_epoch_progress();
+  // An epoch's row: the group's first member writes it (the first to claim it in the store).
+  // Where that member went after the evaluation, before it claimed the row, no other member
+  // knew: each keeps its own row pending and, at its next round's end (at the run's end
+  // after a heartbeat timeout or two), writes it unless the row was claimed or its writer
+  // is still in the views.
+  void claim_row(int64_t epoch, const metrics::Row& row);
+  void settle_row(bool at_end);
   const std::vector<int64_t>& permutation(int64_t epoch);
 
   const TrainConfig& c_;
@@ -129,6 +138,12 @@ class ElasticRun {
   int64_t events_ = 0;
   std::vector<int64_t> views_;
   bool evaluated_alone_ = false;  // close_epoch's: a member went during the evaluation
+  struct PendingRow {
+    int64_t epoch;
+    metrics::Row row;
+    int64_t writer;  // the replica expected to write it
+  };
+  std::optional<PendingRow> pending_row_;
   metrics::ProgressLine progress_;
 };
 
@@ -249,6 +264,30 @@ void ElasticRun::start_epoch_progress() {
   words[kEpochStartUs] = wall_microseconds();
 }
 
+void ElasticRun::claim_row(int64_t epoch, const metrics::Row& row) {
+  const std::string me = std::to_string(replica_->id());
+  if (replica_->membership().store().compare_set(elastic::key::epoch_row(epoch), "", me) == me)
+    append_rows(c_.metrics_path, {row});
+}
+
+void ElasticRun::settle_row(bool at_end) {
+  if (!pending_row_) return;
+  elastic::Membership& membership = replica_->membership();
+  const auto until = metrics::Clock::now() + 2 * membership.config().heartbeat_timeout;
+  while (!membership.store().try_get(elastic::key::epoch_row(pending_row_->epoch))) {
+    if (!membership.view(membership.latest()).has(pending_row_->writer)) {
+      std::cerr << "elastic: replica " << replica_->id() << " writes epoch "
+                << pending_row_->epoch + 1 << "'s row: replica " << pending_row_->writer
+                << " went before it did" << std::endl;
+      claim_row(pending_row_->epoch, pending_row_->row);
+      break;
+    }
+    if (!at_end || metrics::Clock::now() >= until) return;  // still the writer's to write
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  pending_row_.reset();
+}
+
 EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
   const std::vector<int64_t>& progress = replica_->carried();
   const int64_t committed = progress.at(kEpochCommitted);
@@ -348,6 +387,7 @@ std::vector<EpochStats> ElasticRun::run() {
       e = stamped(std::move(e), c_);
     append_rows(c_.metrics_path, events);
     if (!outcome.counted) continue;  // it entered again: with the members' state and queue
+    settle_row(false);
     s.time_comm_s += outcome.averaged.seconds;
     std::vector<int64_t>& progress = replica_->carried();
     progress.at(kEpochCommitted) += outcome.samples;
@@ -370,12 +410,15 @@ std::vector<EpochStats> ElasticRun::run() {
       progress_.finish(epoch_line(closed, c_.epochs) + ", " +
                        std::to_string(replica_->group().size()) + " replicas");
       // The group's first member writes the row; where a member went during the evaluation
-      // (perhaps that one) every member that saw it tries too. The first to claim the epoch
-      // in the store writes.
-      const std::string me = std::to_string(replica_->id());
-      if ((replica_->group().rank() == 0 || evaluated_alone_) &&
-          replica_->membership().store().compare_set(elastic::key::epoch_row(epoch), "", me) == me)
-        append_rows(c_.metrics_path, {stamped(closed.to_row(), c_)});
+      // (perhaps that one) every member that saw it tries too; the others keep theirs pending.
+      metrics::Row row = stamped(closed.to_row(), c_);
+      if (replica_->plan().kills_at(replica_->id(), round, FaultPhase::kRow))
+        elastic::die_now(replica_->membership());
+      if (replica_->group().rank() == 0 || evaluated_alone_)
+        claim_row(epoch, row);
+      else
+        pending_row_ =
+            PendingRow{epoch, std::move(row), replica_->membership().group_members().at(0)};
       history.push_back(closed);
       data::SampleQueue& q = replica_->queue();  // before begin_round hands it to joiners
       q.epoch += 1;
@@ -385,6 +428,7 @@ std::vector<EpochStats> ElasticRun::run() {
     }
     if (replica_->queue().epoch < c_.epochs) replica_->begin_round();
   }
+  settle_row(true);
   replica_->finish();
   return history;
 }
