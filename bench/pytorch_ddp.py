@@ -12,13 +12,14 @@ grad_bytes (both relative to an exact all-reduce of fp32 gradients); dtrain's ho
 its own (coded bytes sent over the fp32 bytes of the same exchange). --count-iface IFACE adds
 the bytes the rank's interface transmitted per training step (on a lab host: everything the
 rank sent, TCP/IP headers included)."""
-import argparse, json, os, resource, sys, time
+import argparse, json, resource, time
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import pytorch_models
+import torch_dist
 
 reduced_bytes = 0  # bytes handed to dist.all_reduce by a Python comm hook
 
@@ -96,15 +97,7 @@ def main():
                    help="model and inputs in torch.channels_last (as dtrain's --memory-format)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    if os.environ.get("DTRAIN_GLOO_HOST"):  # on a lab host (dtrain launch --netlab): its eth0
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
-    if a.backend == "dtrain":
-        import dtrain  # registers the backend
-        if not getattr(getattr(dtrain, "backend", None), "available", lambda: False)():
-            sys.exit(f"pytorch_ddp.py: the dtrain package at {dtrain.__file__} has no "
-                     "torch.distributed backend: build the project's (make) and put "
-                     "build/python first on PYTHONPATH")
-    dist.init_process_group(a.backend)
+    torch_dist.init(a.backend, "pytorch_ddp.py")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     if a.dataset == "fashion-mnist":

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 import pytorch_models
+import torch_dist
 
 
 def torchft_diloco(model, inner, a, rank, world, host):
@@ -84,19 +85,10 @@ def main():
                    help="the default process group's (dtrain: `import dtrain` registers it)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    host = os.environ.get("DTRAIN_GLOO_HOST")
-    if host:  # on a lab host (dtrain launch --netlab): its eth0
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
-    host = host or "127.0.0.1"
-    if a.backend == "dtrain":
-        if a.impl == "torchft":
-            sys.exit("pytorch_diloco.py: torchft runs on its own process groups (--backend gloo)")
-        import dtrain  # registers the backend
-        if not getattr(getattr(dtrain, "backend", None), "available", lambda: False)():
-            sys.exit(f"pytorch_diloco.py: the dtrain package at {dtrain.__file__} has no "
-                     "torch.distributed backend: build the project's (make) and put "
-                     "build/python first on PYTHONPATH")
-    dist.init_process_group(a.backend)
+    host = os.environ.get("DTRAIN_GLOO_HOST") or "127.0.0.1"
+    if a.backend == "dtrain" and a.impl == "torchft":
+        sys.exit("pytorch_diloco.py: torchft runs on its own process groups (--backend gloo)")
+    torch_dist.init(a.backend, "pytorch_diloco.py")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     x, y, tx, ty = pytorch_models.fashion_mnist(a.data_dir, a.limit_train, a.limit_test)

@@ -10,13 +10,14 @@ dtrain launcher, on loopback or on a network lab:
 Prints one JSON line (rank 0): the time of the timed steps (max over ranks; --warmup steps
 first, untimed: FSDP2's lazy initialisation), samples/s, the mean loss of every step over
 ranks, the parameters' bytes (what one all-gather of them all moves), peak RSS."""
-import argparse, json, os, resource, sys, time
+import argparse, json, resource, sys, time
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 import pytorch_models
+import torch_dist
 
 
 def batch(step, rank, batch_size, seq_len, vocab):
@@ -43,17 +44,9 @@ def main():
     if a.steps < 1 or a.warmup < 0 or a.batch_size < 1 or a.seq_len < 2:
         sys.exit("pytorch_fsdp.py: --steps, --batch-size >= 1, --warmup >= 0, --seq-len >= 2")
     torch.set_num_threads(a.threads)
-    if os.environ.get("DTRAIN_GLOO_HOST"):  # on a lab host (dtrain launch --netlab): its eth0
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
-    if a.backend == "dtrain":
-        import dtrain  # registers the backend
-        if not getattr(getattr(dtrain, "backend", None), "available", lambda: False)():
-            sys.exit(f"pytorch_fsdp.py: the dtrain package at {dtrain.__file__} has no "
-                     "torch.distributed backend: build the project's (make) and put "
-                     "build/python first on PYTHONPATH")
     from torch.distributed.fsdp import fully_shard
 
-    dist.init_process_group(a.backend)
+    torch_dist.init(a.backend, "pytorch_fsdp.py")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)  # the same initial model on every rank and backend
     model = pytorch_models.roberta(a.layers, a.hidden, a.heads, vocab=a.vocab,
