@@ -29,6 +29,7 @@
 #include "dtrain/train/epoch_loop.h"
 #include "dtrain/train/optimizer.h"
 #include "dtrain/train/run_setup.h"
+#include "dtrain/train/share_of_group.h"
 
 namespace dtrain::train {
 namespace {
@@ -59,36 +60,6 @@ void append_rows(const std::string& path, const std::vector<metrics::Row>& rows)
   }
   close(fd);
 }
-
-// Evaluation over the view's members (each a share of the test set, summed by the ring), or
-// alone where the group fails meanwhile.
-class ShareOfGroup final : public Engine {
- public:
-  ShareOfGroup(Engine& local, comm::Group* group) : local_(local), group_(group) {}
-  int rank() const override { return group_ ? group_->rank() : 0; }
-  int world() const override { return group_ ? group_->size() : 1; }
-  void sum_over_ranks(std::vector<double>& values) override {
-    if (!group_) return;
-    at::Tensor t = at::tensor(values, at::kDouble);
-    comm::AllReduceOptions o;
-    o.algorithm = comm::Algorithm::kRing;
-    comm::all_reduce(*group_, t, o);
-    for (size_t i = 0; i < values.size(); ++i)
-      values[i] = t[static_cast<int64_t>(i)].item<double>();
-  }
-  c10::Device input_device() const override { return local_.input_device(); }
-  std::vector<at::Tensor> parameters() override { return local_.parameters(); }
-  BatchResult train_batch(const data::Batch& b, double lr, const StepPlan& p,
-                          EpochStats& s) override {
-    return local_.train_batch(b, lr, p, s);
-  }
-  BatchResult eval_batch(const data::Batch& batch) override { return local_.eval_batch(batch); }
-  torch::nn::Sequential& checkpoint_module() override { return local_.checkpoint_module(); }
-
- private:
-  Engine& local_;
-  comm::Group* group_;
-};
 
 struct RoundTally {
   double loss_sum = 0;
