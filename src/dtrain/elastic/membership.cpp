@@ -107,7 +107,7 @@ View Membership::wait_to_enter(milliseconds timeout) {
       throw RunFinished("the run finished before replica " + std::to_string(id_) +
                         " could enter it");
     const int64_t newest = latest();
-    for (int64_t v = std::max<int64_t>(1, checked); v <= newest; ++v) {
+    for (int64_t v = checked; v <= newest; ++v) {
       const View& candidate = view(v);
       if (!candidate.has(id_)) {
         // Named once and dropped since (its heartbeats late while it started): no later view

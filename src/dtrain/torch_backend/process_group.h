@@ -106,6 +106,8 @@ class ProcessGroupDtrain final : public c10d::Backend {
   // side); else the ring (on loopback the exchange's whole-tensor copies ran ResNet-18 at
   // 0.88-0.94x gloo).
   comm::Algorithm default_algorithm() const;
+  // Whether a link of the group has a round trip of kLongRttSeconds or more.
+  bool long_link() const;
   // The ring's segment: 1 MiB where a link is long (segments pipeline the steps across its
   // round trip), 4 MiB elsewhere (on loopback each message's own cost outweighs that: a
   // 128 MiB all-reduce of 2 ranks ran 1.4x faster).

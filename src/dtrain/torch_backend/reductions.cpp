@@ -66,16 +66,18 @@ void ProcessGroupDtrain::reduce_in_place(at::Tensor& host, const c10d::ReduceOp&
   comm::all_reduce(*group_, flat, o);
 }
 
-comm::Algorithm ProcessGroupDtrain::default_algorithm() const {
+bool ProcessGroupDtrain::long_link() const {
   // Round trips are measured at connect where a link is long (comm/world.h), the same at both
   // ends; elsewhere they read -1.
-  const bool long_link = group_->longest_round_trip() >= comm::kLongRttSeconds;
-  return group_->size() == 2 && long_link ? comm::Algorithm::kExchange : comm::Algorithm::kRing;
+  return group_->longest_round_trip() >= comm::kLongRttSeconds;
+}
+
+comm::Algorithm ProcessGroupDtrain::default_algorithm() const {
+  return group_->size() == 2 && long_link() ? comm::Algorithm::kExchange : comm::Algorithm::kRing;
 }
 
 int64_t ProcessGroupDtrain::segment_bytes() const {
-  return group_->longest_round_trip() >= comm::kLongRttSeconds ? int64_t{1} << 20
-                                                               : int64_t{4} << 20;
+  return long_link() ? int64_t{1} << 20 : int64_t{4} << 20;
 }
 
 ProcessGroupDtrain::WorkPtr ProcessGroupDtrain::allreduce(Tensors& tensors,

@@ -84,6 +84,11 @@ std::unique_ptr<SideTransfer> SideTransfer::fetch(Link link, int64_t first_value
   std::unique_ptr<SideTransfer> t = make();
   SideTransfer* self = t.get();
   t->thread_ = std::thread([self, link = std::move(link), first_values]() mutable {
+    const auto fail_all = [self](const std::exception_ptr& why) {
+      fail(self->first_promise_, why);
+      fail(self->exact_promise_, why);
+      fail(self->momentum_promise_, why);
+    };
     try {
       self->run(std::move(link), 1, [&](comm::Group& g) {
         RoundStart start;
@@ -96,17 +101,10 @@ std::unique_ptr<SideTransfer> SideTransfer::fetch(Link link, int64_t first_value
         self->momentum_promise_.set_value(receive_part(g, none, "outer momentum"));
         acknowledge(g);
       });
+    } catch (const std::invalid_argument& e) {  // join_halves: a donor's model of another size
+      fail_all(std::make_exception_ptr(comm::CommError(e.what())));
     } catch (...) {
-      std::exception_ptr why = std::current_exception();
-      try {
-        std::rethrow_exception(why);
-      } catch (const std::invalid_argument& e) {  // join_halves: a donor's model of another size
-        why = std::make_exception_ptr(comm::CommError(e.what()));
-      } catch (...) {
-      }
-      fail(self->first_promise_, why);
-      fail(self->exact_promise_, why);
-      fail(self->momentum_promise_, why);
+      fail_all(std::current_exception());
     }
   });
   return t;

@@ -246,7 +246,7 @@ void ElasticRun::settle_row(bool at_end) {
   elastic::Membership& membership = replica_->membership();
   const auto until = metrics::Clock::now() + 2 * membership.config().heartbeat_timeout;
   while (!membership.store().try_get(elastic::key::epoch_row(pending_row_->epoch))) {
-    if (!membership.view(membership.latest()).has(pending_row_->writer)) {
+    if (!membership.view(membership.latest_seen()).has(pending_row_->writer)) {
       std::cerr << "elastic: replica " << replica_->id() << " writes epoch "
                 << pending_row_->epoch + 1 << "'s row: replica " << pending_row_->writer
                 << " went before it did" << std::endl;
