@@ -24,25 +24,27 @@ out=docs/data/torch-backend.jsonl
 parts=" ${PARTS:-ddp fsdp diloco} "
 mkdir -p docs/data
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true' EXIT
+rank0_rows() {  # rank0_rows LINK ROUND < launcher output: rank 0's JSON lines, tagged
+  sed -n "s/^\[rank 0\] {/{\"link\":\"$1\",\"round\":$2,/p"
+}
 run() {  # run LINK ROUND BACKEND MODEL ARGS...
   local link=$1 round=$2 backend=$3 model=$4
   shift 4
   echo "torch_backend.sh: $link round $round $backend $model" >&2
-  local where=()
-  [ "$link" = loopback ] || where=(--netlab "$lab")
   local rows
   rows=$(wc -l <"$out")
   # PyTorch 2.11 processes that ran DDP sometimes abort in interpreter teardown, after the
   # row is out (docs/limitations.md): a run counts when its row came.
   "$bin" launch -n 2 "${where[@]}" -- "$py" bench/pytorch_ddp.py --backend "$backend" \
-    --model "$model" "$@" | sed -n "s/^\[rank 0\] {/{\"link\":\"$link\",\"round\":$round,/p" >>"$out" ||
-    true
+    --model "$model" "$@" | rank0_rows "$link" "$round" >>"$out" || true
   [ "$(wc -l <"$out")" -gt "$rows" ] || { echo "torch_backend.sh: no row from that run" >&2; exit 1; }
 }
-lab_for_link() {  # lab_for_link RATE:DELAY|loopback
+lab_for_link() {  # lab_for_link RATE:DELAY|loopback; sets `where`, the launcher's placement
   "$bin" netlab down "$lab" >/dev/null 2>&1 || true
-  [ "$1" = loopback ] ||
-    "$bin" netlab up "$lab" --hosts 2 --rate "${1%%:*}" --delay "${1##*:}" >/dev/null
+  where=()
+  [ "$1" = loopback ] && return
+  "$bin" netlab up "$lab" --hosts 2 --rate "${1%%:*}" --delay "${1##*:}" >/dev/null
+  where=(--netlab "$lab")
 }
 if [[ $parts == *" ddp "* ]]; then
   : >"$out"
@@ -63,13 +65,11 @@ if [[ $parts == *" fsdp "* ]]; then
   : >"$out"
   for link in loopback ${FSDP_LINKS:-1gbit:25ms}; do
     lab_for_link "$link"
-    where=()
-    [ "$link" = loopback ] || where=(--netlab "$lab")
     for round in $(seq 1 "${ROUNDS:-2}"); do
       for backend in gloo dtrain; do
         echo "torch_backend.sh: $link round $round fsdp2 $backend" >&2
         "$bin" launch -n 2 "${where[@]}" -- "$py" bench/pytorch_fsdp.py --backend "$backend" \
-          --steps "${FSDP_STEPS:-4}" | sed -n "s/^\[rank 0\] {/{\"link\":\"$link\",\"round\":$round,/p" >>"$out"
+          --steps "${FSDP_STEPS:-4}" | rank0_rows "$link" "$round" >>"$out"
       done
     done
   done
@@ -79,15 +79,12 @@ if [[ $parts == *" diloco "* ]]; then
   : >"$out"
   for link in loopback ${DILOCO_LINKS:-20mbit:5ms}; do
     lab_for_link "$link"
-    where=()
-    [ "$link" = loopback ] || where=(--netlab "$lab")
     for round in $(seq 1 "${ROUNDS:-2}"); do
       for codec in none rot:tile:2; do
         for backend in gloo dtrain; do
           echo "torch_backend.sh: $link round $round diloco $codec $backend" >&2
           "$bin" launch -n 2 "${where[@]}" -- "$py" bench/pytorch_diloco.py --impl dtrain \
-            --backend "$backend" --codec "$codec" |
-            sed -n "s/^\[rank 0\] {/{\"link\":\"$link\",\"round\":$round,/p" >>"$out"
+            --backend "$backend" --codec "$codec" | rank0_rows "$link" "$round" >>"$out"
         done
       done
     done
