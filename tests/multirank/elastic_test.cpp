@@ -17,6 +17,7 @@
 #include "dtrain/comm/world.h"
 #include "dtrain/parallel/elastic_outer.h"
 #include "dtrain/parallel/elastic_sync.h"
+#include "dtrain/parallel/exact_mean.h"
 #include "dtrain/parallel/float_halves.h"
 
 namespace dtrain::parallel {
@@ -146,6 +147,38 @@ TEST(ElasticOuterTest, TheOuterStepFollowsTheLiveMembersAsTheReferenceDoes) {
   EXPECT_EQ(digests[0], digests[1]);
   EXPECT_TRUE(at::allclose(finals[0].to(at::kDouble), anchor, 1e-5, 1e-6))
       << (finals[0].to(at::kDouble) - anchor).abs().max().item<double>();
+}
+
+// A short contribution (a mid-round joiner's few steps) weighs by its samples: each member
+// scales its pseudo-gradient by its weight, the exchange's mean times the records' factor
+// must equal the samples-weighted mean computed in double. Full shares keep the plain mean
+// bit for bit (both factors exactly 1).
+TEST(ElasticOuterTest, TheOuterMeanWeighsEachContributionByItsSamples) {
+  EXPECT_EQ(contribution_weight(320, 320), 1.0);
+  EXPECT_EQ(reweigh_factor({{0, 0, 0, 320}, {0, 0, 0, 320}}, 320), 1.0);
+  EXPECT_THROW(contribution_weight(1, 0), std::invalid_argument);
+  const std::vector<int64_t> samples{320, 320, 64};
+  std::vector<at::Tensor> gradients;
+  at::Tensor reference = at::zeros({1000}, at::kDouble);
+  for (int r = 0; r < 3; ++r) {
+    gradients.push_back(at::randn({1000}, at::TensorOptions().dtype(at::kFloat)));
+    reference += gradients.back().to(at::kDouble) * static_cast<double>(samples[r]);
+  }
+  reference /= 704.0;
+  std::mutex mutex;
+  std::map<int, at::Tensor> means;
+  testing::run_ranks(3, [&](comm::Group& g) {
+    const auto r = static_cast<size_t>(g.rank());
+    at::Tensor mean = gradients[r] * contribution_weight(samples[r], 320);
+    exact_mean(g, mean);
+    const std::vector<Record> records = exchange_records(g, {0, 0, 0, samples[r]});
+    mean *= reweigh_factor(records, 320);
+    const std::lock_guard<std::mutex> lock(mutex);
+    means[g.rank()] = mean;
+  });
+  ASSERT_EQ(means.size(), 3u);
+  for (const auto& [rank, mean] : means)
+    EXPECT_TRUE(at::allclose(mean.to(at::kDouble), reference, 1e-5, 1e-6)) << "rank " << rank;
 }
 
 // Inner steps move each replica's own BatchNorm statistics, not the shared state: two

@@ -58,6 +58,21 @@ std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
   return records;
 }
 
+double contribution_weight(int64_t samples, int64_t full) {
+  if (full <= 0) throw std::invalid_argument("elastic: a full share of no samples");
+  return samples == full ? 1.0 : static_cast<double>(samples) / static_cast<double>(full);
+}
+
+double reweigh_factor(const std::vector<Record>& records, int64_t full) {
+  double total = 0;
+  for (const Record& r : records)
+    total += contribution_weight(r.samples, full);
+  // No samples at all: every contribution is zero, and so is the mean.
+  if (total <= 0) return 1.0;
+  return total == static_cast<double>(records.size()) ? 1.0
+                                                      : static_cast<double>(records.size()) / total;
+}
+
 Majority majority_digest(const std::vector<Record>& records) {
   std::map<uint64_t, int> votes;
   for (const auto& r : records)

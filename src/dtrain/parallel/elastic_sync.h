@@ -32,6 +32,15 @@ struct Record {
 
 std::vector<Record> exchange_records(comm::Group& group, const Record& mine);
 
+// The outer step's mean weighs each contribution by the samples it trained, against a full
+// share of `full` samples (a mid-round joiner's few inner steps, an epoch's short last
+// round): the plain mean would shrink the step by every short one. A member scales its
+// pseudo-gradient by contribution_weight() before the exchange; the exchange's mean times
+// reweigh_factor() of the round's records is the samples-weighted mean. Both are exactly 1
+// where every member trained a full share: the plain mean, bit for bit.
+double contribution_weight(int64_t samples, int64_t full);
+double reweigh_factor(const std::vector<Record>& records, int64_t full);
+
 // The digest most members hold (ties: the one of the lowest rank among them), and the ranks
 // whose digest differs from it.
 struct Majority {

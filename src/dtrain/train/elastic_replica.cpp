@@ -245,7 +245,11 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   if (!close_round(entered.get(), assignment, out)) return out;
   const elastic::View& trained_in = out.trained_in;
   if (settings_.plan.corrupts(id(), k)) outer_.perturb(1e-3);
-  const at::Tensor pseudo_gradient = outer_.pseudo_gradient();
+  // Weighed by the samples it trained (parallel/elastic_sync.h): scaled here, the mean
+  // rescaled below from the records.
+  const double weight = parallel::contribution_weight(samples, settings_.per_replica);
+  at::Tensor pseudo_gradient = outer_.pseudo_gradient();
+  if (weight != 1.0) pseudo_gradient.mul_(weight);
   const uint64_t digest_before = outer_.digest();
   std::vector<int64_t> members = group_broken_ ? std::vector<int64_t>{} : trained_in.members;
   std::string name = group_name_;
@@ -302,6 +306,8 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   settle_positions(out, records);
   for (const auto& rec : records)
     out.samples += rec.samples;
+  const double reweigh = parallel::reweigh_factor(records, settings_.per_replica);
+  if (reweigh != 1.0) out.averaged.mean.mul_(reweigh);
   outer_.apply(out.averaged);
   round_ = k + 1;
   const parallel::Majority majority = parallel::majority_digest(records);
