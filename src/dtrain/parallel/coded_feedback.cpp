@@ -1,5 +1,10 @@
 #include "dtrain/parallel/coded_feedback.h"
 
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+#include <string>
+
 #include "dtrain/comm/coded_allreduce.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/layout.h"
@@ -18,6 +23,40 @@ ResidualLengths residual_lengths(int64_t count, int world, int rank) {
     if (q != rank) out.scatter[static_cast<size_t>(q)] = blocks.size(q);
   out.gather = blocks.size(rank);
   return out;
+}
+
+void carry_residuals(FeedbackResiduals& residuals, int64_t count, int from_world, int from_rank,
+                     int to_world, int to_rank) {
+  if (to_world < 1 || to_rank < 0 || to_rank >= to_world)
+    throw std::invalid_argument("carry_residuals: rank " + std::to_string(to_rank) + " of " +
+                                std::to_string(to_world));
+  at::Tensor owed;
+  const auto owe = [&](int64_t begin, const at::Tensor& residual, double scale) {
+    if (!residual.defined()) return;
+    if (!owed.defined()) owed = at::zeros({count}, residual.options());
+    owed.narrow(0, begin, residual.numel()).add_(residual.reshape({-1}), scale);
+  };
+  if (from_rank >= 0 && codes_whole_vectors(from_world)) {
+    owe(0, residuals.gather.residual(), 1.0);
+  } else if (from_rank >= 0) {
+    const comm::BlockLayout from{count, from_world};
+    for (int q = 0; q < from_world; ++q)
+      if (q != from_rank)
+        owe(from.begin(q), residuals.scatter.at(static_cast<size_t>(q)).residual(), 1.0);
+    owe(from.begin(from_rank), residuals.gather.residual(), static_cast<double>(to_world));
+  }
+  residuals.reset(to_world);
+  if (!owed.defined()) return;
+  if (codes_whole_vectors(to_world)) {
+    residuals.gather.restore(owed);
+    return;
+  }
+  const comm::BlockLayout to{count, to_world};
+  for (int q = 0; q < to_world; ++q)
+    if (q != to_rank)
+      residuals.scatter[static_cast<size_t>(q)].restore(
+          owed.narrow(0, to.begin(q), to.size(q)).clone());
+  residuals.gather.restore(owed.narrow(0, to.begin(to_rank), to.size(to_rank)) / to_world);
 }
 
 int64_t coded_mean_with_feedback(comm::Group& group, at::Tensor& values,

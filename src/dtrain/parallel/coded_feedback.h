@@ -46,6 +46,17 @@ struct ResidualLengths {
 };
 ResidualLengths residual_lengths(int64_t count, int world, int rank);
 
+// The residuals of `rank` of a group of `from_world` ranks, carried into its place `to_rank`
+// of a group of `to_world` (a membership change), for `count` values: what this rank still
+// owes is kept coordinate by coordinate, where starting again would drop it. Its scatter
+// residuals (and the whole vector's, with 2 ranks) are owed by its own contribution; an
+// owner's gather residual (more than 2 ranks) is owed by the mean, and enters the
+// contribution as `to_world` times itself; in the new group the part owed on this rank's own
+// block (never coded in the scatter) becomes its gather residual, as the mean's share
+// (1/to_world). `from_rank` -1: nothing is owed. Residuals are float32 CPU 1-D tensors.
+void carry_residuals(FeedbackResiduals& residuals, int64_t count, int from_world, int from_rank,
+                     int to_world, int to_rank);
+
 // Averages the 1-D `values` over the group in place, every message coded with `codec`;
 // returns the bytes this rank sent. Collective: every rank calls it with the same tags.
 int64_t coded_mean_with_feedback(comm::Group& group, at::Tensor& values,

@@ -42,6 +42,7 @@ ResidualsSnapshot snapshot(const FeedbackResiduals& r) {
 }
 
 void restore(FeedbackResiduals& r, ResidualsSnapshot s) {
+  r.scatter.assign(s.scatter.size(), compress::ErrorFeedback{});
   for (size_t i = 0; i < r.scatter.size(); ++i)
     r.scatter[i].restore(std::move(s.scatter[i]));
   r.gather.restore(std::move(s.gather));
@@ -160,15 +161,21 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
       exact_means(group, {out.mean, out.buffers});  // one message
       out.wire_bytes = out.fp32_bytes;
     } else {
-      if (feedback_.scatter.size() != static_cast<size_t>(group.size()))
-        reset_residuals(group.size());
       ResidualsSnapshot before = snapshot(feedback_);
+      const int rank_before = residual_rank_;
+      const auto world_before = static_cast<int>(feedback_.scatter.size());
+      if (world_before != group.size() || rank_before != group.rank()) {
+        carry_residuals(feedback_, out.mean.numel(), world_before, rank_before, group.size(),
+                        group.rank());
+        residual_rank_ = group.rank();
+      }
       try {
         out.wire_bytes = coded_mean_with_feedback(group, out.mean, *codec_, feedback_, outer_tag(0),
                                                   outer_tag(1));
         if (out.buffers.defined()) exact_mean(group, out.buffers);
       } catch (...) {
         restore(feedback_, std::move(before));
+        residual_rank_ = rank_before;
         throw;
       }
     }
@@ -271,6 +278,7 @@ void ElasticOuter::perturb(double delta) {
 
 void ElasticOuter::reset_residuals(int group_size) {
   feedback_.reset(group_size);
+  residual_rank_ = -1;
 }
 
 }  // namespace dtrain::parallel

@@ -98,8 +98,9 @@ class ElasticOuter {
   void refine(const at::Tensor& first);
   // Under auto, before the first exchange chose the codec (joiners wait for it).
   bool choice_pending() const { return !candidates_.empty() && choice_ < 0; }
-  // The residuals of error feedback belong to the pieces of one group's exchange: a group of
-  // another size starts them again (a view change).
+  // The residuals of error feedback start again (a joiner's, a re-synced replica's, a new
+  // codec's). A group of another size, or another rank in it (a view change, a redone
+  // exchange), carries them into its pieces instead (coded_feedback.h: carry_residuals).
   void reset_residuals(int group_size);
   // Tests (fault plans): shifts θ by `delta`, so this replica's digest differs.
   void perturb(double delta);
@@ -116,6 +117,7 @@ class ElasticOuter {
   at::Tensor anchor_, momentum_;            // flat float32, CPU
   at::Tensor shared_buffers_;               // flat: the buffers the last outer step or transfer set
   FeedbackResiduals feedback_;
+  int residual_rank_ = -1;  // this replica's rank in the group feedback_ was kept for
   std::future<std::pair<double, double>> probe_;  // start_probe()'s: {rate, latency}
   std::vector<compress::CodecSpec> candidates_;   // auto's, in preference order (else empty)
   int64_t choice_ = -1;                           // auto's: an index of candidates_, -1 none yet
