@@ -399,8 +399,17 @@ std::vector<EpochStats> ElasticRun::run() {
     }
     if (replica_->queue().epoch < c_.epochs) replica_->begin_round();
   }
-  settle_row(true);
-  replica_->finish();
+  try {
+    settle_row(true);
+    replica_->finish();
+  } catch (const comm::CommError& e) {
+    // Every epoch is trained: the store may be gone with the coordinator once the group's
+    // first member marked the run done, while this replica still waited on a pending row
+    // (whose writer wrote it, or went too) or left.
+    std::cerr << "elastic: replica " << replica_->id()
+              << ": the run is done; its store went as this replica finished (" << e.what()
+              << ")" << std::endl;
+  }
   return history;
 }
 
