@@ -407,8 +407,8 @@ std::vector<EpochStats> ElasticRun::run() {
     // first member marked the run done, while this replica still waited on a pending row
     // (whose writer wrote it, or went too) or left.
     std::cerr << "elastic: replica " << replica_->id()
-              << ": the run is done; its store went as this replica finished (" << e.what()
-              << ")" << std::endl;
+              << ": the run is done; its store went as this replica finished (" << e.what() << ")"
+              << std::endl;
   }
   return history;
 }
