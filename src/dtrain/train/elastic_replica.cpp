@@ -245,11 +245,9 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   if (!close_round(entered.get(), assignment, out)) return out;
   const elastic::View& trained_in = out.trained_in;
   if (settings_.plan.corrupts(id(), k)) outer_.perturb(1e-3);
-  // Weighed by the samples it trained (parallel/elastic_sync.h): scaled here, the mean
-  // rescaled below from the records.
-  const double weight = parallel::contribution_weight(samples, settings_.per_replica);
-  at::Tensor pseudo_gradient = outer_.pseudo_gradient();
-  if (weight != 1.0) pseudo_gradient.mul_(weight);
+  // Weighed by its samples (elastic_sync.h); the mean is rescaled from the records below.
+  const at::Tensor pseudo_gradient =
+      outer_.pseudo_gradient().mul_(parallel::contribution_weight(samples, settings_.per_replica));
   const uint64_t digest_before = outer_.digest();
   std::vector<int64_t> members = group_broken_ ? std::vector<int64_t>{} : trained_in.members;
   std::string name = group_name_;
@@ -306,8 +304,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   settle_positions(out, records);
   for (const auto& rec : records)
     out.samples += rec.samples;
-  const double reweigh = parallel::reweigh_factor(records, settings_.per_replica);
-  if (reweigh != 1.0) out.averaged.mean.mul_(reweigh);
+  out.averaged.mean.mul_(parallel::reweigh_factor(records, settings_.per_replica));
   outer_.apply(out.averaged);
   round_ = k + 1;
   const parallel::Majority majority = parallel::majority_digest(records);

@@ -93,6 +93,8 @@ class ElasticRun {
   // is still in the views.
   void claim_row(int64_t epoch, const metrics::Row& row);
   void settle_row(bool at_end);
+  // Every epoch trained: the last pending row, and the replica leaves the run.
+  void leave();
   const std::vector<int64_t>& permutation(int64_t epoch);
 
   const TrainConfig& c_;
@@ -399,6 +401,11 @@ std::vector<EpochStats> ElasticRun::run() {
     }
     if (replica_->queue().epoch < c_.epochs) replica_->begin_round();
   }
+  leave();
+  return history;
+}
+
+void ElasticRun::leave() {
   try {
     settle_row(true);
     replica_->finish();
@@ -410,7 +417,6 @@ std::vector<EpochStats> ElasticRun::run() {
               << ": the run is done; its store went as this replica finished (" << e.what() << ")"
               << std::endl;
   }
-  return history;
 }
 
 }  // namespace
