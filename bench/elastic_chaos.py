@@ -16,8 +16,10 @@ a process still entering) is always left alive.
 Counted: hangs (the run not done --hang seconds after its last event), survivor failures
 (a replica that ended without being killed or cut: the launcher's "[launch] rank R ..."
 lines), the final test accuracy against the reference's, committed samples/s, and the
-replicas' event rows (redo, joined, entered). Writes one JSON line to
-docs/data/elastic-chaos.jsonl (REPLACES it) and prints a summary.
+replicas' event rows (redo, joined, entered). Joiners enter mid-round (dtrain's default);
+--no-mid-round-entry: at the next boundary. Writes one JSON line to
+docs/data/elastic-chaos.jsonl (docs/data/elastic-chaos-boundary.jsonl with
+--no-mid-round-entry; REPLACES it) and prints a summary.
 """
 import argparse
 import json
@@ -33,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "docs" / "data" / "elastic-chaos.jsonl"
+DATA = ROOT / "docs" / "data"
 
 
 def sh(*args):
@@ -102,8 +104,8 @@ def run(args, lab, workdir, tag, chaos):
            str(args.samples), "--limit-test", "2000", "--epochs", str(args.epochs), "--seed", "0",
            "--metrics", str(metrics), "--step-log", str(steps), "--no-progress", "--timeout",
            "120"]
-    if args.mid_round_entry:
-        cmd.append("--mid-round-entry")
+    if not args.mid_round_entry:
+        cmd.append("--no-mid-round-entry")
     err = open(workdir / f"{tag}.err", "w+")
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -215,8 +217,8 @@ def main():
     p.add_argument("--heartbeat-timeout", type=float, default=1.0)
     p.add_argument("--skip-reference", action="store_true")
     p.add_argument("--log", help="keep each run's whole log as LOG.reference / LOG.chaos")
-    p.add_argument("--mid-round-entry", action="store_true",
-                   help="joiners enter mid-round (docs/elastic.md)")
+    p.add_argument("--mid-round-entry", action=argparse.BooleanOptionalAction, default=True,
+                   help="joiners enter mid-round (docs/elastic.md; the default)")
     p.add_argument("--settle", type=float, default=10.0,
                    help="seconds a restarted replica takes to count as a member")
     args = p.parse_args()
@@ -240,8 +242,9 @@ def main():
         chaos["reference"] = {k: results[0][k] for k in
                               ("final_test_acc", "committed_samples_per_s", "duration_s", "code")}
     chaos["command"] = " ".join(["python3", "bench/elastic_chaos.py"] + sys.argv[1:])
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(chaos) + "\n")
+    out = DATA / ("elastic-chaos.jsonl" if args.mid_round_entry else "elastic-chaos-boundary.jsonl")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(chaos) + "\n")
     print(json.dumps({k: v for k, v in chaos.items() if k != "event_log"}, indent=1))
     return 0 if chaos["code"] == 0 and not chaos["hang"] and not chaos["survivor_failures"] else 1
 

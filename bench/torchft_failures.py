@@ -8,9 +8,9 @@
 batch 64 a replica, AdamW 1e-3 inner, H = 50, the same samples (--epochs x 60,000 committed
 samples). Every --kill-every seconds a SIGKILL takes out one replica (slots in turn), started
 again --restart-after seconds later:
-  dtrain: `dtrain train -n 3 --parallel diloco --elastic --mid-round-entry --restart-delay R`
-    (--no-mid-round-entry: without it; its launcher
-    starts the replica again; it joins the running job), exact outer exchange and rot:tile:2;
+  dtrain: `dtrain train -n 3 --parallel diloco --elastic --restart-delay R` (its launcher
+    starts the replica again; it joins the running job mid-round, or with
+    --no-mid-round-entry at the next boundary), exact outer exchange and rot:tile:2;
   torchft 0.2.0: a lighthouse on host 0 (min_replicas 2, join timeout 10 s) and
     bench/torchft_replica.py on each host (min_replica_size 2; a restarted replica heals
     from a peer at its first outer step), the driver starting a killed replica again.
@@ -81,8 +81,8 @@ def run_dtrain(args, lab, workdir, codec):
            "adamw", "--lr", "1e-3", "--lr-schedule", "constant", "--sync-every", "50",
            "--compress-outer", codec, "--epochs", str(args.epochs), "--seed", "0",
            "--metrics", str(metrics), "--no-progress", "--timeout", "120"]
-    if args.mid_round_entry:
-        cmd.append("--mid-round-entry")
+    if not args.mid_round_entry:
+        cmd.append("--no-mid-round-entry")
     err = open(workdir / f"dtrain-{codec}.err", "w")
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -206,7 +206,7 @@ def main():
     p.add_argument("--codecs", default="none,rot:tile:2", help="dtrain's outer codecs")
     p.add_argument("--skip", default="", help="comma-separated: dtrain, torchft")
     p.add_argument("--mid-round-entry", action=argparse.BooleanOptionalAction, default=True,
-                   help="dtrain's joiners enter mid-round (docs/elastic.md)")
+                   help="dtrain's joiners enter mid-round (docs/elastic.md; the default)")
     p.add_argument("--hang", type=float, default=3600, help="seconds a run may take")
     p.add_argument("--keep", help="a folder to keep every run's logs in")
     args = p.parse_args()

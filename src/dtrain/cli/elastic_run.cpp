@@ -60,7 +60,10 @@ void add_elastic_options(CLI::App* sub, train::ElasticOptions& e, ElasticFlags& 
       ->capture_default_str();
   sub->add_flag("--mid-round-entry", e.mid_round_entry,
                 "elastic: a joiner enters while a round goes on, handed the round's start state "
-                "by a member (every replica of the run gives it alike)");
+                "by a member (the default; every replica of the run gives it alike)");
+  sub->add_flag_callback(
+      "--no-mid-round-entry", [&e] { e.mid_round_entry = false; },
+      "elastic: a joiner enters at the next outer boundary");
   sub->add_option("--restart-delay", flags.restart_delay_s,
                   "elastic, -n: seconds before a failed replica is started again")
       ->check(CLI::NonNegativeNumber)
@@ -74,9 +77,9 @@ void check_elastic_flags(const train::ElasticOptions& e) {
   if (e.enabled) return;
   if (e.min_replicas != defaults.min_replicas || !e.join.empty() ||
       e.heartbeat_timeout_s != defaults.heartbeat_timeout_s || !e.fault_plan.empty() ||
-      !e.sample_log.empty() || e.mid_round_entry)
+      !e.sample_log.empty() || e.mid_round_entry != defaults.mid_round_entry)
     throw std::invalid_argument(
-        "--min-replicas, --join, --heartbeat-timeout and --mid-round-entry are for --elastic");
+        "--min-replicas, --join, --heartbeat-timeout and --no-mid-round-entry are for --elastic");
 }
 
 int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const ElasticFlags& flags,
