@@ -136,6 +136,7 @@ TEST(DilocoE2eTest, FlagsThatDoNotFitAreRefusedBeforeTraining) {
       {{"--parallel", "diloco", "--ranks-per-replica", "3"}, "must divide -n 2 into replicas"},
       {{"--parallel", "diloco", "--sync-every", "10", "--fragments", "2", "--sync-delay", "6"},
        "--sync-delay must be between 0 and --sync-every / --fragments (5)"},
+      {{"--parallel", "diloco", "--no-mid-round-entry"}, "--no-mid-round-entry are for --elastic"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args{DTRAIN_BINARY, "train", "-n", "2", "--limit-train", "256"};

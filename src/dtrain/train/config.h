@@ -86,9 +86,9 @@ struct ElasticOptions {
   double heartbeat_timeout_s = 1.0;
   double connect_timeout_s = 10;
   bool mid_round_entry = true;  // joiners may enter while a round goes on (docs/elastic.md)
-  std::string join;              // HOST:PORT of a `dtrain coordinator`; empty: MASTER_ADDR/PORT
-  std::string fault_plan;        // tests only (elastic/fault_plan.h)
-  std::string sample_log;  // tests only: JSON lines of the sample positions each round counted
+  std::string join;             // HOST:PORT of a `dtrain coordinator`; empty: MASTER_ADDR/PORT
+  std::string fault_plan;       // tests only (elastic/fault_plan.h)
+  std::string sample_log;       // tests only: JSON lines of the sample positions each round counted
 };
 
 struct ParallelConfig {
