@@ -219,7 +219,6 @@ TEST(ElasticE2eTest, AnEpochReportedByAReplicaThatEnteredMidEpochCountsTheWholeE
   expect_every_sample_once(r, 2, 3840);
 }
 
-// The epoch's first member dies as the epoch closes: a survivor writes the epoch's row.
 // A run of two epochs that ended well with a row for each, every sample of each committed.
 void expect_both_epochs_rowed(const ElasticRun& r) {
   ASSERT_EQ(r.code, 0) << r.err;
@@ -232,6 +231,7 @@ void expect_both_epochs_rowed(const ElasticRun& r) {
   expect_every_sample_once(r, 2, 3840);
 }
 
+// The epoch's first member dies as the epoch closes: a survivor writes the epoch's row.
 TEST(ElasticE2eTest, AnEpochWhoseFirstMemberDiesAsItClosesStillHasItsRow) {
   expect_both_epochs_rowed(run("kill:0@3:close,rejoin:0@5"));
 }

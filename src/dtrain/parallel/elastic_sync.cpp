@@ -60,7 +60,7 @@ std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
 
 double contribution_weight(int64_t samples, int64_t full) {
   if (full <= 0) throw std::invalid_argument("elastic: a full share of no samples");
-  return samples == full ? 1.0 : static_cast<double>(samples) / static_cast<double>(full);
+  return static_cast<double>(samples) / static_cast<double>(full);  // exactly 1 when equal
 }
 
 double reweigh_factor(const std::vector<Record>& records, int64_t full) {
@@ -69,8 +69,7 @@ double reweigh_factor(const std::vector<Record>& records, int64_t full) {
     total += contribution_weight(r.samples, full);
   // No samples at all: every contribution is zero, and so is the mean.
   if (total <= 0) return 1.0;
-  return total == static_cast<double>(records.size()) ? 1.0
-                                                      : static_cast<double>(records.size()) / total;
+  return static_cast<double>(records.size()) / total;  // exactly 1 with every share full
 }
 
 Majority majority_digest(const std::vector<Record>& records) {

@@ -17,6 +17,8 @@ int ShareOfGroup::world() const {
 
 void ShareOfGroup::sum_over_ranks(std::vector<double>& values) {
   if (!group_) return;
+  // dtrain's ring, not sum_over_group's native all-reduce: a watcher's Group::abort ends its
+  // waits when a member goes during the evaluation (native collectives are not abortable).
   at::Tensor t = at::tensor(values, at::kDouble);
   comm::AllReduceOptions o;
   o.algorithm = comm::Algorithm::kRing;
