@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
@@ -135,21 +136,37 @@ TEST(NetlabTest, MeasuredBandwidthIsTheSetRate) {
 // Gloo's, measured in the same run (the lab's rate alone scatters from run to run). While a
 // rank posted its receive behind its own send, the two directions took turns: 0.57-0.74x at
 // 4 MiB on this link (docs/results.md); 2 MiB (0.8 s a direction) keeps the test short.
-// 1 MiB without the delay read too close to call.
+// 1 MiB without the delay read too close to call. Two iterations on a loaded machine read
+// 0.84x once where the algorithm was sound, so an algorithm gets up to three runs and its
+// best ratio counts: taking turns stays below 0.75x in every run.
 TEST(NetlabTest, AllReduceCarriesBothDirectionsAtOnce) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2", "--rate", "20mbit", "--delay", "5ms"});
   ASSERT_TRUE(lab.ok());
-  Process p({DTRAIN_BINARY, "bench", "collective", "-n", "2", "--netlab", lab.name(), "--sizes",
-             "2M", "--algo", "native,ring,direct,butterfly", "--warmup", "1", "--iters", "2",
-             "--format", "jsonl", "--timeout", "60"});
-  ASSERT_EQ(p.wait_for(180s), 0) << p.err();
-  const auto rows = json_lines(p.out());
-  ASSERT_EQ(rows.size(), 4u) << p.out();
-  ASSERT_EQ(rows[0]["algo"], "native") << p.out();
-  const double gloo = rows[0]["busbw_gbps"].get<double>();
-  for (size_t i = 1; i < rows.size(); ++i)
-    EXPECT_GT(rows[i]["busbw_gbps"].get<double>(), 0.85 * gloo) << rows[i].dump();
+  std::map<std::string, double> best_ratio{{"ring", 0}, {"direct", 0}, {"butterfly", 0}};
+  std::map<std::string, std::string> last_row;
+  for (int run = 0; run < 3; ++run) {
+    std::string algos = "native";
+    for (const auto& [algo, ratio] : best_ratio)
+      if (ratio <= 0.85) algos += "," + algo;
+    if (algos == "native") break;
+    Process p({DTRAIN_BINARY, "bench", "collective", "-n", "2", "--netlab", lab.name(), "--sizes",
+               "2M", "--algo", algos, "--warmup", "1", "--iters", "2", "--format", "jsonl",
+               "--timeout", "60"});
+    ASSERT_EQ(p.wait_for(180s), 0) << p.err();
+    const auto rows = json_lines(p.out());
+    ASSERT_GE(rows.size(), 2u) << p.out();
+    ASSERT_EQ(rows[0]["algo"], "native") << p.out();
+    const double gloo = rows[0]["busbw_gbps"].get<double>();
+    for (size_t i = 1; i < rows.size(); ++i) {
+      const std::string algo = rows[i]["algo"];
+      double& ratio = best_ratio.at(algo);
+      ratio = std::max(ratio, rows[i]["busbw_gbps"].get<double>() / gloo);
+      last_row[algo] = rows[i].dump();
+    }
+  }
+  for (const auto& [algo, ratio] : best_ratio)
+    EXPECT_GT(ratio, 0.85) << algo << ": " << last_row[algo];
 }
 
 // Openings over a real long link (a round trip of 6 ms): connect gives the link openings
