@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -117,6 +118,58 @@ TEST(SampleQueueTest, TheLastRoundIsSplitEvenlyAndRedoComesFirst) {
   EXPECT_EQ(back.cursor, q.cursor);
   EXPECT_EQ(back.redo, q.redo);
   EXPECT_THROW(data::unpack_queue({0, 1, 5}), std::invalid_argument);
+}
+
+// A joiner in an epoch's last round trains the next epoch's first positions (n + i); the
+// ones it did not reach, and a lost joiner's, wait for that epoch (not this one's rounds),
+// and every position of both epochs still counts once. The run's last epoch lends none.
+TEST(SampleQueueTest, AJoinerInAnEpochsLastRoundTrainsTheNextEpochsPositions) {
+  const int64_t n = 100, per = 30;
+  data::SampleQueue q;
+  std::map<int64_t, std::multiset<int64_t>> counted;  // by epoch
+  const auto count = [&](const std::vector<int64_t>& positions) {
+    for (const int64_t p : positions)
+      counted[q.epoch + p / n].insert(p % n);
+  };
+  for (const auto& share : data::assign_round(q, 3, per, n))  // 90 of 100
+    count(share);
+  const auto last = data::assign_round(q, 3, per, n);  // 10 left: 4, 3, 3
+  EXPECT_EQ(last[0].size(), 4u);
+  EXPECT_TRUE(data::epoch_done(q, n));
+  const auto first = data::assign_joiner(q, per, n, true);
+  const auto second = data::assign_joiner(q, per, n, true);
+  EXPECT_EQ(first.front(), n);
+  EXPECT_EQ(second.front(), n + per);
+  count(last[1]);  // member 0 lost: its 4 positions go back
+  count(last[2]);
+  data::requeue(q, last[0]);
+  count({first.begin(), first.begin() + 10});  // the first joiner reached 10 of 30
+  data::requeue(q, {first.begin() + 10, first.end()});
+  data::requeue(q, second);  // the second was lost
+  EXPECT_FALSE(data::epoch_done(q, n));
+  const auto redo = data::assign_round(q, 2, per, n);  // this epoch's 4 only
+  EXPECT_EQ(redo[0].size() + redo[1].size(), 4u);
+  for (const auto& share : redo)
+    for (const int64_t p : share)
+      EXPECT_LT(p, n);
+  for (const auto& share : redo)
+    count(share);
+  ASSERT_TRUE(data::epoch_done(q, n));
+  data::next_epoch(q, n);
+  EXPECT_EQ(q.epoch, 1);
+  EXPECT_EQ(q.cursor, 2 * per);
+  while (!data::epoch_done(q, n))
+    for (const auto& share : data::assign_round(q, 2, per, n))
+      count(share);
+  EXPECT_TRUE(data::assign_joiner(q, per, n, false).empty());  // the run's last epoch
+  data::SampleQueue fresh;
+  EXPECT_THROW(data::next_epoch(fresh, n), std::logic_error);
+  ASSERT_EQ(counted.size(), 2u);
+  for (const auto& [epoch, positions] : counted) {
+    EXPECT_EQ(positions.size(), static_cast<size_t>(n)) << "epoch " << epoch;
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(positions.count(i), 1u) << "epoch " << epoch << ", position " << i;
+  }
 }
 
 elastic::Observed beats(const std::vector<int64_t>& replicas, int64_t count) {

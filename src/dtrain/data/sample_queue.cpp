@@ -6,13 +6,33 @@
 
 namespace dtrain::data {
 
-std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
-                                               int64_t per_replica, int64_t epoch_size) {
+namespace {
+
+void check_counts(int replicas, int64_t per_replica, int64_t epoch_size) {
   if (replicas < 1 || per_replica < 1 || epoch_size < 1)
     throw std::invalid_argument("assign_round: replicas " + std::to_string(replicas) +
                                 ", per replica " + std::to_string(per_replica) + ", epoch size " +
                                 std::to_string(epoch_size));
-  const int64_t left = static_cast<int64_t>(queue.redo.size()) + (epoch_size - queue.cursor);
+}
+
+// Moves this epoch's redone positions (below `epoch_size`) out of `redo`, in their order.
+std::vector<int64_t> take_this_epochs(std::vector<int64_t>& redo, int64_t epoch_size) {
+  std::vector<int64_t> mine;
+  std::vector<int64_t> ahead;
+  for (const int64_t p : redo)
+    (p < epoch_size ? mine : ahead).push_back(p);
+  redo = std::move(ahead);
+  return mine;
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
+                                               int64_t per_replica, int64_t epoch_size) {
+  check_counts(replicas, per_replica, epoch_size);
+  std::vector<int64_t> redo = take_this_epochs(queue.redo, epoch_size);
+  const int64_t left =
+      static_cast<int64_t>(redo.size()) + std::max<int64_t>(0, epoch_size - queue.cursor);
   const int64_t full = per_replica * replicas;
   // The epoch's last round: shares that differ by one at most.
   std::vector<int64_t> share(static_cast<size_t>(replicas), per_replica);
@@ -24,14 +44,41 @@ std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
   for (int r = 0; r < replicas; ++r) {
     auto& mine = out[static_cast<size_t>(r)];
     for (int64_t i = 0; i < share[static_cast<size_t>(r)]; ++i) {
-      if (next_redo < queue.redo.size())
-        mine.push_back(queue.redo[next_redo++]);
+      if (next_redo < redo.size())
+        mine.push_back(redo[next_redo++]);
       else if (queue.cursor < epoch_size)
         mine.push_back(queue.cursor++);
     }
   }
-  queue.redo.erase(queue.redo.begin(), queue.redo.begin() + static_cast<std::ptrdiff_t>(next_redo));
+  // What is left of this epoch's redo goes first again, before the positions ahead.
+  queue.redo.insert(queue.redo.begin(), redo.begin() + static_cast<std::ptrdiff_t>(next_redo),
+                    redo.end());
   return out;
+}
+
+std::vector<int64_t> assign_joiner(SampleQueue& queue, int64_t per_replica, int64_t epoch_size,
+                                   bool ahead) {
+  check_counts(1, per_replica, epoch_size);
+  if (!epoch_done(queue, epoch_size) || !ahead)
+    return assign_round(queue, 1, per_replica, epoch_size)[0];
+  const auto redone = static_cast<std::ptrdiff_t>(
+      std::min<int64_t>(per_replica, static_cast<int64_t>(queue.redo.size())));
+  std::vector<int64_t> mine(queue.redo.begin(), queue.redo.begin() + redone);
+  queue.redo.erase(queue.redo.begin(), queue.redo.begin() + redone);
+  queue.cursor = std::max(queue.cursor, epoch_size);
+  while (static_cast<int64_t>(mine.size()) < per_replica && queue.cursor < 2 * epoch_size)
+    mine.push_back(queue.cursor++);
+  return mine;
+}
+
+void next_epoch(SampleQueue& queue, int64_t epoch_size) {
+  if (!epoch_done(queue, epoch_size))
+    throw std::logic_error("next_epoch: epoch " + std::to_string(queue.epoch) +
+                           " still has positions to hand out");
+  queue.epoch += 1;
+  queue.cursor = std::max<int64_t>(0, queue.cursor - epoch_size);
+  for (int64_t& p : queue.redo)
+    p -= epoch_size;
 }
 
 void requeue(SampleQueue& queue, const std::vector<int64_t>& positions) {
@@ -39,7 +86,9 @@ void requeue(SampleQueue& queue, const std::vector<int64_t>& positions) {
 }
 
 bool epoch_done(const SampleQueue& queue, int64_t epoch_size) {
-  return queue.cursor >= epoch_size && queue.redo.empty();
+  return queue.cursor >= epoch_size &&
+         std::all_of(queue.redo.begin(), queue.redo.end(),
+                     [epoch_size](int64_t p) { return p >= epoch_size; });
 }
 
 std::vector<int64_t> pack(const SampleQueue& queue) {

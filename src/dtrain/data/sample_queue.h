@@ -5,8 +5,10 @@
 // that counted.
 //
 // Positions index the epoch's permutation (sampler.h with one shard: the same on every
-// replica for a seed and epoch). The queue is part of the shared state the replicas agree
-// on: each applies the same assignments and requeues in the same order.
+// replica for a seed and epoch); position n + i, in an epoch of n, is the next epoch's i,
+// handed out ahead to a replica that joins in an epoch's last round (assign_joiner). The
+// queue is part of the shared state the replicas agree on: each applies the same
+// assignments and requeues in the same order.
 #pragma once
 
 #include <cstdint>
@@ -16,21 +18,32 @@ namespace dtrain::data {
 
 struct SampleQueue {
   int64_t epoch = 0;
-  int64_t cursor = 0;         // positions [0, cursor) handed out this epoch
+  int64_t cursor = 0;         // positions [0, cursor) handed out (beyond the epoch: ahead)
   std::vector<int64_t> redo;  // positions to hand out again, before the cursor's
 };
 
 // The positions for each of `replicas` this round: up to `per_replica` each, first from
 // `redo`, then from the cursor, the last round of an epoch split as evenly as it goes (no
-// replica gets more than one more than another). Advances the queue. Throws
-// std::invalid_argument on non-positive counts.
+// replica gets more than one more than another). Only this epoch's: positions ahead wait in
+// `redo` for the next. Advances the queue. Throws std::invalid_argument on non-positive
+// counts.
 std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
                                                int64_t per_replica, int64_t epoch_size);
+
+// One joiner's positions after the round's members took theirs: assign_round's for one
+// replica while the epoch has any left; once it has none (the epoch's last round) and
+// `ahead` is set, up to `per_replica` of the next epoch's, as positions n + i (its redone
+// ones first). Without `ahead` (the run's last epoch) none.
+std::vector<int64_t> assign_joiner(SampleQueue& queue, int64_t per_replica, int64_t epoch_size,
+                                   bool ahead);
+
+// The next epoch begins: its positions handed out ahead (n + i) become i.
+void next_epoch(SampleQueue& queue, int64_t epoch_size);
 
 // Positions of a round that did not count (a lost replica's) go back to the queue.
 void requeue(SampleQueue& queue, const std::vector<int64_t>& positions);
 
-// Every position of the epoch handed out and none waiting to be again.
+// Every position of the epoch handed out and none of it waiting to be again.
 bool epoch_done(const SampleQueue& queue, int64_t epoch_size);
 
 // Flat int64 form, for the shared state's transfer and digest: [epoch, cursor, n, redo...].

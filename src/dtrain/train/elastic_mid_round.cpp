@@ -97,7 +97,7 @@ bool ElasticReplica::enter_mid_round() {
 bool ElasticReplica::adopt_deferring(const elastic::View& next, const std::vector<int64_t>& donors,
                                      const std::vector<int64_t>& arrivals) {
   if (!settings_.mid_round || arrivals.empty() || outer_.choice_pending()) return false;
-  // The round's shares leave none for them (an epoch's last round): they enter here.
+  // The round's shares leave none for them (the run's last round): they enter here.
   if (planned_after(static_cast<int>(donors.size()), static_cast<int>(arrivals.size()) - 1).empty())
     return false;
   auto& store = membership_->store();
@@ -153,7 +153,8 @@ bool ElasticReplica::claim_mid_round(const RoundStart& start) {
     std::vector<int64_t> planned = planned_after(size(), static_cast<int>(before.size()));
     if (planned.empty()) {
       std::cerr << "elastic: replica " << id() << ": round " << round_
-                << " left no positions for it; entering at the boundary" << std::endl;
+                << " left no positions for it (the run's last); entering at the boundary"
+                << std::endl;
       return false;
     }
     const std::string want = listed + std::to_string(id()) + ",";
@@ -187,8 +188,13 @@ std::vector<int64_t> ElasticReplica::planned_after(int members, int index) const
   data::assign_round(q, members, settings_.per_replica, settings_.epoch_size);
   std::vector<int64_t> planned;
   for (int i = 0; i <= index; ++i)
-    planned = data::assign_round(q, 1, settings_.per_replica, settings_.epoch_size)[0];
+    planned = joiners_share(q);
   return planned;
+}
+
+std::vector<int64_t> ElasticReplica::joiners_share(data::SampleQueue& queue) const {
+  return data::assign_joiner(queue, settings_.per_replica, settings_.epoch_size,
+                             queue.epoch + 1 < settings_.epochs);
 }
 
 // The fetch may be inside its connect, which no abort ends: it finishes on its own (at the
@@ -370,8 +376,7 @@ void ElasticReplica::take_in(const std::vector<int64_t>& joiners,
                              std::vector<std::vector<int64_t>>& assignment) {
   elastic::View round_view = view_;
   for (const int64_t j : joiners) {
-    assignment.push_back(
-        data::assign_round(queue_, 1, settings_.per_replica, settings_.epoch_size)[0]);
+    assignment.push_back(joiners_share(queue_));
     round_view.members.push_back(j);
   }
   view_ = round_view;

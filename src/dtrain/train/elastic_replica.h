@@ -59,9 +59,10 @@ class ElasticReplica {
     // Joiners may enter mid-round (--mid-round-entry; never under a fault plan with rejoins:
     // they land at set boundaries).
     bool mid_round = false;
-    // A round's positions a replica and the epoch's size: what assign() hands out, and what a
-    // mid-round joiner plans its share from.
-    int64_t per_replica = 0, epoch_size = 0;
+    // A round's positions a replica, the epoch's size and the run's epochs: what assign()
+    // hands out, and what a mid-round joiner plans its share from (in an epoch's last round,
+    // the next epoch's positions, data::assign_joiner, unless the epoch is the run's last).
+    int64_t per_replica = 0, epoch_size = 0, epochs = 1;
   };
   // `reset_inner`: called when this replica enters as a joiner (its inner optimizer starts
   // afresh, docs/elastic.md).
@@ -140,9 +141,11 @@ class ElasticReplica {
   std::function<std::vector<int64_t>()> sealer(comm::KeyValueStore& store);
   void give_up_mid_round();
   // The positions planned for the index-th mid-round joiner of this round (the queue as it
-  // stands at the round's start), after `members` members' shares; none where the epoch's
+  // stands at the round's start), after `members` members' shares; none where the run's
   // positions run out first.
   std::vector<int64_t> planned_after(int members, int index) const;
+  // One joiner's share from `queue` (advanced): the next epoch's where this one has none.
+  std::vector<int64_t> joiners_share(data::SampleQueue& queue) const;
   // At a boundary, under mid-round entry: adopts `next` without its arrivals, which then
   // enter in the next round's first inner steps instead of this boundary's connect and
   // transfer (`donors` hold the state). Each arrival is deferred once at most

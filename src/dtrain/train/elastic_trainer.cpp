@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -141,6 +142,7 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   s.mid_round = e.mid_round_entry && s.plan.rejoins.empty();
   s.per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
   s.epoch_size = in_.train_set.size();
+  s.epochs = c_.epochs;
   if (slot >= 0 && restart >= 0) {
     if (!s.plan.empty())
       s.membership.replica_id = slot + elastic::kRestartStride * restart;
@@ -185,10 +187,10 @@ const std::vector<int64_t>& ElasticRun::permutation(int64_t epoch) {
 
 int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t epoch,
                                 EpochStats& s) {
-  const std::vector<int64_t>& order = permutation(epoch);
+  const int64_t n = in_.train_set.size();
   std::vector<int64_t> indices;
-  for (const int64_t p : positions)
-    indices.push_back(order[static_cast<size_t>(p)]);
+  for (const int64_t p : positions)  // n + i: the next epoch's i (data::assign_joiner)
+    indices.push_back(permutation(epoch + p / n)[static_cast<size_t>(p % n)]);
   const int64_t round = replica_->round();
   const uint64_t seed = c_.seed * 7777 + static_cast<uint64_t>(round) * 1000003ull +
                         static_cast<uint64_t>(replica_->share_index());
@@ -307,12 +309,22 @@ void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
                            const std::vector<int64_t>& trained) {
   const elastic::View& trained_in = outcome.trained_in;
   if (!c_.parallel.elastic.sample_log.empty()) {
-    metrics::Row row;
-    row["replica"] = replica_->id();
-    row["epoch"] = epoch;
-    row["round"] = round;
-    row["positions"] = trained;
-    append_rows(c_.parallel.elastic.sample_log, {row});
+    const int64_t n = in_.train_set.size();
+    std::array<std::vector<int64_t>, 2> by_epoch;  // this epoch's, and the next's ahead
+    for (const int64_t p : trained)
+      by_epoch.at(static_cast<size_t>(p / n)).push_back(p % n);
+    std::vector<metrics::Row> rows;
+    for (int ahead = 0; ahead < 2; ++ahead) {
+      if (by_epoch.at(static_cast<size_t>(ahead)).empty() && (ahead == 1 || !by_epoch[1].empty()))
+        continue;
+      metrics::Row row;
+      row["replica"] = replica_->id();
+      row["epoch"] = epoch + ahead;
+      row["round"] = round;
+      row["positions"] = by_epoch.at(static_cast<size_t>(ahead));
+      rows.push_back(std::move(row));
+    }
+    append_rows(c_.parallel.elastic.sample_log, rows);
   }
   if (replica_->group().rank() == 0) {  // the group the round counted in
     metrics::Row row;
@@ -374,7 +386,8 @@ std::vector<EpochStats> ElasticRun::run() {
     progress_.update([&] {
       return "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c_.epochs) + " round " +
              std::to_string(round) + ": " + std::to_string(replica_->size()) + " replicas, " +
-             std::to_string(replica_->queue().cursor) + "/" + std::to_string(n) + " samples";
+             std::to_string(std::min(replica_->queue().cursor, n)) + "/" + std::to_string(n) +
+             " samples";
     });
     if (data::epoch_done(replica_->queue(), n)) {
       if (replica_->plan().kills_at(replica_->id(), round, FaultPhase::kClose))
@@ -393,9 +406,7 @@ std::vector<EpochStats> ElasticRun::run() {
         pending_row_ =
             PendingRow{epoch, std::move(row), replica_->membership().group_members().at(0)};
       history.push_back(closed);
-      data::SampleQueue& q = replica_->queue();  // before begin_round hands it to joiners
-      q.epoch += 1;
-      q.cursor = 0;
+      data::next_epoch(replica_->queue(), n);  // before begin_round hands it to joiners
       s = {};
       start_epoch_progress();
     }
