@@ -8,7 +8,6 @@
 #include <cmath>
 #include <iostream>
 #include <map>
-#include <optional>
 #include <thread>
 
 #include "dtrain/comm/allreduce.h"
@@ -94,7 +93,7 @@ class ElasticRun {
   // is still in the views.
   void claim_row(int64_t epoch, const metrics::Row& row);
   void settle_row(bool at_end);
-  // Every epoch trained: the last pending row, and the replica leaves the run.
+  // Every epoch trained: the pending rows, and the replica leaves the run.
   void leave();
   const std::vector<int64_t>& permutation(int64_t epoch);
 
@@ -117,7 +116,7 @@ class ElasticRun {
     metrics::Row row;
     int64_t writer;  // the replica expected to write it
   };
-  std::optional<PendingRow> pending_row_;
+  std::vector<PendingRow> pending_rows_;  // oldest first (an epoch may be a round or two)
   metrics::ProgressLine progress_;
 };
 
@@ -246,21 +245,25 @@ void ElasticRun::claim_row(int64_t epoch, const metrics::Row& row) {
 }
 
 void ElasticRun::settle_row(bool at_end) {
-  if (!pending_row_) return;
   elastic::Membership& membership = replica_->membership();
   const auto until = metrics::Clock::now() + 2 * membership.config().heartbeat_timeout;
-  while (!membership.store().try_get(elastic::key::epoch_row(pending_row_->epoch))) {
-    if (!membership.view(membership.latest_seen()).has(pending_row_->writer)) {
-      std::cerr << "elastic: replica " << replica_->id() << " writes epoch "
-                << pending_row_->epoch + 1 << "'s row: replica " << pending_row_->writer
-                << " went before it did" << std::endl;
-      claim_row(pending_row_->epoch, pending_row_->row);
-      break;
+  const auto settled = [&](const PendingRow& pending) {
+    while (!membership.store().try_get(elastic::key::epoch_row(pending.epoch))) {
+      if (!membership.view(membership.latest_seen()).has(pending.writer)) {
+        std::cerr << "elastic: replica " << replica_->id() << " writes epoch " << pending.epoch + 1
+                  << "'s row: replica " << pending.writer << " went before it did" << std::endl;
+        claim_row(pending.epoch, pending.row);
+        return true;
+      }
+      if (!at_end || metrics::Clock::now() >= until) return false;  // still the writer's
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (!at_end || metrics::Clock::now() >= until) return;  // still the writer's to write
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  pending_row_.reset();
+    return true;
+  };
+  std::vector<PendingRow> kept;
+  for (PendingRow& pending : pending_rows_)
+    if (!settled(pending)) kept.push_back(std::move(pending));
+  pending_rows_ = std::move(kept);
 }
 
 EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
@@ -403,8 +406,8 @@ std::vector<EpochStats> ElasticRun::run() {
       if (replica_->group().rank() == 0 || evaluated_alone_)
         claim_row(epoch, row);
       else
-        pending_row_ =
-            PendingRow{epoch, std::move(row), replica_->membership().group_members().at(0)};
+        pending_rows_.push_back(
+            {epoch, std::move(row), replica_->membership().group_members().at(0)});
       history.push_back(closed);
       data::next_epoch(replica_->queue(), n);  // before begin_round hands it to joiners
       s = {};
