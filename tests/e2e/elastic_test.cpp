@@ -222,9 +222,16 @@ TEST(ElasticE2eTest, AReplacementThatAsksDuringTheExchangeEntersTheNextRoundMidR
               "[" + std::to_string(joins[0]["replica"].get<int64_t>()) + "]");
     // It enters in the round after the boundary: mid-round, or, where the round's seal came
     // first, at the next boundary (a replica is deferred once at most).
-    if (joins[0]["mid_round"].get<bool>())
+    if (joins[0]["mid_round"].get<bool>()) {
       EXPECT_EQ(joins[0]["round"], deferrals[0]["round"]) << r.err;
-    else
+      // The members (the survivors: the dead replica is out of this round's view) and it
+      // connected the group that takes it in while they trained (a long round).
+      const auto taken_in = r.events("taken_in");
+      ASSERT_EQ(taken_in.size(), 1u) << r.err;
+      EXPECT_EQ(taken_in[0]["joiners"],
+                "[" + std::to_string(joins[0]["replica"].get<int64_t>()) + "]");
+      EXPECT_TRUE(taken_in[0]["ahead"].get<bool>()) << taken_in[0].dump();
+    } else
       EXPECT_EQ(joins[0]["round"].get<int64_t>(), deferrals[0]["round"].get<int64_t>() + 1)
           << r.err;
   }

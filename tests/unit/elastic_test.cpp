@@ -3,12 +3,17 @@
 // what it observed, a joiner's wait on the views, and the fault plans tests script.
 #include <gtest/gtest.h>
 
+#include <torch/torch.h>
+
 #include <algorithm>
+#include <array>
 #include <map>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "dtrain/comm/error.h"
+#include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
 #include "dtrain/data/sample_queue.h"
 #include "dtrain/elastic/coordinator.h"
@@ -328,6 +333,49 @@ TEST(FaultPlanTest, ParsesEntriesAndNamesEachReplicaByItsSlotAndRestart) {
   for (const char* bad : {"kill:1@3", "kill:1@3:lunch", "rejoin:1@0", "explode:1@2",
                           "kill:x@3:inner", "rejoin:1@2:inner", "kill:1"})
     EXPECT_THROW(elastic::parse_fault_plan(bad), std::invalid_argument) << bad;
+}
+
+// A group started ahead (connect_ahead) is what a later connect() of the same name and
+// members takes up, and carries a sum like any; one started under another name is not taken
+// up (its members connect the name they were asked for afresh).
+TEST(MembershipTest, AGroupConnectedAheadIsTakenUpUnderItsNameOnly) {
+  auto hosted = comm::KeyValueStore::host("127.0.0.1", 0, 10s);
+  auto store = hosted->another_client();
+  elastic::View v;
+  v.id = 1;
+  v.members = {1, 2};
+  v.reason = "formed with [1, 2]";
+  store->set(elastic::key::view(1), v.to_json());
+  store->set(elastic::key::latest_view(), "1");
+  elastic::MembershipConfig config;
+  config.port = hosted->port();
+  config.connect_timeout = 3s;  // the group never taken up ends at it
+  std::array<double, 2> sums{};
+  std::array<int, 2> ahead{}, afresh{};
+  std::vector<std::thread> replicas;
+  for (int64_t id = 1; id <= 2; ++id)
+    replicas.emplace_back([&, id] {
+      const auto r = static_cast<size_t>(id - 1);
+      elastic::MembershipConfig mine = config;
+      mine.replica_id = id;
+      elastic::Membership m(mine);
+      m.connect_ahead("g", {1, 2});
+      if (id == 1) m.connect_ahead("h", {1, 2});  // replica 2 never starts it
+      std::this_thread::sleep_for(std::chrono::milliseconds(200 * id));
+      at::Tensor t = torch::full({4}, static_cast<float>(id));
+      m.connect("g", {1, 2}).native_all_reduce(t, comm::ReduceOp::kSum);
+      sums[r] = t[0].item<double>();
+      ahead[r] = m.connected_ahead();
+      m.connect("k", {1, 2});
+      afresh[r] = !m.connected_ahead();
+    });
+  for (auto& r : replicas)
+    r.join();
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(sums[r], 3.0) << "replica " << r + 1;
+    EXPECT_TRUE(ahead[r]) << "replica " << r + 1;
+    EXPECT_TRUE(afresh[r]) << "replica " << r + 1;
+  }
 }
 
 }  // namespace

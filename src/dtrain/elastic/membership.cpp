@@ -129,12 +129,16 @@ View Membership::wait_to_enter(milliseconds timeout) {
 }
 
 comm::Group& Membership::connect(const std::string& name, const std::vector<int64_t>& members) {
-  const auto me = std::find(members.begin(), members.end(), id_);
-  if (me == members.end())
+  if (std::find(members.begin(), members.end(), id_) == members.end())
     throw std::invalid_argument("replica " + std::to_string(id_) + " is not a member of " + name);
-  const int rank = static_cast<int>(me - members.begin());
   const int64_t since = latest();
   disconnect();
+  // Taken up where connect_ahead() got, else begun now.
+  std::future<std::unique_ptr<comm::Group>> connected;
+  const auto ahead = ahead_.find(name);
+  if (ahead != ahead_.end() && ahead->second.members == members)
+    connected = std::move(ahead->second.connected);
+  ahead_.clear();
   // A member the newest view dropped already would keep the others waiting to the timeout.
   if (since >= 1)
     for (const int64_t m : members)
@@ -143,24 +147,9 @@ comm::Group& Membership::connect(const std::string& name, const std::vector<int6
                               std::to_string(since) + ") before '" + name + "' connected");
   // Gloo connects on a thread of its own: a member lost meanwhile is noticed here at once,
   // not when the connect timeout runs out (the abandoned thread ends at it).
-  auto task = std::make_shared<std::packaged_task<std::unique_ptr<comm::Group>()>>(
-      [store = store_->another_client(), name, rank, size = static_cast<int>(members.size()),
-       world = config_.world, timeout = config_.connect_timeout]() mutable {
-        return comm::connect_members(*store, name, rank, size, world, timeout);
-      });
-  std::future<std::unique_ptr<comm::Group>> connected = task->get_future();
-  connecting_.emplace_back([task] { (*task)(); });
-  int64_t checked = since;
-  while (connected.wait_for(milliseconds(20)) != std::future_status::ready) {
-    const int64_t newest = latest();
-    for (; checked < newest; ++checked) {
-      const View& v = view(checked + 1);
-      for (const int64_t m : members)
-        if (!v.has(m))
-          throw comm::CommError("replica " + std::to_string(m) + " was lost (view " +
-                                std::to_string(v.id) + ") while '" + name + "' connected");
-    }
-  }
+  connected_ahead_ = connected.valid();
+  if (!connected.valid()) connected = start_connecting(name, members);
+  watch_while_connecting(connected, name, members, since);
   std::unique_ptr<comm::Group> group;
   try {
     group = connected.get();
@@ -176,6 +165,49 @@ comm::Group& Membership::connect(const std::string& name, const std::vector<int6
   group_members_ = members;
   group_since_ = since;
   return *group_;
+}
+
+void Membership::watch_while_connecting(const std::future<std::unique_ptr<comm::Group>>& connected,
+                                        const std::string& name,
+                                        const std::vector<int64_t>& members, int64_t since) {
+  int64_t checked = since;
+  while (connected.wait_for(milliseconds(20)) != std::future_status::ready) {
+    const int64_t newest = latest();
+    for (; checked < newest; ++checked) {
+      const View& v = view(checked + 1);
+      for (const int64_t m : members)
+        if (!v.has(m))
+          throw comm::CommError("replica " + std::to_string(m) + " was lost (view " +
+                                std::to_string(v.id) + ") while '" + name + "' connected");
+    }
+  }
+}
+
+void Membership::connect_ahead(const std::string& name, const std::vector<int64_t>& members) {
+  if (std::find(members.begin(), members.end(), id_) == members.end())
+    throw std::invalid_argument("replica " + std::to_string(id_) + " is not a member of " + name);
+  if (ahead_.count(name)) return;
+  // A member the newest view dropped would never come (a group of the round's view, where
+  // a member died in the round: its survivors connect another after the exchange fails).
+  const int64_t seen = latest_seen();
+  if (seen >= 1)
+    for (const int64_t m : members)
+      if (!view(seen).has(m)) return;
+  ahead_[name] = {members, start_connecting(name, members)};
+}
+
+std::future<std::unique_ptr<comm::Group>> Membership::start_connecting(
+    const std::string& name, const std::vector<int64_t>& members) {
+  const auto rank =
+      static_cast<int>(std::find(members.begin(), members.end(), id_) - members.begin());
+  auto task = std::make_shared<std::packaged_task<std::unique_ptr<comm::Group>()>>(
+      [store = store_->another_client(), name, rank, size = static_cast<int>(members.size()),
+       world = config_.world, timeout = config_.connect_timeout]() mutable {
+        return comm::connect_members(*store, name, rank, size, world, timeout);
+      });
+  std::future<std::unique_ptr<comm::Group>> connected = task->get_future();
+  connecting_.emplace_back([task] { (*task)(); });
+  return connected;
 }
 
 std::vector<int64_t> Membership::group_members() {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +88,15 @@ class Membership {
   // hold one of them (at once), or a view drops one of
   // them while they connect.
   comm::Group& connect(const std::string& name, const std::vector<int64_t>& members);
+  // Starts connecting `name` among `members` now, on a thread, for a later connect() of the
+  // same name and members to take up where it got (the group of a round's members and the
+  // joiners that named themselves to enter it mid-round, connected while they train); not
+  // started where the newest view seen lacks one of them. Its failure is the later
+  // connect()'s. Nothing waits on it: one not taken up is dropped at
+  // the next connect() (its thread ends at connect_timeout at the latest).
+  void connect_ahead(const std::string& name, const std::vector<int64_t>& members);
+  // Whether the last connect() took up a connect_ahead().
+  bool connected_ahead() const { return connected_ahead_; }
   comm::Group* group() { return group_.get(); }
   // The current group's members, in rank order (empty: none).
   std::vector<int64_t> group_members();
@@ -108,6 +118,13 @@ class Membership {
   void note_seen(int64_t view);
   // Aborts the current group if `view` drops one of its members.
   void check_against(const View& view);
+  std::future<std::unique_ptr<comm::Group>> start_connecting(const std::string& name,
+                                                             const std::vector<int64_t>& members);
+  // Waits until `connected` is ready; CommError as soon as a view from `since` on drops one
+  // of `members`.
+  void watch_while_connecting(const std::future<std::unique_ptr<comm::Group>>& connected,
+                              const std::string& name, const std::vector<int64_t>& members,
+                              int64_t since);
 
   MembershipConfig config_;
   std::unique_ptr<comm::KeyValueStore> store_;  // the training thread's
@@ -125,6 +142,12 @@ class Membership {
   bool stopping_ = false;
   std::thread watcher_;
   std::vector<std::thread> connecting_;  // one per connect(); joined at the end
+  struct Ahead {
+    std::vector<int64_t> members;
+    std::future<std::unique_ptr<comm::Group>> connected;
+  };
+  std::map<std::string, Ahead> ahead_;  // connect_ahead()'s, by name
+  bool connected_ahead_ = false;
 };
 
 }  // namespace dtrain::elastic

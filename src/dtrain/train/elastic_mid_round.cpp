@@ -162,6 +162,7 @@ bool ElasticReplica::claim_mid_round(const RoundStart& start) {
     if (now == want) {
       mid_->positions = std::move(planned);
       mid_->index = static_cast<int>(before.size());
+      connect_ahead_with(listed_ids(want));
       mid_->watcher = std::thread(
           [m = mid_.get(), client = store.another_client(), key = skey::mid_round_sealed(round_)] {
             while (!m->stop) {
@@ -219,10 +220,12 @@ SideTransfer::Link ElasticReplica::side_link(const std::string& name) {
 }
 
 void ElasticReplica::between_inner_steps() {
-  if (mid_)
+  if (mid_) {
     refine_mid_round(*mid_, false);
-  else
+  } else {
     serve_joiners();
+    connect_joiners_ahead();
+  }
 }
 
 // Entered on the coarse θ: the exact one installed once in (`wait`: the round's end needs
@@ -347,6 +350,7 @@ bool ElasticReplica::close_round(MidRound* entered,
                                  const std::vector<std::vector<int64_t>>& assignment,
                                  Outcome& out) {
   std::future<std::vector<int64_t>> sealing = std::move(sealing_);  // this round's, if any
+  stop_watching_list();
   out.assignment = assignment;
   if (entered) {  // the exact θ and the momentum, which the outer step needs, came after
     try {
@@ -380,8 +384,17 @@ void ElasticReplica::take_in(const std::vector<int64_t>& joiners,
     round_view.members.push_back(j);
   }
   view_ = round_view;
-  group_name_ = view_group(view_.id) + "-m" + std::to_string(round_);
-  if (!group_broken_) group_broken_ = !connect_or_report(group_name_, view_.members);
+  group_name_ = mid_round_group(view_.id, round_, joiners);
+  if (group_broken_) return;
+  const auto t = metrics::Clock::now();
+  group_broken_ = !connect_or_report(group_name_, view_.members);
+  if (id() != view_.members.front()) return;
+  metrics::Row row;  // what taking them in cost the members at the round's end
+  row["event"] = "taken_in";
+  row["joiners"] = elastic::describe(joiners);
+  row["connect_s"] = metrics::since(t);
+  row["ahead"] = membership_->connected_ahead();
+  event(std::move(row));
 }
 
 }  // namespace dtrain::train

@@ -1,16 +1,18 @@
 // Internal to the elastic replica (elastic_replica.h): its groups' names, what its mid-round
 // entry keeps while a joiner's first round runs, and the round's list in the store
-// (key::mid_round).
+// (key::mid_round) and a member's watch on it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dtrain/comm/kv_store.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/train/elastic_replica.h"
 
@@ -56,6 +58,26 @@ struct ElasticReplica::MidRound {
     stop = true;
     if (watcher.joinable()) watcher.join();
   }
+};
+
+// The group a round's members connect with the joiners the round takes in mid-round (in the
+// sealed list's order): named by them, so that one connected ahead for the same list is
+// taken up (Membership::connect_ahead), and one for another list is not.
+std::string mid_round_group(int64_t view, int64_t round, const std::vector<int64_t>& joiners);
+
+// A member's watch on the round's list (key::mid_round) from a thread of its own, started
+// once a view names an arrival: what it read last, without a round trip in the inner steps.
+struct ElasticReplica::ListWatch {
+  ListWatch(std::unique_ptr<comm::KeyValueStore> client, std::string key);
+  ~ListWatch();
+  std::string latest();
+
+  std::unique_ptr<comm::KeyValueStore> client;
+  const std::string key;
+  std::mutex mutex;
+  std::string listed;
+  std::atomic<bool> stop{false};
+  std::thread poller;
 };
 
 }  // namespace dtrain::train

@@ -153,6 +153,14 @@ class ElasticReplica {
   bool adopt_deferring(const elastic::View& next, const std::vector<int64_t>& donors,
                        const std::vector<int64_t>& arrivals);
   struct MidRound;
+  struct ListWatch;
+  // Between inner steps, a member's: the group of the round's members and the joiners its
+  // list names so far, connected ahead (elastic_connect_ahead.cpp); stopped at the round's
+  // end.
+  void connect_joiners_ahead();
+  void stop_watching_list();
+  // Starts the group of the round's members and `joiners` (the round's list so far).
+  void connect_ahead_with(const std::vector<int64_t>& joiners);
   void refine_mid_round(MidRound& entered, bool wait);
   void await_handover(MidRound& entered);
   // Before the round's exchange: a mid-round joiner's momentum (`entered`: it entered this
@@ -208,6 +216,8 @@ class ElasticReplica {
   };
   std::vector<Handover> serving_;  // this replica's handovers, and fetches given up, until done
   std::unique_ptr<MidRound> mid_;  // entered mid-round, until its first round ends
+  std::unique_ptr<ListWatch> list_watch_;            // connect_joiners_ahead()'s, this round
+  std::string ahead_listed_;                         // the listing whose group it started
   std::future<std::vector<int64_t>> sealing_;        // seal_soon()'s
   std::unique_ptr<comm::KeyValueStore> seal_store_;  // its client
   std::vector<int64_t> carried_;
