@@ -1,6 +1,6 @@
 // The group that takes mid-round joiners in, connected while the round trains: without it
-// the members connected it at the round's end, 0.3-0.5 s on the lab's 5 ms links each time a
-// replica joined (docs/elastic.md).
+// the members connected it at the round's end, 0.9-1.5 s on the lab's 5 ms links (the
+// joiner training beside them) each time a replica joined (docs/elastic.md).
 #include <chrono>
 #include <string>
 #include <utility>
@@ -20,31 +20,29 @@ std::string mid_round_group(int64_t view, int64_t round, const std::vector<int64
   return name;
 }
 
-ElasticReplica::ListWatch::ListWatch(std::unique_ptr<comm::KeyValueStore> store_client,
-                                     std::string list_key)
-    : client(std::move(store_client)), key(std::move(list_key)) {
-  poller = std::thread([this] {
-    while (!stop) {
+ElasticReplica::ListWatch::ListWatch(std::unique_ptr<comm::KeyValueStore> client, std::string key) {
+  std::thread([shared = shared, client = std::shared_ptr<comm::KeyValueStore>(std::move(client)),
+               key = std::move(key)] {
+    while (!shared->stop) {
       try {
         std::string now = client->try_get(key).value_or("");
-        const std::lock_guard<std::mutex> lock(mutex);
-        listed = std::move(now);
+        const std::lock_guard<std::mutex> lock(shared->mutex);
+        shared->listed = std::move(now);
       } catch (const std::exception&) {
         return;  // the store is gone: the round's end says so
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(40));
     }
-  });
+  }).detach();
 }
 
 ElasticReplica::ListWatch::~ListWatch() {
-  stop = true;
-  if (poller.joinable()) poller.join();
+  shared->stop = true;
 }
 
 std::string ElasticReplica::ListWatch::latest() {
-  const std::lock_guard<std::mutex> lock(mutex);
-  return listed;
+  const std::lock_guard<std::mutex> lock(shared->mutex);
+  return shared->listed;
 }
 
 // A member's: once a view names an arrival, the list is watched; each new (unsealed)

@@ -67,17 +67,19 @@ std::string mid_round_group(int64_t view, int64_t round, const std::vector<int64
 
 // A member's watch on the round's list (key::mid_round) from a thread of its own, started
 // once a view names an arrival: what it read last, without a round trip in the inner steps.
+// Dropping it never waits: the thread, in a read the link holds up (a cut cable), ends
+// after it on its own.
 struct ElasticReplica::ListWatch {
   ListWatch(std::unique_ptr<comm::KeyValueStore> client, std::string key);
   ~ListWatch();
   std::string latest();
 
-  std::unique_ptr<comm::KeyValueStore> client;
-  const std::string key;
-  std::mutex mutex;
-  std::string listed;
-  std::atomic<bool> stop{false};
-  std::thread poller;
+  struct Shared {
+    std::mutex mutex;
+    std::string listed;
+    std::atomic<bool> stop{false};
+  };
+  std::shared_ptr<Shared> shared = std::make_shared<Shared>();
 };
 
 }  // namespace dtrain::train
