@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "dtrain/base/sha256.h"
@@ -25,24 +26,40 @@ void put(c10d::Store& store, const std::string& key, const std::string& value) {
   store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
 }
 
-// The value of `key` once some rank has set it; throws naming `waiting_for` on timeout, or
-// saying the store went away (its host, rank 0, exited).
-std::string await(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout,
-                  const std::string& me, const std::string& waiting_for) {
+// The values of `keys` once some rank has set each: one wait and one read for all of them
+// (on a long link each round trip to the store counts). Throws naming the first one still
+// missing (`waiting_for` of its index) on timeout, or saying the store went away (its host,
+// rank 0, exited).
+std::vector<std::string> await_all(c10d::Store& store, const std::vector<std::string>& keys,
+                                   std::chrono::milliseconds timeout, const std::string& me,
+                                   const std::function<std::string(size_t)>& waiting_for) {
   try {
-    store.wait({key}, timeout);
+    store.wait(keys, timeout);
   } catch (const std::exception& e) {
     const std::string what = e.what();
+    size_t missing = 0;
+    try {
+      while (missing + 1 < keys.size() && store.check({keys[missing]}))
+        ++missing;
+    } catch (const std::exception&) {  // the store is gone: the first one it names
+    }
     if (what.find("imeout") == std::string::npos && what.find("imed out") == std::string::npos)
       throw CommError(
-          me + ": lost the rendezvous store while waiting for " + waiting_for +
+          me + ": lost the rendezvous store while waiting for " + waiting_for(missing) +
           " (rank 0, its host, exited; see its output): " + what.substr(0, what.find('\n')));
-    throw CommError(me + ": " + waiting_for + " did not join within " +
+    throw CommError(me + ": " + waiting_for(missing) + " did not join within " +
                     std::to_string(timeout.count() / 1000) +
                     " s (is it running, with the same WORLD_SIZE, MASTER_ADDR and MASTER_PORT?)");
   }
-  const auto value = store.get(key);
-  return std::string(value.begin(), value.end());
+  std::vector<std::string> out;
+  for (const auto& value : store.multiGet(keys))
+    out.emplace_back(value.begin(), value.end());
+  return out;
+}
+
+std::string await(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout,
+                  const std::string& me, const std::string& waiting_for) {
+  return await_all(store, {key}, timeout, me, [&](size_t) { return waiting_for; })[0];
 }
 
 std::string proof(const std::string& token, const std::string& challenge, int rank) {
@@ -154,12 +171,13 @@ double longest_rtt_to_rank0(c10d::Store& store, int rank, int size,
         best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   put(store, "dtrain/rtt/" + std::to_string(rank), std::to_string(best));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r)
+    keys.push_back("dtrain/rtt/" + std::to_string(r));
   double longest = 0;
-  for (int r = 0; r < size; ++r) {
-    const std::string value =
-        await(store, "dtrain/rtt/" + std::to_string(r), timeout, me, "rank " + std::to_string(r));
+  for (const std::string& value :
+       await_all(store, keys, timeout, me, [](size_t r) { return "rank " + std::to_string(r); }))
     longest = std::max(longest, std::stod(value));
-  }
   return longest;
 }
 
