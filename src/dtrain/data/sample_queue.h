@@ -37,6 +37,14 @@ std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
 std::vector<int64_t> assign_joiner(SampleQueue& queue, int64_t per_replica, int64_t epoch_size,
                                    bool ahead);
 
+// Where a position handed out in `epoch` lies: that epoch's, or (n + i) the next one's i.
+struct EpochPosition {
+  int64_t epoch = 0, index = 0;
+};
+inline EpochPosition locate(int64_t epoch, int64_t position, int64_t epoch_size) {
+  return {epoch + position / epoch_size, position % epoch_size};
+}
+
 // The next epoch begins: its positions handed out ahead (n + i) become i.
 void next_epoch(SampleQueue& queue, int64_t epoch_size);
 

@@ -128,9 +128,15 @@ View Membership::wait_to_enter(milliseconds timeout) {
                            std::to_string(timeout.count() / 1000) + " s");
 }
 
-comm::Group& Membership::connect(const std::string& name, const std::vector<int64_t>& members) {
-  if (std::find(members.begin(), members.end(), id_) == members.end())
+int Membership::rank_in(const std::string& name, const std::vector<int64_t>& members) const {
+  const auto me = std::find(members.begin(), members.end(), id_);
+  if (me == members.end())
     throw std::invalid_argument("replica " + std::to_string(id_) + " is not a member of " + name);
+  return static_cast<int>(me - members.begin());
+}
+
+comm::Group& Membership::connect(const std::string& name, const std::vector<int64_t>& members) {
+  rank_in(name, members);
   const int64_t since = latest();
   disconnect();
   // Taken up where connect_ahead() got, else begun now.
@@ -184,8 +190,7 @@ void Membership::watch_while_connecting(const std::future<std::unique_ptr<comm::
 }
 
 void Membership::connect_ahead(const std::string& name, const std::vector<int64_t>& members) {
-  if (std::find(members.begin(), members.end(), id_) == members.end())
-    throw std::invalid_argument("replica " + std::to_string(id_) + " is not a member of " + name);
+  rank_in(name, members);
   if (ahead_.count(name)) return;
   // A member the newest view dropped would never come (a group of the round's view, where
   // a member died in the round: its survivors connect another after the exchange fails).
@@ -198,8 +203,7 @@ void Membership::connect_ahead(const std::string& name, const std::vector<int64_
 
 std::future<std::unique_ptr<comm::Group>> Membership::start_connecting(
     const std::string& name, const std::vector<int64_t>& members) {
-  const auto rank =
-      static_cast<int>(std::find(members.begin(), members.end(), id_) - members.begin());
+  const int rank = rank_in(name, members);
   auto task = std::make_shared<std::packaged_task<std::unique_ptr<comm::Group>()>>(
       [store = store_->another_client(), name, rank, size = static_cast<int>(members.size()),
        world = config_.world, timeout = config_.connect_timeout]() mutable {

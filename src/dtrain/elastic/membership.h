@@ -118,6 +118,8 @@ class Membership {
   void note_seen(int64_t view);
   // Aborts the current group if `view` drops one of its members.
   void check_against(const View& view);
+  // This replica's rank among `members` of group `name`; std::invalid_argument if absent.
+  int rank_in(const std::string& name, const std::vector<int64_t>& members) const;
   std::future<std::unique_ptr<comm::Group>> start_connecting(const std::string& name,
                                                              const std::vector<int64_t>& members);
   // Waits until `connected` is ready; CommError as soon as a view from `since` on drops one

@@ -1,6 +1,7 @@
 // The group that takes mid-round joiners in, connected while the round trains: without it
 // the members connected it at the round's end, 0.9-1.5 s on the lab's 5 ms links (the
 // joiner training beside them) each time a replica joined (docs/elastic.md).
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -52,10 +53,9 @@ void ElasticReplica::connect_joiners_ahead() {
   if (!settings_.mid_round || group_broken_ || mid_) return;
   if (!list_watch_) {
     const elastic::View& newest = membership_->view(membership_->latest_seen());
-    bool arrival = false;
-    for (const int64_t m : newest.members)
-      arrival = arrival || !view_.has(m);
-    if (!arrival) return;
+    if (std::none_of(newest.members.begin(), newest.members.end(),
+                     [&](int64_t m) { return !view_.has(m); }))
+      return;
     list_watch_ =
         std::make_unique<ListWatch>(membership_->store().another_client(), skey::mid_round(round_));
   }

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -188,8 +187,10 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
                                 EpochStats& s) {
   const int64_t n = in_.train_set.size();
   std::vector<int64_t> indices;
-  for (const int64_t p : positions)  // n + i: the next epoch's i (data::assign_joiner)
-    indices.push_back(permutation(epoch + p / n)[static_cast<size_t>(p % n)]);
+  for (const int64_t p : positions) {  // n + i: the next epoch's i (data::assign_joiner)
+    const data::EpochPosition at = data::locate(epoch, p, n);
+    indices.push_back(permutation(at.epoch)[static_cast<size_t>(at.index)]);
+  }
   const int64_t round = replica_->round();
   const uint64_t seed = c_.seed * 7777 + static_cast<uint64_t>(round) * 1000003ull +
                         static_cast<uint64_t>(replica_->share_index());
@@ -313,18 +314,17 @@ void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
   const elastic::View& trained_in = outcome.trained_in;
   if (!c_.parallel.elastic.sample_log.empty()) {
     const int64_t n = in_.train_set.size();
-    std::array<std::vector<int64_t>, 2> by_epoch;  // this epoch's, and the next's ahead
-    for (const int64_t p : trained)
-      by_epoch.at(static_cast<size_t>(p / n)).push_back(p % n);
+    // A row per epoch its positions are of (ahead: the next); this one's if none at all.
+    std::map<int64_t, std::vector<int64_t>> by_epoch{{epoch, {}}};
+    for (const int64_t p : trained) {
+      const data::EpochPosition at = data::locate(epoch, p, n);
+      by_epoch[at.epoch].push_back(at.index);
+    }
     std::vector<metrics::Row> rows;
-    for (int ahead = 0; ahead < 2; ++ahead) {
-      if (by_epoch.at(static_cast<size_t>(ahead)).empty() && (ahead == 1 || !by_epoch[1].empty()))
-        continue;
-      metrics::Row row;
-      row["replica"] = replica_->id();
-      row["epoch"] = epoch + ahead;
-      row["round"] = round;
-      row["positions"] = by_epoch.at(static_cast<size_t>(ahead));
+    for (const auto& [e, positions] : by_epoch) {
+      if (positions.empty() && by_epoch.size() > 1) continue;
+      metrics::Row row{{"replica", replica_->id()}, {"epoch", e}, {"round", round}};
+      row["positions"] = positions;
       rows.push_back(std::move(row));
     }
     append_rows(c_.parallel.elastic.sample_log, rows);
