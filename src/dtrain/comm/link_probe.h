@@ -16,9 +16,10 @@
 // 2 MiB, in pieces striped over the link's connections (one connection's slow start took
 // seconds). What holds a train back (slow start, a loss, a descheduled process) only makes
 // it read low, so each direction's rate is the best of two trains long enough to be read (at
-// most four trains). After each train the peer reports what it received and the initiator
-// answers with what comes next: one round trip a train. Both ends call it with the same
-// tags; only the initiator's result is filled in.
+// most four trains); on a round trip of 100 ms or more, where each train costs a second, one
+// suffices if a train before it opened the window. After each train the peer reports what it
+// received and the initiator answers with what comes next: one round trip a train. Both ends call
+// it with the same tags; only the initiator's result is filled in.
 #pragma once
 
 namespace dtrain::comm {
