@@ -43,7 +43,7 @@ Request Group::irecv_from_any(at::Tensor& tensor, int tag) {
   plan_message(s, bytes, k, PostOptions{}, plan);
   try {
     std::vector<at::Tensor> first{plan.messages[0]};
-    s.works.push_back(backend_->pg->recvAnysource(first, stream_tag(tag, plan.streams[0])));
+    s.works.push_back(connection(plan.streams[0]).recvAnysource(first, tag));
   } catch (const std::exception& e) {
     s.done = true;
     fail(s.dir, s.peer, s.tag, s.bytes, 0.0, e.what());
@@ -54,7 +54,7 @@ Request Group::irecv_from_any(at::Tensor& tensor, int tag) {
     r.peer = r.works[0]->sourceRank();
     for (size_t i = 1; i < plan.messages.size(); ++i) {
       std::vector<at::Tensor> one{plan.messages[i]};
-      r.works.push_back(backend_->pg->recv(one, r.peer, stream_tag(r.tag, plan.streams[i])));
+      r.works.push_back(connection(plan.streams[i]).recv(one, r.peer, r.tag));
     }
     track(r);
   };

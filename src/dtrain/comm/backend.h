@@ -10,14 +10,21 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace dtrain::comm {
 
 class Backend {
  public:
-  Backend(c10::intrusive_ptr<c10d::Backend> pg, c10::intrusive_ptr<c10d::Store> store,
-          std::chrono::milliseconds timeout, bool wire_check)
-      : pg(std::move(pg)), store(std::move(store)), timeout(timeout), wire_check(wire_check) {}
+  // `connections`: one Gloo group per stream (make_gloo, world.cpp); the first also runs
+  // the collectives.
+  Backend(std::vector<c10::intrusive_ptr<c10d::Backend>> connections,
+          c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout, bool wire_check)
+      : pg(connections.at(0)),
+        connections(std::move(connections)),
+        store(std::move(store)),
+        timeout(timeout),
+        wire_check(wire_check) {}
   ~Backend() {
     try {
       if (device_pg) device_pg->shutdown();  // NCCL warns at exit about a group left open
@@ -27,11 +34,16 @@ class Backend {
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
   c10::intrusive_ptr<c10d::Backend> pg;
+  // Streams (group.h): stream s of every link is a connection of connections[s], a Gloo
+  // group of one device of its own (connections[0] is pg). One group of several devices
+  // would pick a message's connection by its tag, but c10d connects a group's devices one
+  // after another, a handful of round trips each: 16 streams took 23 s to connect on a
+  // 100 ms link. Groups of their own connect at once.
+  std::vector<c10::intrusive_ptr<c10d::Backend>> connections;
   // The rendezvous store, also where a failing rank leaves its error for the others.
   c10::intrusive_ptr<c10d::Store> store;
   std::chrono::milliseconds timeout;
-  bool wire_check;  // comm/group.h, Integrity
-  int streams = 1;  // Gloo contexts (devices) connected: connections per peer (group.h)
+  bool wire_check;                  // comm/group.h, Integrity
   bool streams_everywhere = false;  // --streams given: every link, not only long ones
   bool openings = true;             // long links get openings (DTRAIN_OPENINGS)
   // How this rank's Gloo devices were made, so a subgroup connects the same way.

@@ -191,7 +191,6 @@ void Group::post_plan(Request::State& s, const at::Tensor& bytes, const Plan& pl
                       const PostOptions& options) {
   const bool send = s.dir == Direction::kSend;
   try {  // posting already fails when the connection to the peer is gone
-    auto& pg = *backend_->pg;
     uint32_t crc = 0;
     for (size_t i = 0; i < plan.messages.size(); ++i) {
       std::vector<at::Tensor> one{plan.messages[i]};
@@ -208,8 +207,8 @@ void Group::post_plan(Request::State& s, const at::Tensor& bytes, const Plan& pl
               s.bytes);
         }
       }
-      const int gloo_tag = stream_tag(s.tag, plan.streams[i]);
-      s.works.push_back(send ? pg.send(one, s.peer, gloo_tag) : pg.recv(one, s.peer, gloo_tag));
+      c10d::Backend& over = connection(plan.streams[i]);
+      s.works.push_back(send ? over.send(one, s.peer, s.tag) : over.recv(one, s.peer, s.tag));
     }
   } catch (const std::exception& e) {
     s.done = true;

@@ -29,7 +29,7 @@ Group::Group(std::unique_ptr<Backend> backend)
       accounts_(static_cast<size_t>(size_)) {}
 
 int Group::stream_capacity() const {
-  return backend_->streams;
+  return static_cast<int>(backend_->connections.size());
 }
 
 void Group::set_streams(int peer, int count) {
@@ -41,8 +41,8 @@ void Group::set_streams(int peer, int count) {
   streams_[static_cast<size_t>(peer)] = count;
 }
 
-int Group::stream_tag(int tag, int stream) const {
-  return backend_->streams > 1 ? tag * backend_->streams + stream : tag;
+c10d::Backend& Group::connection(int stream) const {
+  return *backend_->connections.at(static_cast<size_t>(stream));
 }
 
 Group::~Group() = default;

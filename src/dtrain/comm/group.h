@@ -49,6 +49,10 @@
 
 #include "dtrain/comm/reduce_op.h"
 
+namespace c10d {
+class Backend;
+}
+
 namespace dtrain::comm {
 
 class AllReduceTuner;
@@ -295,8 +299,8 @@ class Group {
   // copy through post().
   Request post_off_cpu(const at::Tensor& tensor, int peer, int tag, Direction dir,
                        const PostOptions& options);
-  // The Gloo tag of `tag`'s messages on connection `stream` of a peer (framing.cpp).
-  int stream_tag(int tag, int stream) const;
+  // The Gloo group whose connections are stream `stream` of every link (comm/backend.h).
+  c10d::Backend& connection(int stream) const;
   // A pending request for `tensor`'s bytes, posted now.
   Request new_request(const at::Tensor& tensor, int peer, int tag, Direction dir);
   // The receive side of the wire check: throws CorruptMessage unless the sender's `crc` and

@@ -95,10 +95,9 @@ Request Group::isend_opening(const at::Tensor& tensor, int peer, int tag) {
   const OpeningTags tags = opening_tags(tag);
   at::Tensor trailer = at::empty({kOpeningTrailerBytes}, at::kByte);
   try {
-    auto& pg = *backend_->pg;
     for (const OpeningPiece& p : opening_pieces(s.bytes, stream_capacity())) {
       std::vector<at::Tensor> one{bytes.narrow(0, p.begin, p.bytes)};
-      s.works.push_back(pg.send(one, peer, stream_tag(tags.payload, p.stream)));
+      s.works.push_back(connection(p.stream).send(one, peer, tags.payload));
       s.keep_alive.push_back(one[0]);
     }
     // The pieces are posted: a CRC computed now overlaps their transfer.
@@ -107,7 +106,7 @@ Request Group::isend_opening(const at::Tensor& tensor, int peer, int tag) {
         static_cast<uint32_t>(s.bytes), sequence, kOpeningMagic};
     std::memcpy(trailer.data_ptr(), words, sizeof(words));
     std::vector<at::Tensor> one{trailer};
-    s.works.push_back(pg.send(one, peer, stream_tag(tags.trailer, 0)));
+    s.works.push_back(connection(0).send(one, peer, tags.trailer));
   } catch (const std::exception& e) {
     s.done = true;
     fail(Direction::kSend, peer, tag, s.bytes, 0.0, e.what());
@@ -165,18 +164,17 @@ Request Group::irecv_opening(at::Tensor& tensor, int peer, int tag) {
 void Group::post_standing(int peer, int tag) {
   auto& standing = openings_->receiving.at({peer, tag});
   const OpeningTags tags = opening_tags(tag);
-  auto& pg = *backend_->pg;
   for (size_t i = 0; i < standing.pieces.size(); ++i) {
     for (auto& posted : standing.pieces[i]) {
       if (posted.work) continue;
       std::vector<at::Tensor> one{posted.into};
-      posted.work = pg.recv(one, peer, stream_tag(tags.payload, static_cast<int>(i)));
+      posted.work = connection(static_cast<int>(i)).recv(one, peer, tags.payload);
     }
   }
   for (auto& posted : standing.trailers) {
     if (posted.work) continue;
     std::vector<at::Tensor> one{posted.into};
-    posted.work = pg.recv(one, peer, stream_tag(tags.trailer, 0));
+    posted.work = connection(0).recv(one, peer, tags.trailer);
   }
 }
 

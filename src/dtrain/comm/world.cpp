@@ -19,6 +19,7 @@
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/core_binding.h"
 #include "dtrain/comm/error.h"
+#include "dtrain/comm/gloo_connections.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store_impl.h"
 #include "dtrain/comm/link_probe.h"
@@ -79,40 +80,6 @@ std::vector<Setting> settings(bool wire_check, bool nccl, int streams, bool open
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
-}
-
-// `io_thread_batch`: Gloo's I/O thread, which the device's constructor starts, runs
-// SCHED_BATCH (comm/core_binding.h).
-c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                            int size, std::chrono::milliseconds timeout,
-                                            const std::string& hostname, const std::string& iface,
-                                            bool io_thread_batch, int streams) {
-  auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-  const std::vector<int> before = io_thread_batch ? thread_ids() : std::vector<int>{};
-  // One device per stream: each connects its own pair (a TCP connection) to every peer, and
-  // c10d sends a message on the device its tag picks (tag mod devices).
-  for (int stream = 0; stream < streams; ++stream) {
-    if (!iface.empty()) {
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
-    } else if (!hostname.empty()) {
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
-    } else {
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    }
-  }
-  if (io_thread_batch) {
-    std::vector<int> started;
-    for (const int id : thread_ids())
-      if (std::find(before.begin(), before.end(), id) == before.end()) started.push_back(id);
-    run_as_batch(started);
-  }
-  opts->threads = 2;
-  auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
-  // Gloo 2.x returns from the constructor once this rank's side of every pair is up; a rank
-  // that then exits at once (it had nothing to send) could close a pair a slower peer is
-  // still handshaking. A barrier makes "connected" mean every rank is.
-  backend->barrier()->wait(timeout);
-  return backend;
 }
 
 }  // namespace
@@ -217,10 +184,10 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   std::unique_ptr<Backend> backend;
   const char* connecting = "Gloo";
   try {
-    auto pg = make_gloo(prefixed, config.rank, config.world_size, config.timeout,
-                        config.gloo_hostname, config.gloo_interface, bound, streams);
-    backend = std::make_unique<Backend>(pg, store, config.timeout, config.wire_check);
-    backend->streams = streams;
+    backend = std::make_unique<Backend>(
+        connect_gloo(prefixed, config.rank, config.world_size, config.timeout,
+                     {config.gloo_hostname, config.gloo_interface, bound}, streams),
+        store, config.timeout, config.wire_check);
     backend->streams_everywhere = config.streams > 0;
     backend->openings = config.openings;
     backend->gloo_hostname = config.gloo_hostname;
@@ -275,9 +242,9 @@ std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
   agree_on_settings(*impl_->store, rank, world_size,
                     settings(/*wire_check=*/true, false, streams, true), timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
-  auto pg = make_gloo(prefixed, rank, world_size, timeout, "127.0.0.1", "", false, streams);
-  auto backend = std::make_unique<Backend>(pg, impl_->store, timeout, true);
-  backend->streams = streams;
+  auto backend = std::make_unique<Backend>(
+      connect_gloo(prefixed, rank, world_size, timeout, {"127.0.0.1", "", false}, streams),
+      impl_->store, timeout, true);
   backend->streams_everywhere = true;
   backend->gloo_hostname = "127.0.0.1";
   auto group = std::make_unique<Group>(std::move(backend));
@@ -295,15 +262,15 @@ std::unique_ptr<Group> connect_members(KeyValueStore& store, const std::string& 
     streams = config.streams > 0
                   ? config.streams
                   : auto_streams(longest_rtt_to_rank0(*prefixed, rank, size, connect_timeout));
-    auto pg = make_gloo(prefixed, rank, size, connect_timeout, config.gloo_hostname,
-                        config.gloo_interface, /*io_thread_batch=*/false, streams);
-    backend = std::make_unique<Backend>(pg, prefixed, config.timeout, config.wire_check);
+    backend = std::make_unique<Backend>(
+        connect_gloo(prefixed, rank, size, connect_timeout,
+                     {config.gloo_hostname, config.gloo_interface, false}, streams),
+        prefixed, config.timeout, config.wire_check);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw CommError("member " + std::to_string(rank) + "/" + std::to_string(size) +
                     ": connecting '" + name + "' failed: " + what.substr(0, what.find('\n')));
   }
-  backend->streams = streams;
   backend->streams_everywhere = config.streams > 0;
   backend->openings = config.openings;
   backend->gloo_hostname = config.gloo_hostname;
@@ -329,15 +296,16 @@ std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& m
   std::unique_ptr<Backend> backend;
   try {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/sub/" + name, from.store);
-    auto pg = make_gloo(prefixed, rank, size, from.timeout, from.gloo_hostname, from.gloo_interface,
-                        /*io_thread_batch=*/false, from.streams);
-    backend = std::make_unique<Backend>(pg, from.store, from.timeout, from.wire_check);
+    backend =
+        std::make_unique<Backend>(connect_gloo(prefixed, rank, size, from.timeout,
+                                               {from.gloo_hostname, from.gloo_interface, false},
+                                               static_cast<int>(from.connections.size())),
+                                  from.store, from.timeout, from.wire_check);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw CommError(parent.describe() + ": connecting subgroup '" + name +
                     "' failed: " + what.substr(0, what.find('\n')));
   }
-  backend->streams = from.streams;
   backend->streams_everywhere = from.streams_everywhere;
   backend->openings = from.openings;
   backend->gloo_hostname = from.gloo_hostname;
