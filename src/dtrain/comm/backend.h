@@ -16,8 +16,8 @@ namespace dtrain::comm {
 
 class Backend {
  public:
-  // `connections`: one Gloo group per stream (make_gloo, world.cpp); the first also runs
-  // the collectives.
+  // `connections`: one Gloo group per stream (comm/gloo_connections.h); the first also
+  // runs the collectives.
   Backend(std::vector<c10::intrusive_ptr<c10d::Backend>> connections,
           c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout, bool wire_check)
       : pg(connections.at(0)),
