@@ -265,6 +265,9 @@ TEST(DeadPeerTest, WorldSizeMismatchIsReportedNotHung) {
   EXPECT_EQ(a->wait_for(40s), 1) << a->err();
   EXPECT_EQ(b->wait_for(40s), 1) << b->err();
   EXPECT_NE(a->err().find("world size mismatch"), std::string::npos) << a->err();
+  // The rank that expects a third reads rank 0's settings first: a mismatch (or the store
+  // lost, where rank 0 went already), never a wait for a rank 2 that does not exist.
+  EXPECT_EQ(b->err().find("rank 2"), std::string::npos) << b->err();
 }
 
 }  // namespace

@@ -190,9 +190,9 @@ double longest_rtt_to_rank0(c10d::Store& store, int rank, int size,
 void agree_on_settings(c10d::Store& store, int rank, int size, const std::vector<Setting>& settings,
                        std::chrono::milliseconds timeout) {
   const std::string me = who(rank, size);
-  // This rank's values in one request, every rank's in one wait and one read: waited for
-  // key by key and rank by rank they took two round trips each (4 s of a 100 ms link's
-  // connect).
+  // This rank's values in one request, the others' in two waits and reads (rank 0's, then
+  // the rest): waited for key by key and rank by rank they took two round trips each (4 s
+  // of a 100 ms link's connect).
   std::vector<std::string> mine{"dtrain/world_size/" + std::to_string(rank)};
   std::vector<std::vector<uint8_t>> values_of_mine{bytes_of(std::to_string(size))};
   for (const auto& s : settings) {
@@ -201,16 +201,16 @@ void agree_on_settings(c10d::Store& store, int rank, int size, const std::vector
   }
   store.multiSet(mine, values_of_mine);
   const size_t per_rank = settings.size() + 1;
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) {
-    keys.push_back("dtrain/world_size/" + std::to_string(r));
-    for (const auto& s : settings)
-      keys.push_back("dtrain/" + s.key + "/" + std::to_string(r));
-  }
-  const std::vector<std::string> values = await_all(
-      store, keys, timeout, me, [&](size_t i) { return "rank " + std::to_string(i / per_rank); });
-  for (int r = 0; r < size; ++r) {
-    const size_t at = static_cast<size_t>(r) * per_rank;
+  const auto keys_of = [&](int from, int to) {
+    std::vector<std::string> keys;
+    for (int r = from; r < to; ++r) {
+      keys.push_back("dtrain/world_size/" + std::to_string(r));
+      for (const auto& s : settings)
+        keys.push_back("dtrain/" + s.key + "/" + std::to_string(r));
+    }
+    return keys;
+  };
+  const auto check = [&](int r, const std::vector<std::string>& values, size_t at) {
     if (values[at] != std::to_string(size)) {
       throw CommError("rank " + std::to_string(rank) + ": world size mismatch: this rank has " +
                       std::to_string(size) + ", rank " + std::to_string(r) + " has " + values[at]);
@@ -223,7 +223,15 @@ void agree_on_settings(c10d::Store& store, int rank, int size, const std::vector
                         std::to_string(r) + " (" + s.hint + ")");
       }
     }
-  }
+  };
+  // Rank 0's first: a rank whose world size is not rank 0's says so at once, rather than
+  // wait for a rank that will never come.
+  check(0, await_all(store, keys_of(0, 1), timeout, me, [](size_t) { return "rank 0"; }), 0);
+  const std::vector<std::string> values =
+      await_all(store, keys_of(1, size), timeout, me,
+                [&](size_t i) { return "rank " + std::to_string(1 + i / per_rank); });
+  for (int r = 1; r < size; ++r)
+    check(r, values, static_cast<size_t>(r - 1) * per_rank);
 }
 
 }  // namespace dtrain::comm
