@@ -220,6 +220,31 @@ TEST(DeadPeerTest, KilledRankMakesEveryOtherRankFailWithoutHanging) {
   testing::kill_and_expect_clear_failures(ranks, 1, 4s, 25s);
 }
 
+// The last rank killed: rank 0 (receiving from it on the ring) fails first, and rank 1
+// (receiving from rank 0) learns of it as rank 0's connection closing. Rank 0 holds the store
+// where its error waits for rank 1 to read: it must keep serving it until rank 1 has, or rank
+// 1's error names rank 0 instead of the rank that died. Rank 1 is held stopped past the
+// moment rank 0 would otherwise have exited (about 1.2 s after the kill), to make that late
+// reader certain rather than a matter of load.
+TEST(DeadPeerTest, ACascadeThroughTheStoreHolderStillNamesTheRankThatDied) {
+  const int port = 29000 + static_cast<int>((getpid() + 250) % 1000);
+  auto ranks = testing::start_ranks({DTRAIN_BINARY, "bench", "collective", "--sizes", "4M",
+                                     "--algo", "ring", "--iters", "1000000", "--timeout", "20"},
+                                    3, port);
+  std::this_thread::sleep_for(4s);
+  for (auto& r : ranks)
+    ASSERT_EQ(r->wait_for(0s), -1) << "a rank ended early: " << r->err();
+  kill(ranks[1]->pid(), SIGSTOP);
+  kill(ranks[2]->pid(), SIGKILL);
+  std::this_thread::sleep_for(2200ms);
+  kill(ranks[1]->pid(), SIGCONT);
+  for (const int r : {0, 1}) {
+    EXPECT_EQ(ranks[static_cast<size_t>(r)]->wait_for(30s), 1) << "rank " << r;
+    const std::string err = ranks[static_cast<size_t>(r)]->err();
+    EXPECT_NE(err.find("rank 2 exited, crashed or stopped responding"), std::string::npos) << err;
+  }
+}
+
 // Rank 0 holds the rendezvous store, through which a cascade is traced: when it dies, a rank
 // whose ring neighbour failed after it learns that from the store's silence, and its error
 // names rank 0. LibTorch's c10d also warns there, with a stack trace, as the store is gone;

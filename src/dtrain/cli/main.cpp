@@ -12,9 +12,14 @@
 
 #include "dtrain/cli/commands.h"
 #include "dtrain/cli/common.h"
+#include "dtrain/comm/failure_readers.h"
 #include "dtrain/metrics/build_info.h"
 
 namespace {
+
+// How long a failed rank 0 keeps the store up for the others to read its error
+// (failure_readers.h): they read within a second or so of its connections closing.
+constexpr std::chrono::milliseconds kServeFailureReaders{3000};
 
 // CLI11 takes a word that names no command for a stray argument: `dtrain diloco` said only
 // "A subcommand is required", and `dtrain diloco --help` printed dtrain's help and exited 0.
@@ -89,9 +94,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const c10::Error& e) {  // LibTorch's own checks: keep the message, drop the trace
     std::cerr << "dtrain: error: " << e.what_without_backtrace() << std::endl;
+    dtrain::comm::serve_failure_readers(kServeFailureReaders);
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "dtrain: error: " << e.what() << std::endl;
+    dtrain::comm::serve_failure_readers(kServeFailureReaders);
     return 1;
   }
   return exit_code;

@@ -43,6 +43,9 @@ class Backend {
   // The rendezvous store, also where a failing rank leaves its error for the others.
   c10::intrusive_ptr<c10d::Store> store;
   std::chrono::milliseconds timeout;
+  // This process serves `store` (rank 0 of the world): its failure keeps it serving a moment
+  // (failure_readers.h).
+  bool hosts_store = false;
   bool wire_check;                  // comm/group.h, Integrity
   bool streams_everywhere = false;  // --streams given: every link, not only long ones
   bool openings = true;             // long links get openings (DTRAIN_OPENINGS)

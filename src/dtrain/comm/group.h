@@ -342,6 +342,10 @@ class Group {
     bool store_gone = false;
   };
   PeerFailure failure_of(int peer) const;
+  // Said by a failing rank once its message is complete: counted in the store where another
+  // process serves it; where this one does, serve_failure_readers (failure_readers.h) waits
+  // for the others' counts before the process leaves.
+  void done_reading_failures() const;
   // After a collective of every rank failed here: the peers that published no failure of
   // their own within a second (the silent ones, where a stopped rank hides), as a clause
   // of the error message, or what the others reported where every peer failed too.

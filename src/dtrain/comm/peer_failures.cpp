@@ -1,17 +1,68 @@
 // A failing rank's error and its peers' view of it: the error it publishes in the
 // rendezvous store before it exits, and the message naming the rank where a cascade began.
 #include <algorithm>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/error.h"
+#include "dtrain/comm/failure_readers.h"
 #include "dtrain/comm/group.h"
 
 namespace dtrain::comm {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+std::string failure_key(int rank) {
+  return "dtrain/failed/" + std::to_string(rank);
+}
+// How many ranks have read what their failure message needed from the store.
+const char* const kReadersKey = "dtrain/failures_read";
+
+// The store this process serves, once a group of it failed: kept for serve_failure_readers.
+struct ServedStore {
+  std::mutex mutex;
+  c10::intrusive_ptr<c10d::Store> store;
+  int readers_expected = 0;
+};
+ServedStore& served_store() {
+  // Never destroyed: a store served by a process that exits without serve_failure_readers
+  // (a Python rank) must not be torn down among the static destructors, after c10's own.
+  static ServedStore& served = *new ServedStore;
+  return served;
+}
+}  // namespace
+
+void Group::done_reading_failures() const {
+  if (backend_->hosts_store) {
+    ServedStore& served = served_store();
+    const std::lock_guard<std::mutex> lock(served.mutex);
+    served.store = backend_->store;
+    served.readers_expected = std::max(served.readers_expected, size_ - 2);
+    return;
+  }
+  try {
+    backend_->store->add(kReadersKey, 1);
+  } catch (const std::exception&) {  // best effort: the store's host may be gone
+  }
+}
+
+void serve_failure_readers(std::chrono::milliseconds limit) {
+  ServedStore& served = served_store();
+  const std::lock_guard<std::mutex> lock(served.mutex);
+  if (!served.store) return;
+  const auto deadline = Clock::now() + limit;
+  try {
+    while (served.store->add(kReadersKey, 0) < served.readers_expected && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (const std::exception&) {
+  }
+  served.store.reset();
+}
 
 void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_s,
                  const std::string& what) const {
@@ -28,6 +79,7 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
   if (peer < 0) {  // no one peer to blame: name those that reported nothing
     msg << silent_peers_note();
     publish_failure(msg.str());
+    done_reading_failures();
     throw CommError(msg.str());
   }
   std::ostringstream silent;
@@ -46,14 +98,9 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
       msg << "; the rendezvous store, held by rank 0, does not answer either: rank 0 has "
              "exited or stopped, probably first (see its output)";
   }
+  done_reading_failures();
   throw CommError(msg.str());
 }
-
-namespace {
-std::string failure_key(int rank) {
-  return "dtrain/failed/" + std::to_string(rank);
-}
-}  // namespace
 
 void Group::publish_failure(const std::string& message) const {
   try {  // best effort: the store's host may be the rank that died

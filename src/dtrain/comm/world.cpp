@@ -188,6 +188,7 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
         connect_gloo(prefixed, config.rank, config.world_size, config.timeout,
                      {config.gloo_hostname, config.gloo_interface, bound}, streams),
         store, config.timeout, config.wire_check);
+    backend->hosts_store = opts.isServer;
     backend->streams_everywhere = config.streams > 0;
     backend->openings = config.openings;
     backend->gloo_hostname = config.gloo_hostname;
@@ -306,6 +307,7 @@ std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& m
     throw CommError(parent.describe() + ": connecting subgroup '" + name +
                     "' failed: " + what.substr(0, what.find('\n')));
   }
+  backend->hosts_store = from.hosts_store;
   backend->streams_everywhere = from.streams_everywhere;
   backend->openings = from.openings;
   backend->gloo_hostname = from.gloo_hostname;
