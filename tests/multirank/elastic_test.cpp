@@ -54,13 +54,24 @@ TEST(GroupAbortTest, AnAbortEndsAPendingReceiveWithItsReasonAndLaterPostsFail) {
 
 TEST(ElasticSyncTest, RecordsReachEveryMemberAndTheMajorityDigestIsFound) {
   testing::run_ranks(3, [](comm::Group& g) {
-    const Record mine{5, 10 + g.rank(), g.rank() == 2 ? 99u : 42u, 100 * g.rank()};
+    // Auto's measurements travel to the nanosecond and the byte, its own as the others read it.
+    const ExchangeMeasure measured{2,     1.5 + g.rank(), 1e6 + 0.4, 0.0123456789,
+                                   2.5e6, 0.005,          g.rank()};
+    const Record mine{5, 10 + g.rank(), g.rank() == 2 ? 99u : 42u, 100 * g.rank(), measured};
     const std::vector<Record> all = exchange_records(g, mine);
     ASSERT_EQ(all.size(), 3u);
     for (int r = 0; r < 3; ++r) {
-      EXPECT_EQ(all[static_cast<size_t>(r)].round, 5);
-      EXPECT_EQ(all[static_cast<size_t>(r)].proposal, 10 + r);
-      EXPECT_EQ(all[static_cast<size_t>(r)].samples, 100 * r);
+      const Record& rec = all[static_cast<size_t>(r)];
+      EXPECT_EQ(rec.round, 5);
+      EXPECT_EQ(rec.proposal, 10 + r);
+      EXPECT_EQ(rec.samples, 100 * r);
+      EXPECT_EQ(rec.measured.exchanges, 2);
+      EXPECT_DOUBLE_EQ(rec.measured.exchange_s, 1.5 + r);
+      EXPECT_EQ(rec.measured.bytes, 1e6);
+      EXPECT_DOUBLE_EQ(rec.measured.step_s, 0.012345679);
+      EXPECT_EQ(rec.measured.rate_bytes_per_s, 2.5e6);
+      EXPECT_DOUBLE_EQ(rec.measured.latency_s, 0.005);
+      EXPECT_EQ(rec.measured.floor, r);
     }
     const Majority m = majority_digest(all);
     EXPECT_EQ(m.digest, 42u);
@@ -155,7 +166,7 @@ TEST(ElasticOuterTest, TheOuterStepFollowsTheLiveMembersAsTheReferenceDoes) {
 // bit for bit (both factors exactly 1).
 TEST(ElasticOuterTest, TheOuterMeanWeighsEachContributionByItsSamples) {
   EXPECT_EQ(contribution_weight(320, 320), 1.0);
-  EXPECT_EQ(reweigh_factor({{0, 0, 0, 320}, {0, 0, 0, 320}}, 320), 1.0);
+  EXPECT_EQ(reweigh_factor({{0, 0, 0, 320, {}}, {0, 0, 0, 320, {}}}, 320), 1.0);
   EXPECT_THROW(contribution_weight(1, 0), std::invalid_argument);
   const std::vector<int64_t> samples{320, 320, 64};
   std::vector<at::Tensor> gradients;
@@ -171,7 +182,7 @@ TEST(ElasticOuterTest, TheOuterMeanWeighsEachContributionByItsSamples) {
     const auto r = static_cast<size_t>(g.rank());
     at::Tensor mean = gradients[r] * contribution_weight(samples[r], 320);
     exact_mean(g, mean);
-    const std::vector<Record> records = exchange_records(g, {0, 0, 0, samples[r]});
+    const std::vector<Record> records = exchange_records(g, {0, 0, 0, samples[r], {}});
     mean *= reweigh_factor(records, 320);
     const std::lock_guard<std::mutex> lock(mutex);
     means[g.rank()] = mean;
@@ -359,6 +370,78 @@ TEST(ElasticOuterTest, AutosChoiceIsUndoneByAFailedExchangeAndTravelsWithTheStat
   at::Tensor bad = state.clone();
   bad[bad.numel() - 1] = 7.0f;  // no such candidate
   EXPECT_THROW(joiner.unpack(bad), std::invalid_argument);
+}
+
+// Auto again from the exchanges: every member decides from every member's measurements (the
+// round's records) and so decides alike; it waits for kExchangesToMeasure exchanges of each,
+// steps only to lossier codecs within one group until a choice keeps the codec, and a new
+// group measures again and may go either way.
+TEST(ElasticOuterTest, AutoChoosesAgainFromEveryMembersExchangesAlike) {
+  DilocoConfig config = outer_config();
+  config.sync_every = 50;
+  AutoCompress options;
+  options.candidates = {compress::parse_codec("none"), compress::parse_codec("sortquant:8"),
+                        compress::parse_codec("sortquant:4")};
+  options.min_bits = 4;
+  config.auto_codec = options;
+  const std::string lossiest = compress::to_string(options.candidates.back());
+  const int64_t n = 1 << 16;
+  std::vector<at::Tensor> parameters{at::zeros({n}), at::zeros({n})};
+  std::vector<std::unique_ptr<ElasticOuter>> members;
+  for (auto& p : parameters)
+    members.push_back(std::make_unique<ElasticOuter>(std::vector<at::Tensor>{p},
+                                                     std::vector<at::Tensor>{}, config));
+  at::Tensor state = members[0]->pack();
+  state[state.numel() - 1] = 0.0f;  // exact chosen (as a first choice would)
+  for (auto& m : members) {
+    m->unpack(state);
+    m->note_step_s(0.01);  // 50 steps: a budget of 25 ms an exchange
+  }
+  const auto exchanges = [&](const std::string& group, double seconds, int count) {
+    for (auto& m : members) {
+      ElasticOuter::Averaged a;
+      a.measured_s = seconds;
+      a.wire_bytes = m->codec_name() == "none" ? 4 * n : n / 2;
+      for (int i = 0; i < count; ++i)
+        m->count_exchange(group, a);
+    }
+  };
+  const auto choose_again = [&] {
+    std::vector<ExchangeMeasure> all;
+    for (auto& m : members)
+      all.push_back(m->measured());
+    std::vector<std::string> lines;
+    for (auto& m : members)
+      lines.push_back(m->choose_again(all));
+    EXPECT_EQ(members[0]->codec_name(), members[1]->codec_name());
+    EXPECT_EQ(members[0]->digest(), members[1]->digest());
+    EXPECT_EQ(lines[0], lines[1]);
+    return lines[0];
+  };
+  exchanges("g1", 1.0, 1);  // 262 kB in a second: far over the budget
+  EXPECT_EQ(choose_again(), "");
+  EXPECT_EQ(members[0]->codec_name(), "none");
+  exchanges("g1", 1.0, 1);
+  EXPECT_NE(choose_again().find("again from 2 exchanges of none"), std::string::npos);
+  EXPECT_EQ(members[0]->codec_name(), lossiest);
+  // Fast exchanges of the new codec: within the group, no way back to a less lossy one; the
+  // choice kept, measuring ends there.
+  exchanges("g1", 0.001, 2);
+  EXPECT_NE(choose_again(), "");
+  EXPECT_EQ(members[0]->codec_name(), lossiest);
+  exchanges("g1", 0.001, 2);
+  EXPECT_EQ(choose_again(), "");
+  // A new group (a view change) measures again: its fast link takes the exact exchange back.
+  exchanges("g2", 0.001, 2);
+  EXPECT_NE(choose_again(), "");
+  EXPECT_EQ(members[0]->codec_name(), "none");
+  // A member that has not measured enough holds the choice for every member.
+  exchanges("g3", 1.0, 2);
+  ElasticOuter::Averaged one;
+  one.measured_s = 1.0;
+  members[1]->count_exchange("g4", one);
+  EXPECT_EQ(choose_again(), "");
+  EXPECT_EQ(members[0]->codec_name(), "none");
 }
 
 }  // namespace

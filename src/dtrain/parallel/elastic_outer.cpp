@@ -19,13 +19,14 @@
 #include "dtrain/parallel/exact_mean.h"
 
 namespace dtrain::parallel {
-namespace {
 
 // Phases 0 and 1: the coded exchange's; 2 and 3: auto's probe (elastic_sync.h takes uses 1-4).
-int outer_tag(int phase) {
+int elastic_outer_tag(int phase) {
   static const comm::TagLayout layout(comm::TagSpace::kElastic, {{"use", 4}, {"phase", 4}});
   return layout.make({0, phase});
 }
+
+namespace {
 
 // The residuals of error feedback, copied: restored when an exchange fails.
 struct ResidualsSnapshot {
@@ -88,49 +89,6 @@ std::string ElasticOuter::codec_name() const {
   return !candidates_.empty() && choice_ < 0 ? "auto" : compress::to_string(config_.codec);
 }
 
-// As DiLoCo's first choice (diloco.cpp), once, over the group of the first exchange: the
-// founders' link and steps; not again from the exchanges or after a view change (a joiner's
-// link is not probed: it takes the choice with the state).
-void ElasticOuter::start_probe(comm::Group& group) {
-  if (candidates_.empty() || choice_ >= 0 || probe_.valid()) return;
-  probe_ = std::async(std::launch::async,
-                      [&group] { return probe_outer_link(group, outer_tag(2), outer_tag(3)); });
-}
-
-void ElasticOuter::settle_probe() {
-  if (!probe_.valid()) return;
-  try {
-    probe_.get();
-  } catch (const std::exception&) {  // its group failed: the exchange that fails says so
-  }
-}
-
-void ElasticOuter::choose_codec(comm::Group& group) {
-  OuterSetting setting;
-  // The probe started beside the inner steps, over this group (a recovery settles it before
-  // its group goes), or one now.
-  std::tie(setting.rate_bytes_per_s, setting.latency_s) =
-      probe_.valid() ? probe_.get() : probe_outer_link(group, outer_tag(2), outer_tag(3));
-  at::Tensor step = at::tensor({step_s_}, at::kDouble);
-  group.native_all_reduce(step, comm::ReduceOp::kMax);
-  setting.step_s = step.item<double>();
-  setting.values = flat_.size();
-  setting.replicas = group.size();
-  setting.sync_every = config_.sync_every;
-  const OuterChoice choice = choose_outer_codec(candidates_, setting);
-  set_choice(static_cast<int64_t>(choice.chosen));
-  if (group.rank() == 0)
-    std::cerr << "elastic: " << describe(choice, candidates_, setting) << std::endl;
-}
-
-void ElasticOuter::set_choice(int64_t choice) {
-  if (choice == choice_) return;
-  choice_ = choice;
-  config_.codec = choice < 0 ? compress::CodecSpec{} : candidates_[static_cast<size_t>(choice)];
-  codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
-  reset_residuals(static_cast<int>(feedback_.scatter.size()));
-}
-
 at::Tensor ElasticOuter::flat_buffers() const {
   return buffers_.empty() ? at::Tensor() : flatten_to_host(buffers_);
 }
@@ -155,8 +113,12 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
   // A failure leaves auto's choice as it was too: the members that finished the probe and
   // those that did not then choose again alike, among the survivors.
   const int64_t choice_before = choice_;
+  auto chosen = t0;
   try {
-    if (!candidates_.empty() && choice_ < 0) choose_codec(group);
+    if (!candidates_.empty() && choice_ < 0) {
+      choose_codec(group);
+      chosen = metrics::Clock::now();
+    }
     if (!codec_) {
       exact_means(group, {out.mean, out.buffers});  // one message
       out.wire_bytes = out.fp32_bytes;
@@ -170,8 +132,8 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
         residual_rank_ = group.rank();
       }
       try {
-        out.wire_bytes = coded_mean_with_feedback(group, out.mean, *codec_, feedback_, outer_tag(0),
-                                                  outer_tag(1));
+        out.wire_bytes = coded_mean_with_feedback(group, out.mean, *codec_, feedback_,
+                                                  elastic_outer_tag(0), elastic_outer_tag(1));
         if (out.buffers.defined()) exact_mean(group, out.buffers);
       } catch (...) {
         restore(feedback_, std::move(before));
@@ -184,6 +146,7 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
     throw;
   }
   out.seconds = metrics::trace::span_since("communication", "outer exchange", t0);
+  out.measured_s = metrics::since(chosen);
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include "dtrain/compress/codec.h"
 #include "dtrain/parallel/coded_feedback.h"
 #include "dtrain/parallel/diloco.h"
+#include "dtrain/parallel/elastic_sync.h"
 #include "dtrain/parallel/flat_parameters.h"
 
 namespace dtrain::comm {
@@ -38,8 +39,8 @@ class ElasticOuter {
   // `config`: sync_every, the outer optimizer and the codec, one fragment, no delay (checked
   // by the caller: check_elastic_config). Under --compress-outer auto the codec is chosen at
   // the first exchange (diloco_auto.h: the group's link probed, the members' slowest inner
-  // step) and kept for the run: it is part of the shared state (pack, digest), so replicas
-  // that join or re-sync take it with θ.
+  // step) and again from the exchanges (choose_again): it is part of the shared state (pack,
+  // digest), so replicas that join or re-sync take it with θ.
   ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::Tensor> buffers,
                const DilocoConfig& config);
   ~ElasticOuter();
@@ -66,6 +67,7 @@ class ElasticOuter {
     at::Tensor mean;     // the mean pseudo-gradient over the group
     at::Tensor buffers;  // the mean buffers, flat (undefined: the model has none)
     double seconds = 0;
+    double measured_s = 0;  // the exchange alone: without auto's first choice (its probe)
     int64_t wire_bytes = 0, fp32_bytes = 0;
   };
   // The mean over `group` (every member calls it with its pseudo-gradient), exact or coded
@@ -98,6 +100,19 @@ class ElasticOuter {
   void refine(const at::Tensor& first);
   // Under auto, before the first exchange chose the codec (joiners wait for it).
   bool choice_pending() const { return !candidates_.empty() && choice_ < 0; }
+  // Auto again from the exchanges, as Diloco does (diloco_auto.h): each member counts the
+  // exchanges of the codec in force over the group it is in (`group`: the group's name; a
+  // group of another name starts the count again, and lets the choice go either way once),
+  // and reports them in its record (measured()). choose_again(), called by every member of
+  // the group with every member's record alike, chooses again where each counted
+  // kExchangesToMeasure: the fastest member's exchange time (the last to arrive waited
+  // least: the link's), the slowest member's step, the link's latency as any member knew it.
+  // After a change the new codec is measured in turn, and only it or a lossier one may
+  // follow, until a choice keeps it. Every member makes the same choice: it is shared state.
+  // Returns the choice's line for the log, empty where it did not choose.
+  void count_exchange(const std::string& group, const Averaged& averaged);
+  ExchangeMeasure measured() const;
+  std::string choose_again(const std::vector<ExchangeMeasure>& members);
   // The residuals of error feedback start again (a joiner's, a re-synced replica's, a new
   // codec's). A group of another size, or another rank in it (a view change, a redone
   // exchange), carries them into its pieces instead (coded_feedback.h: carry_residuals).
@@ -122,7 +137,15 @@ class ElasticOuter {
   std::vector<compress::CodecSpec> candidates_;   // auto's, in preference order (else empty)
   int64_t choice_ = -1;                           // auto's: an index of candidates_, -1 none yet
   double step_s_ = 0;
+  // Auto's measurement of the exchanges (count_exchange, choose_again).
+  std::string measured_group_;
+  bool measuring_ = true;
+  ExchangeMeasure measured_;
 };
+
+// Internal (elastic_outer.cpp, elastic_auto.cpp): the tags of the coded exchange (phases 0
+// and 1) and of auto's link probe (2 and 3).
+int elastic_outer_tag(int phase);
 
 // Throws std::invalid_argument naming what elastic DiLoCo does not take: fragments, a sync
 // delay, replicas of several ranks.

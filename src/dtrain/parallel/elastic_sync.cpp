@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 
@@ -20,7 +21,39 @@ int tag(Use use) {
   return layout.make({static_cast<int>(use), 0});
 }
 
-constexpr int64_t kRecordWords = 4;
+constexpr int64_t kRecordWords = 11;
+
+// Times and rates travel as whole nanoseconds and bytes: a record is int64 words.
+int64_t nanos(double seconds) {
+  return static_cast<int64_t>(std::llround(seconds * 1e9));
+}
+int64_t whole(double value) {
+  return static_cast<int64_t>(std::llround(value));
+}
+double seconds(int64_t nanos) {
+  return static_cast<double>(nanos) / 1e9;
+}
+
+at::Tensor words_of(const Record& r) {
+  const ExchangeMeasure& m = r.measured;
+  return at::tensor({r.round, r.proposal, static_cast<int64_t>(r.digest), r.samples, m.exchanges,
+                     nanos(m.exchange_s), whole(m.bytes), nanos(m.step_s),
+                     whole(m.rate_bytes_per_s), nanos(m.latency_s), m.floor},
+                    at::kLong);
+}
+
+Record record_of(const at::Tensor& words) {
+  const auto* w = words.data_ptr<int64_t>();
+  Record r{w[0], w[1], static_cast<uint64_t>(w[2]), w[3], {}};
+  r.measured = {w[4],
+                seconds(w[5]),
+                static_cast<double>(w[6]),
+                seconds(w[7]),
+                static_cast<double>(w[8]),
+                seconds(w[9]),
+                w[10]};
+  return r;
+}
 
 bool contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -30,8 +63,7 @@ bool contains(const std::vector<int>& v, int x) {
 
 std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
   const int p = group.size(), me = group.rank();
-  at::Tensor out = at::tensor(
-      {mine.round, mine.proposal, static_cast<int64_t>(mine.digest), mine.samples}, at::kLong);
+  const at::Tensor out = words_of(mine);
   std::vector<at::Tensor> in(static_cast<size_t>(p));
   std::vector<comm::Request> receives, sends;
   for (int r = 0; r < p; ++r) {
@@ -48,12 +80,11 @@ std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
     req.wait();
   std::vector<Record> records(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r) {
-    if (r == me) {
-      records[static_cast<size_t>(r)] = mine;
+    if (r == me) {  // as the others read it (its times rounded), so every member decides alike
+      records[static_cast<size_t>(r)] = record_of(out);
       continue;
     }
-    const auto* w = in[static_cast<size_t>(r)].data_ptr<int64_t>();
-    records[static_cast<size_t>(r)] = {w[0], w[1], static_cast<uint64_t>(w[2]), w[3]};
+    records[static_cast<size_t>(r)] = record_of(in[static_cast<size_t>(r)]);
   }
   return records;
 }

@@ -2,8 +2,9 @@
 //
 // - records: after an outer exchange each member sends every other a few words: the round
 //   it finished (its acknowledgement: a member applies the outer step only once it has every
-//   other's), its proposal for the view of the next round, the digest of its shared state
-//   and the samples it trained. Every member ends with all of them, in rank order.
+//   other's), its proposal for the view of the next round, the digest of its shared state,
+//   the samples it trained and what it measured of the outer exchanges (under auto). Every
+//   member ends with all of them, in rank order.
 // - state transfers: the shared state (ElasticOuter::pack, float32) and the run's progress
 //   (int64 words) from donors to members that join or whose state differs. The donors split
 //   the float state evenly, so a joiner draws on all of them at once; the first donor sends
@@ -23,11 +24,25 @@ class Group;
 
 namespace dtrain::parallel {
 
+// What one member measured of the outer codec in force, for `--compress-outer auto`'s choice
+// again from the exchanges (ElasticOuter::choose_again). Every member decides from all of
+// them alike, so none of it has to be the same on every member.
+struct ExchangeMeasure {
+  int64_t exchanges = 0;  // counted in the group it exchanges in now (0: not measuring)
+  double exchange_s = 0;  // those exchanges' total time
+  double bytes = 0;       // and the bytes it sent in them
+  double step_s = 0;      // its inner step
+  // The link as the founders' probe read it (0: this replica joined after it).
+  double rate_bytes_per_s = 0, latency_s = 0;
+  int64_t floor = 0;  // the least lossy candidate a choice again may take (diloco_auto.h)
+};
+
 struct Record {
   int64_t round = 0;     // the outer step this member finished
   int64_t proposal = 0;  // the newest view it has seen
   uint64_t digest = 0;   // of its shared state before the step
   int64_t samples = 0;   // it trained this round
+  ExchangeMeasure measured;
 };
 
 std::vector<Record> exchange_records(comm::Group& group, const Record& mine);

@@ -260,8 +260,10 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
       if (unconnected) throw comm::CommError("the survivors' group did not connect");
       if (settings_.plan.kills_at(id(), k, FaultPhase::kExchange)) elastic::die_now(*membership_);
       out.averaged = outer_.exchange(group(), pseudo_gradient);
+      outer_.count_exchange(name, out.averaged);
       if (settings_.plan.kills_at(id(), k, FaultPhase::kRecords)) elastic::die_now(*membership_);
-      records = parallel::exchange_records(group(), {k, next_proposal(k), digest_before, samples});
+      records = parallel::exchange_records(
+          group(), {k, next_proposal(k), digest_before, samples, outer_.measured()});
       membership_->post(skey::status(name, k, id()), "done");
       break;
     } catch (const comm::CommError& e) {
@@ -307,14 +309,25 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   out.averaged.mean.mul_(parallel::reweigh_factor(records, settings_.per_replica));
   outer_.apply(out.averaged);
   round_ = k + 1;
+  after_outer_step(members, records);
+  return out;
+}
+
+// Every member alike, from the same records: the same choice again (elastic_outer.h).
+void ElasticReplica::after_outer_step(const std::vector<int64_t>& members,
+                                      const std::vector<parallel::Record>& records) {
   const parallel::Majority majority = parallel::majority_digest(records);
   if (!majority.differ.empty()) resync(majority.differ, records);
+  std::vector<parallel::ExchangeMeasure> measured;
+  for (const auto& rec : records)
+    measured.push_back(rec.measured);
+  const std::string line = outer_.choose_again(measured);
+  if (!line.empty() && group().rank() == 0) std::cerr << "elastic: " << line << std::endl;
   proposal_ = view_.id;
   for (const auto& rec : records)
     proposal_ = std::max(proposal_, rec.proposal);
   holders_ = members;
   membership_->post(skey::round(), std::to_string(round_));
-  return out;
 }
 
 void ElasticReplica::begin_round() {

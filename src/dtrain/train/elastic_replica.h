@@ -191,6 +191,10 @@ class ElasticReplica {
   // False: the view dropped this replica (it enters again).
   bool adopt(int64_t proposal, const std::vector<int64_t>& holders);
   void resync(const std::vector<int>& differ, const std::vector<parallel::Record>& records);
+  // The outer step applied: a state that differs re-synced from the majority, auto's choice
+  // again from the exchanges the records report, the next view proposed, the round posted.
+  void after_outer_step(const std::vector<int64_t>& members,
+                        const std::vector<parallel::Record>& records);
   void transfer(const std::vector<int>& donors, const std::vector<int>& receivers);
   std::vector<int64_t> progress() const;
   void set_progress(const std::vector<int64_t>& words);
