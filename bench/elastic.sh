@@ -10,13 +10,15 @@
 #    connecting the survivors), the joiner's enter_s (start to training) and transfer_s,
 #    and the round times around the join; and a kill with no rejoin, whose replacement
 #    enters mid-round (docs/elastic.md).
-# Writes docs/data/elastic.jsonl (every row, tagged with the run and round).
+# Writes docs/data/elastic.jsonl (every row, tagged with the run and round), or OUT; PARTS
+# (default "overhead recovery") picks the parts to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
 lab=el$$
-out=docs/data/elastic.jsonl
-mkdir -p docs/data
+out=${OUT:-docs/data/elastic.jsonl}
+parts=" ${PARTS:-overhead recovery} "
+mkdir -p "$(dirname "$out")"
 tmp=$(mktemp) steps=$(mktemp)
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp" "$steps"' EXIT
 : >"$out"
@@ -32,16 +34,20 @@ run() {  # run TAG ROUND ARGS... (CODEC: the outer codec, default rot:tile:2)
   sed "s|^{|{\"run\":\"$tag\",\"bench_round\":$round,|" "$tmp" >>"$out"
   sed "s|^{|{\"run\":\"$tag\",\"bench_round\":$round,\"step_log\":true,|" "$steps" >>"$out"
 }
-for round in $(seq 1 "${ROUNDS:-2}"); do
-  run plain "$round"
-  run elastic "$round" --elastic
-  CODEC=auto run elastic-auto "$round" --elastic
-done
-elastic=(--elastic --max-restarts 1 --restart-delay 0 --heartbeat-timeout 1)
-run kill-inner 1 "${elastic[@]}" --fault-plan kill:1@2:inner,rejoin:1@4
-run kill-exchange 1 "${elastic[@]}" --fault-plan kill:1@2:exchange,rejoin:1@4
-# No rejoin: the replacement, started 1 s after the kill (past the survivors' redo), enters
-# mid-round.
-run kill-mid 1 --elastic --max-restarts 1 --restart-delay 1 --heartbeat-timeout 1 \
-  --mid-round-entry --fault-plan kill:1@2:inner
-python3 bench/tables_elastic.py
+if [[ $parts == *" overhead "* ]]; then
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    run plain "$round"
+    run elastic "$round" --elastic
+    CODEC=auto run elastic-auto "$round" --elastic
+  done
+fi
+if [[ $parts == *" recovery "* ]]; then
+  elastic=(--elastic --max-restarts 1 --restart-delay 0 --heartbeat-timeout 1)
+  run kill-inner 1 "${elastic[@]}" --fault-plan kill:1@2:inner,rejoin:1@4
+  run kill-exchange 1 "${elastic[@]}" --fault-plan kill:1@2:exchange,rejoin:1@4
+  # No rejoin: the replacement, started 1 s after the kill (past the survivors' redo), enters
+  # mid-round.
+  run kill-mid 1 --elastic --max-restarts 1 --restart-delay 1 --heartbeat-timeout 1 \
+    --mid-round-entry --fault-plan kill:1@2:inner
+fi
+python3 bench/tables_elastic.py "$out"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Markdown tables of bench/elastic.sh's results (docs/data/elastic.jsonl), stdlib only: the
-overhead of --elastic without failures, and the recovery of each fault plan."""
+"""Markdown tables of bench/elastic.sh's results (docs/data/elastic.jsonl, or the file named),
+stdlib only: the overhead of --elastic without failures, and the recovery of each fault plan."""
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from metrics_keys import K
@@ -11,7 +12,8 @@ DATA = Path(__file__).resolve().parent.parent / "docs" / "data" / "elastic.jsonl
 
 
 def main():
-    rows = [json.loads(l) for l in DATA.read_text().splitlines() if l.strip()]
+    data = Path(sys.argv[1]) if len(sys.argv) > 1 else DATA
+    rows = [json.loads(l) for l in data.read_text().splitlines() if l.strip()]
     epochs = lambda run: [r for r in rows if r["run"] == run and K.epoch in r
                           and "event" not in r and not r.get("step_log")]
     plain, elastic, auto = epochs("plain"), epochs("elastic"), epochs("elastic-auto")
