@@ -49,6 +49,11 @@ class Backend {
   bool wire_check;                  // comm/group.h, Integrity
   bool streams_everywhere = false;  // --streams given: every link, not only long ones
   bool openings = true;             // long links get openings (DTRAIN_OPENINGS)
+  // A subgroup's name and its members as ranks of the world (connect_subgroup): its messages
+  // say both, and a failure is published under the world rank, where a rank of every group
+  // reads it (the subgroup's own rank would name another process there). Empty in a world.
+  std::string subgroup;
+  std::vector<int> world_ranks;
   // How this rank's Gloo devices were made, so a subgroup connects the same way.
   std::string gloo_hostname, gloo_interface;
   // NCCL's, running the collectives of tensors on `device`; null where Gloo runs them all.

@@ -48,7 +48,18 @@ c10d::Backend& Group::connection(int stream) const {
 Group::~Group() = default;
 
 std::string Group::describe() const {
-  return "rank " + std::to_string(rank_) + "/" + std::to_string(size_);
+  std::string text = "rank " + std::to_string(rank_) + "/" + std::to_string(size_);
+  if (backend_->subgroup.empty()) return text;
+  text += " of subgroup '" + backend_->subgroup + "' (world ranks";
+  constexpr size_t kListed = 16;
+  for (size_t i = 0; i < backend_->world_ranks.size() && i < kListed; ++i)
+    text += (i ? ", " : " ") + std::to_string(backend_->world_ranks[i]);
+  return text + (backend_->world_ranks.size() > kListed ? ", ...)" : ")");
+}
+
+int Group::world_rank(int rank) const {
+  const auto& ranks = backend_->world_ranks;
+  return ranks.empty() ? rank : ranks.at(static_cast<size_t>(rank));
 }
 
 void Group::check_peer(int peer, const char* what) const {

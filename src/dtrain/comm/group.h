@@ -263,8 +263,11 @@ class Group {
   LinkStats link_stats(int peer) const;
   void reset_link_stats();
 
-  // Prefix used in error messages: "rank 3/8".
+  // Prefix used in error messages: "rank 3/8"; in a subgroup (connect_subgroup) "rank 1/2 of
+  // subgroup 'NAME' (world ranks 1, 3)", the peers its messages name being its own ranks.
   std::string describe() const;
+  // A rank of this group as a rank of the world (the same, but in a subgroup).
+  int world_rank(int rank) const;
 
   // `--algo auto`'s measurements of this group's links (allreduce_tuner.h).
   AllReduceTuner& all_reduce_tuner() { return *tuner_; }

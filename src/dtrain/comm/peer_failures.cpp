@@ -104,7 +104,8 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
 
 void Group::publish_failure(const std::string& message) const {
   try {  // best effort: the store's host may be the rank that died
-    backend_->store->set(failure_key(rank_), std::vector<uint8_t>(message.begin(), message.end()));
+    backend_->store->set(failure_key(world_rank(rank_)),
+                         std::vector<uint8_t>(message.begin(), message.end()));
   } catch (const std::exception&) {
   }
 }
@@ -116,8 +117,9 @@ Group::PeerFailure Group::failure_of(int peer) const {
   constexpr auto kGrace = std::chrono::milliseconds(1000);
   const auto start = Clock::now();
   try {
-    backend_->store->wait({failure_key(peer)}, kGrace);
-    const auto value = backend_->store->get(failure_key(peer));
+    const std::string key = failure_key(world_rank(peer));
+    backend_->store->wait({key}, kGrace);
+    const auto value = backend_->store->get(key);
     failure.error.assign(value.begin(), value.end());
   } catch (const std::exception&) {
     // No answer at all, well before the grace ran out: the connection to the store broke
@@ -138,9 +140,10 @@ std::string Group::silent_peers_note() const {
       const auto left =
           std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
                    std::chrono::milliseconds(1));
-      backend_->store->wait({failure_key(peer)}, left);
+      const std::string key = failure_key(world_rank(peer));
+      backend_->store->wait({key}, left);
       if (reported.empty()) {
-        const auto value = backend_->store->get(failure_key(peer));
+        const auto value = backend_->store->get(key);
         reported = " -- rank " + std::to_string(peer) +
                    " failed too: " + std::string(value.begin(), value.end());
       }

@@ -308,6 +308,9 @@ std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& m
                     "' failed: " + what.substr(0, what.find('\n')));
   }
   backend->hosts_store = from.hosts_store;
+  backend->subgroup = name;
+  for (const int m : members)
+    backend->world_ranks.push_back(parent.world_rank(m));
   backend->streams_everywhere = from.streams_everywhere;
   backend->openings = from.openings;
   backend->gloo_hostname = from.gloo_hostname;
