@@ -344,6 +344,14 @@ TEST(ElasticE2eTest, CompressOuterAutoChoosesFromTheProbeThenAgainAlikeAndAJoine
   const size_t again = lines_with(r.err, "again from 2 exchanges of");
   EXPECT_EQ(lines_with(r.err, "auto chose") - again, 1u) << r.err;
   EXPECT_GE(again, 1u) << r.err;
+  // Each round's row names the codec its exchange ran: a candidate, never "auto".
+  ASSERT_FALSE(r.steps.empty());
+  for (const auto& step : r.steps) {
+    const std::string codec = step.value("outer_codec", "");
+    EXPECT_TRUE(codec == "none" || codec == "fp16" || codec.rfind("sortquant", 0) == 0 ||
+                codec.rfind("rot", 0) == 0)
+        << step.dump();
+  }
   EXPECT_FALSE(r.events("joined").empty()) << r.err;
 }
 

@@ -147,6 +147,7 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
   }
   out.seconds = metrics::trace::span_since("communication", "outer exchange", t0);
   out.measured_s = metrics::since(chosen);
+  out.codec = codec_name();
   return out;
 }
 

@@ -68,6 +68,7 @@ class ElasticOuter {
     at::Tensor buffers;  // the mean buffers, flat (undefined: the model has none)
     double seconds = 0;
     double measured_s = 0;  // the exchange alone: without auto's first choice (its probe)
+    std::string codec;      // the outer codec it ran
     int64_t wire_bytes = 0, fp32_bytes = 0;
   };
   // The mean over `group` (every member calls it with its pseudo-gradient), exact or coded

@@ -330,10 +330,8 @@ void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
     append_rows(c_.parallel.elastic.sample_log, rows);
   }
   if (replica_->group().rank() == 0) {  // the group the round counted in
-    metrics::Row row;
-    row["round"] = round;
-    row["epoch"] = epoch + 1;
-    row["view"] = trained_in.id;
+    metrics::Row row{{"round", round}, {"epoch", epoch + 1}, {"view", trained_in.id}};
+    row["outer_codec"] = outcome.averaged.codec;  // the exchange's (auto may choose again)
     row["members"] = outcome.members;
     row["lost"] = outcome.lost;
     row["samples"] = outcome.samples;
