@@ -114,7 +114,7 @@ std::string ElasticOuter::choose_again(const std::vector<ExchangeMeasure>& membe
   // No member knows the link's rate (the founders are gone): the exchanges alone tell it.
   if (!(s.rate_bytes_per_s > 0)) s.rate_bytes_per_s = std::numeric_limits<double>::infinity();
   s.rate_bytes_per_s = rate_from_exchanges(s, exchange_s, bytes);
-  if (!std::isfinite(s.rate_bytes_per_s)) return {};  // nothing measured on the wire: count on
+  if (!std::isfinite(s.rate_bytes_per_s)) return {};  // nothing seen on the wire: count afresh
   const OuterChoice choice = choose_outer_codec(candidates_, s, floor);
   const bool changed = static_cast<int64_t>(choice.chosen) != choice_;
   measured_.floor = static_cast<int64_t>(choice.chosen);
