@@ -54,10 +54,11 @@ TEST(GroupAbortTest, AnAbortEndsAPendingReceiveWithItsReasonAndLaterPostsFail) {
 
 TEST(ElasticSyncTest, RecordsReachEveryMemberAndTheMajorityDigestIsFound) {
   testing::run_ranks(3, [](comm::Group& g) {
-    // Auto's measurements travel to the nanosecond and the byte, its own as the others read it.
+    // Auto's measurements travel exactly (float64), and the 64-bit digest whole.
     const ExchangeMeasure measured{2,     1.5 + g.rank(), 1e6 + 0.4, 0.0123456789,
                                    2.5e6, 0.005,          g.rank()};
-    const Record mine{5, 10 + g.rank(), g.rank() == 2 ? 99u : 42u, 100 * g.rank(), measured};
+    const uint64_t digest = g.rank() == 2 ? 0x9900000000000099u : 0xf200000000000042u;
+    const Record mine{5, 10 + g.rank(), digest, 100 * g.rank(), measured};
     const std::vector<Record> all = exchange_records(g, mine);
     ASSERT_EQ(all.size(), 3u);
     for (int r = 0; r < 3; ++r) {
@@ -66,15 +67,15 @@ TEST(ElasticSyncTest, RecordsReachEveryMemberAndTheMajorityDigestIsFound) {
       EXPECT_EQ(rec.proposal, 10 + r);
       EXPECT_EQ(rec.samples, 100 * r);
       EXPECT_EQ(rec.measured.exchanges, 2);
-      EXPECT_DOUBLE_EQ(rec.measured.exchange_s, 1.5 + r);
-      EXPECT_EQ(rec.measured.bytes, 1e6);
-      EXPECT_DOUBLE_EQ(rec.measured.step_s, 0.012345679);
+      EXPECT_EQ(rec.measured.exchange_s, 1.5 + r);
+      EXPECT_EQ(rec.measured.bytes, 1e6 + 0.4);
+      EXPECT_EQ(rec.measured.step_s, 0.0123456789);
       EXPECT_EQ(rec.measured.rate_bytes_per_s, 2.5e6);
-      EXPECT_DOUBLE_EQ(rec.measured.latency_s, 0.005);
+      EXPECT_EQ(rec.measured.latency_s, 0.005);
       EXPECT_EQ(rec.measured.floor, r);
     }
     const Majority m = majority_digest(all);
-    EXPECT_EQ(m.digest, 42u);
+    EXPECT_EQ(m.digest, 0xf200000000000042u);
     EXPECT_EQ(m.differ, std::vector<int>{2});
   });
 }

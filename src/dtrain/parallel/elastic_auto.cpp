@@ -62,7 +62,10 @@ void ElasticOuter::set_choice(int64_t choice) {
   config_.codec = choice < 0 ? compress::CodecSpec{} : candidates_[static_cast<size_t>(choice)];
   codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
   reset_residuals(static_cast<int>(feedback_.scatter.size()));
-  // Exchanges of another codec say nothing of this one's.
+  count_afresh();  // exchanges of another codec say nothing of this one's
+}
+
+void ElasticOuter::count_afresh() {
   measured_.exchanges = 0;
   measured_.exchange_s = measured_.bytes = 0;
 }
@@ -73,8 +76,7 @@ void ElasticOuter::count_exchange(const std::string& group, const Averaged& aver
     measured_group_ = group;
     measuring_ = true;
     measured_.floor = 0;
-    measured_.exchanges = 0;
-    measured_.exchange_s = measured_.bytes = 0;
+    count_afresh();
   }
   if (!measuring_) return;
   ++measured_.exchanges;
@@ -109,8 +111,7 @@ std::string ElasticOuter::choose_again(const std::vector<ExchangeMeasure>& membe
   s.sync_every = config_.sync_every;
   const int64_t counted = members.front().exchanges;
   const std::string measured_with = std::to_string(counted) + " exchanges of " + codec_name();
-  measured_.exchanges = 0;
-  measured_.exchange_s = measured_.bytes = 0;
+  count_afresh();
   // No member knows the link's rate (the founders are gone): the exchanges alone tell it.
   if (!(s.rate_bytes_per_s > 0)) s.rate_bytes_per_s = std::numeric_limits<double>::infinity();
   s.rate_bytes_per_s = rate_from_exchanges(s, exchange_s, bytes);

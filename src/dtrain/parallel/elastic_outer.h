@@ -125,6 +125,7 @@ class ElasticOuter {
   at::Tensor flat_buffers() const;
   void choose_codec(comm::Group& group);
   void set_choice(int64_t choice);
+  void count_afresh();  // auto's count of exchanges (count_exchange) starts again
 
   FlatParameters flat_;
   std::vector<at::Tensor> buffers_;

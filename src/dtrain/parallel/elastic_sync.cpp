@@ -3,12 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <stdexcept>
 
 #include "dtrain/comm/collectives.h"
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/small_message.h"
 #include "dtrain/comm/tags.h"
 
 namespace dtrain::parallel {
@@ -21,37 +21,46 @@ int tag(Use use) {
   return layout.make({static_cast<int>(use), 0});
 }
 
-constexpr int64_t kRecordWords = 11;
+// A record crosses as one small message (comm/small_message.h): float64 values, exact for
+// the times and counts; the 64-bit digest as two 32-bit halves.
+constexpr int64_t kRecordValues = 12;
+constexpr int64_t kMaxCount = int64_t{1} << 53;
 
-// Times and rates travel as whole nanoseconds and bytes: a record is int64 words.
-int64_t nanos(double seconds) {
-  return static_cast<int64_t>(std::llround(seconds * 1e9));
-}
-int64_t whole(double value) {
-  return static_cast<int64_t>(std::llround(value));
-}
-double seconds(int64_t nanos) {
-  return static_cast<double>(nanos) / 1e9;
-}
-
-at::Tensor words_of(const Record& r) {
+at::Tensor message_of(const Record& r) {
   const ExchangeMeasure& m = r.measured;
-  return at::tensor({r.round, r.proposal, static_cast<int64_t>(r.digest), r.samples, m.exchanges,
-                     nanos(m.exchange_s), whole(m.bytes), nanos(m.step_s),
-                     whole(m.rate_bytes_per_s), nanos(m.latency_s), m.floor},
-                    at::kLong);
+  return comm::MessageWriter()
+      .count(r.round)
+      .count(r.proposal)
+      .count(static_cast<int64_t>(r.digest >> 32))
+      .count(static_cast<int64_t>(r.digest & 0xffffffffu))
+      .count(r.samples)
+      .count(m.exchanges)
+      .real(m.exchange_s)
+      .real(m.bytes)
+      .real(m.step_s)
+      .real(m.rate_bytes_per_s)
+      .real(m.latency_s)
+      .count(m.floor)
+      .finish();
 }
 
-Record record_of(const at::Tensor& words) {
-  const auto* w = words.data_ptr<int64_t>();
-  Record r{w[0], w[1], static_cast<uint64_t>(w[2]), w[3], {}};
-  r.measured = {w[4],
-                seconds(w[5]),
-                static_cast<double>(w[6]),
-                seconds(w[7]),
-                static_cast<double>(w[8]),
-                seconds(w[9]),
-                w[10]};
+Record record_of(const at::Tensor& message, int from) {
+  comm::MessageReader in(message, kRecordValues,
+                         "elastic record from rank " + std::to_string(from));
+  Record r;
+  r.round = in.count(0, kMaxCount, "round");
+  r.proposal = in.count(0, kMaxCount, "proposal");
+  const auto high = static_cast<uint64_t>(in.count(0, 0xffffffffu, "digest"));
+  r.digest = high << 32 | static_cast<uint64_t>(in.count(0, 0xffffffffu, "digest"));
+  r.samples = in.count(0, kMaxCount, "samples");
+  ExchangeMeasure& m = r.measured;
+  m.exchanges = in.count(0, kMaxCount, "exchanges");
+  m.exchange_s = in.real();
+  m.bytes = in.real();
+  m.step_s = in.real();
+  m.rate_bytes_per_s = in.real();
+  m.latency_s = in.real();
+  m.floor = in.count(0, kMaxCount, "floor");
   return r;
 }
 
@@ -63,12 +72,12 @@ bool contains(const std::vector<int>& v, int x) {
 
 std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
   const int p = group.size(), me = group.rank();
-  const at::Tensor out = words_of(mine);
+  const at::Tensor out = message_of(mine);
   std::vector<at::Tensor> in(static_cast<size_t>(p));
   std::vector<comm::Request> receives, sends;
   for (int r = 0; r < p; ++r) {
     if (r == me) continue;
-    in[static_cast<size_t>(r)] = at::empty({kRecordWords}, at::kLong);
+    in[static_cast<size_t>(r)] = at::empty({kRecordValues}, at::kDouble);
     receives.push_back(
         group.irecv_opening_if_fits(in[static_cast<size_t>(r)], r, tag(Use::kRecord)));
   }
@@ -80,11 +89,7 @@ std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
     req.wait();
   std::vector<Record> records(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r) {
-    if (r == me) {  // as the others read it (its times rounded), so every member decides alike
-      records[static_cast<size_t>(r)] = record_of(out);
-      continue;
-    }
-    records[static_cast<size_t>(r)] = record_of(in[static_cast<size_t>(r)]);
+    records[static_cast<size_t>(r)] = r == me ? mine : record_of(in[static_cast<size_t>(r)], r);
   }
   return records;
 }
