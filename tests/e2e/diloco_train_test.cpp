@@ -137,6 +137,10 @@ TEST(DilocoE2eTest, FlagsThatDoNotFitAreRefusedBeforeTraining) {
       {{"--parallel", "diloco", "--sync-every", "10", "--fragments", "2", "--sync-delay", "6"},
        "--sync-delay must be between 0 and --sync-every / --fragments (5)"},
       {{"--parallel", "diloco", "--no-mid-round-entry"}, "--no-mid-round-entry are for --elastic"},
+      {{"--parallel", "diloco", "--elastic", "--ranks-per-replica", "3"},
+       "--ranks-per-replica 3 must divide -n 2 into replicas"},
+      {{"--parallel", "diloco", "--elastic", "--ranks-per-replica", "2", "--join", "127.0.0.1:9"},
+       "start the replica's ranks as a job of 2"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> args{DTRAIN_BINARY, "train", "-n", "2", "--limit-train", "256"};

@@ -19,23 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct ElasticRun {
-  int code = -1;
-  std::string err;
-  std::vector<nlohmann::json> metrics, steps, samples;
-  std::vector<nlohmann::json> epochs() const {
-    std::vector<nlohmann::json> out;
-    for (const auto& r : metrics)
-      if (r.contains("epoch") && !r.contains("event")) out.push_back(r);
-    return out;
-  }
-  std::vector<nlohmann::json> events(const std::string& kind) const {
-    std::vector<nlohmann::json> out;
-    for (const auto& r : metrics)
-      if (r.value("event", "") == kind) out.push_back(r);
-    return out;
-  }
-};
+using testing::ElasticRun;
 
 // 3 replicas, 2 epochs of 3,840 samples (rounds of 3 x 5 steps of 64, unless given), a
 // killed replica started again at once, heartbeats declared silent after 1 s (unless
@@ -58,13 +42,8 @@ ElasticRun run(const std::string& plan, const std::vector<std::string>& extra = 
   }
   args.insert(args.end(), extra.begin(), extra.end());
   testing::Process p(args);
-  ElasticRun r;
-  r.code = p.wait_for(400s);
-  r.err = p.err();
-  r.metrics = testing::take_json_lines_file(base + ".metrics");
-  r.steps = testing::take_json_lines_file(base + ".steps");
-  r.samples = testing::take_json_lines_file(base + ".samples");
-  return r;
+  const int code = p.wait_for(400s);
+  return testing::take_elastic_logs(base, code, p.err());
 }
 
 void expect_every_sample_once(const ElasticRun& r, int epochs, int64_t n) {
@@ -295,12 +274,7 @@ TEST(ElasticE2eTest, AFaultPlanRunTwiceEndsBitIdentical) {
   const ElasticRun a = run(plan), b = run(plan);
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;
-  const auto ea = a.epochs(), eb = b.epochs();
-  ASSERT_EQ(ea.size(), 2u);
-  ASSERT_EQ(eb.size(), 2u);
-  for (size_t e = 0; e < 2; ++e)
-    for (const char* k : {"train_loss", "test_loss", "test_acc", "committed_samples"})
-      EXPECT_EQ(ea[e][k], eb[e][k]) << k << " of epoch " << e + 1;
+  testing::expect_epochs_identical(a, b, 2);
   expect_every_sample_once(a, 2, 3840);
 }
 

@@ -7,7 +7,10 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "e2e.h"
 
 namespace dtrain::testing {
 
@@ -40,6 +43,46 @@ inline std::vector<std::string> elastic_cnn_flags(int epochs, const std::string&
           "--sample-log",
           base + ".samples",
           "--no-progress"};
+}
+
+// What an elastic run left: its exit code, stderr and the logs of elastic_cnn_flags.
+struct ElasticRun {
+  int code = -1;
+  std::string err;
+  std::vector<nlohmann::json> metrics, steps, samples;
+  std::vector<nlohmann::json> epochs() const {
+    std::vector<nlohmann::json> out;
+    for (const auto& r : metrics)
+      if (r.contains("epoch") && !r.contains("event")) out.push_back(r);
+    return out;
+  }
+  std::vector<nlohmann::json> events(const std::string& kind) const {
+    std::vector<nlohmann::json> out;
+    for (const auto& r : metrics)
+      if (r.value("event", "") == kind) out.push_back(r);
+    return out;
+  }
+};
+
+// The logs at `base` (elastic_cnn_flags), read and removed.
+inline ElasticRun take_elastic_logs(const std::string& base, int code, std::string err) {
+  ElasticRun r;
+  r.code = code;
+  r.err = std::move(err);
+  r.metrics = take_json_lines_file(base + ".metrics");
+  r.steps = take_json_lines_file(base + ".steps");
+  r.samples = take_json_lines_file(base + ".samples");
+  return r;
+}
+
+// Two runs' epoch rows, bit for bit: losses, accuracy and committed samples.
+inline void expect_epochs_identical(const ElasticRun& a, const ElasticRun& b, size_t epochs) {
+  const auto ea = a.epochs(), eb = b.epochs();
+  ASSERT_EQ(ea.size(), epochs) << a.err;
+  ASSERT_EQ(eb.size(), epochs) << b.err;
+  for (size_t e = 0; e < epochs; ++e)
+    for (const char* k : {"train_loss", "test_loss", "test_acc", "committed_samples"})
+      EXPECT_EQ(ea[e][k], eb[e][k]) << k << " of epoch " << e + 1;
 }
 
 // Every position of each of `epochs` epochs of `n` samples counted in exactly one round's

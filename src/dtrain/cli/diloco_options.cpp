@@ -42,7 +42,8 @@ void add_diloco_options(CLI::App* sub, parallel::DilocoConfig& lo, bool& outer_a
       ->capture_default_str();
   sub->add_option("--ranks-per-replica", lo.ranks_per_replica,
                   "diloco: K ranks in each replica, training it as DDP does (--algo, "
-                  "--bucket-mb); -n R*K runs R replicas")
+                  "--bucket-mb); -n R*K runs R replicas; under --elastic a rank's death takes "
+                  "its replica out, not the run")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   sub->add_option("--merge-alpha", lo.merge_alpha,

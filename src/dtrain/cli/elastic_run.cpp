@@ -8,6 +8,8 @@
 
 #include "dtrain/base/parse.h"
 #include "dtrain/comm/etcd_client.h"
+#include "dtrain/comm/group.h"
+#include "dtrain/comm/kv_store.h"
 #include "dtrain/comm/launch.h"
 #include "dtrain/train/elastic.h"
 
@@ -36,6 +38,41 @@ std::string seconds(double s) {
   std::ostringstream out;
   out << s;
   return out.str();
+}
+
+// A replica's own group where it is several ranks (train/elastic_ranks.h), and the store
+// its ranks met through (it outlives the group).
+struct ReplicaGroup {
+  std::unique_ptr<comm::KeyValueStore> store;
+  std::unique_ptr<comm::Group> group;
+};
+
+// Launched by dtrain's elastic launcher: ranks [s K, (s + 1) K) are slot s's replica; they
+// meet through the coordinator's store under a name of their slot and start.
+ReplicaGroup connect_in_slot(const comm::WorldConfig& world, int k, int restart,
+                             double connect_timeout_s) {
+  ReplicaGroup r;
+  r.store = comm::KeyValueStore::connect(world.master_addr, world.master_port, world.timeout);
+  const std::string name =
+      "replica-ranks/" + std::to_string(world.rank / k) + "/" + std::to_string(restart);
+  r.group = comm::connect_members(
+      *r.store, name, world.rank % k, k, world,
+      std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_s * 1000)));
+  return r;
+}
+
+// Joining (--join) as a job of its own (torchrun, Slurm, `dtrain launch`): the job's ranks
+// are the replica's, meeting at its own MASTER_ADDR:MASTER_PORT.
+ReplicaGroup connect_job(const comm::WorldConfig& world, int k) {
+  if (!comm::launched_by_environment() || world.world_size != k)
+    throw std::invalid_argument(
+        "--elastic --join with --ranks-per-replica " + std::to_string(k) +
+        ": start the replica's ranks as a job of " + std::to_string(k) +
+        " (torchrun, dtrain launch) whose MASTER_ADDR/MASTER_PORT they meet at; this job has " +
+        std::to_string(world.world_size));
+  ReplicaGroup r;
+  r.group = comm::connect(world);
+  return r;
 }
 
 }  // namespace
@@ -91,20 +128,28 @@ int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const 
     throw std::invalid_argument(
         "--elastic keeps its state in the live replicas: no "
         "--checkpoint-dir or --resume");
-  if (e.min_replicas > std::max(1, n) && !comm::launched_by_environment() && e.join.empty())
+  const int k = static_cast<int>(config.parallel.diloco.ranks_per_replica);
+  const bool launching = !comm::launched_by_environment() && e.join.empty();
+  if (launching && std::max(1, n) % k != 0)
+    throw std::invalid_argument("--ranks-per-replica " + std::to_string(k) + " must divide -n " +
+                                std::to_string(std::max(1, n)) + " into replicas");
+  const int replicas = std::max(1, n) / k;
+  if (e.min_replicas > replicas && launching)
     throw std::invalid_argument("--min-replicas " + std::to_string(e.min_replicas) +
-                                " is more than the -n " + std::to_string(n) + " replicas started");
-  if (!comm::launched_by_environment() && e.join.empty()) {
+                                " is more than the " + std::to_string(replicas) +
+                                " replicas started");
+  if (launching) {
     // The launcher's elastic mode: a coordinator and N replicas. Its files start empty.
     for (const auto& path : {config.metrics_path, config.step_log_path, e.sample_log})
       if (!path.empty()) std::ofstream(path, std::ios::trunc);
     comm::LaunchOptions o = relaunch_options(ranks, std::max(1, n));
     o.elastic = true;
     o.restart_delay_s = flags.restart_delay_s;
+    o.replica_ranks = k;
     o.coordinator_command = {self_executable(),
                              "coordinator",
                              "--expect",
-                             std::to_string(o.nprocs),
+                             std::to_string(replicas),
                              "--min-replicas",
                              std::to_string(e.min_replicas),
                              "--heartbeat-timeout",
@@ -120,17 +165,22 @@ int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const 
   wo.streams = ranks.streams;
   wo.master_addr = ranks.master_addr;
   wo.master_port = ranks.master_port;
+  const comm::WorldOverrides own = wo;  // a replica's job of several ranks meets there
   if (comm::EtcdAddress::names_etcd(e.join) && !wo.master_addr) {
     // Gloo binds to loopback only where the store is there too: here etcd's first member.
     wo.master_addr = comm::EtcdAddress::parse(e.join).members.front().first;
   }
+  const bool launched = comm::launched_by_environment() && e.join.empty();
+  const int restart = launched ? env_int("DTRAIN_RESTART", 0) : -1;
+  ReplicaGroup replica;
+  if (k > 1 && !e.join.empty()) replica = connect_job(comm::world_from_env(own), k);
   comm::WorldConfig world = comm::world_from_env(wo);
   if (!e.join.empty() && !comm::EtcdAddress::names_etcd(e.join)) join_address(e.join, world);
   at::set_num_threads(comm::threads_per_rank(world.local_world_size));
-  const bool launched = comm::launched_by_environment() && e.join.empty();
-  const int slot = launched ? world.rank : -1;
-  const int restart = launched ? env_int("DTRAIN_RESTART", 0) : -1;
-  const auto history = train::train_elastic(config, world, slot, restart);
+  if (k > 1 && launched)
+    replica = connect_in_slot(world, k, restart, config.parallel.elastic.connect_timeout_s);
+  const int slot = launched ? world.rank / k : -1;
+  const auto history = train::train_elastic(config, world, slot, restart, replica.group.get());
   (void)history;
   return 0;
 }

@@ -17,8 +17,10 @@
 // added, placed where rank 0 would be) hosts the run's membership on master_addr:P; the
 // ranks are its replicas. A rank that fails does not stop the others: its slot is started
 // again alone restart_delay_s later, at most max_restarts times a slot, with its restart
-// count in DTRAIN_RESTART; it joins the running job. The launcher returns 0 once the run is
-// done (a rank ended with 0 and the coordinator with it), else the first failure's status;
+// count in DTRAIN_RESTART; it joins the running job. Where a replica is several ranks
+// (replica_ranks K: ranks [g K, (g + 1) K) are replica g), they fail and start again
+// together: the first to fail has the others of its replica killed. The launcher returns 0 once the
+// run is done (a rank ended with 0 and the coordinator with it), else the first failure's status;
 // when the coordinator ends first, it stops the ranks.
 #pragma once
 
@@ -49,6 +51,7 @@ struct LaunchOptions {
   bool elastic = false;
   std::vector<std::string> coordinator_command;
   double restart_delay_s = 1.0;
+  int replica_ranks = 1;  // elastic: the ranks of one replica, restarted together
 };
 
 int launch(const LaunchOptions& options);

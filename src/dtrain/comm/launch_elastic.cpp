@@ -1,5 +1,6 @@
 // The launcher of an elastic job (launch.h): a coordinator, and replicas that are started
-// again one by one where they fail, while the others go on.
+// again one by one where they fail, while the others go on. A slot is one replica: its
+// ranks (replica_ranks of them) fail and start again together.
 #include <signal.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,10 @@ class ElasticLauncher {
   explicit ElasticLauncher(const LaunchOptions& o)
       : o_(o),
         port_(o.master_port > 0 ? o.master_port : pick_free_port()),
-        slots_(static_cast<size_t>(o.nprocs)) {
+        slots_(static_cast<size_t>(o.nprocs / std::max(1, o.replica_ranks))) {
+    if (o.replica_ranks < 1 || o.nprocs % o.replica_ranks != 0)
+      throw std::invalid_argument("launch: " + std::to_string(o.replica_ranks) +
+                                  " ranks a replica do not divide " + std::to_string(o.nprocs));
     children_.list.resize(static_cast<size_t>(o.nprocs) + 1);  // the slots, the coordinator
   }
 
@@ -68,12 +73,26 @@ class ElasticLauncher {
     return o_.placements.empty() ? RankPlacement{} : o_.placements[static_cast<size_t>(r)];
   }
 
+  Slot& slot_of(int r) { return slots_[static_cast<size_t>(r / o_.replica_ranks)]; }
+  const Slot& slot_of(int r) const { return slots_[static_cast<size_t>(r / o_.replica_ranks)]; }
+  // The ranks of slot g: [g K, (g + 1) K).
+  int first_rank(size_t g) const { return static_cast<int>(g) * o_.replica_ranks; }
+
   void start(int r) {
     Child& c = children_.list[static_cast<size_t>(r)];
     c.name = "rank " + std::to_string(r);
-    start_child(c, o_.command,
-                rank_environment(o_, r, port_, slots_[static_cast<size_t>(r)].restarts),
-                placement(r), o_.prefix_output);
+    start_child(c, o_.command, rank_environment(o_, r, port_, slot_of(r).restarts), placement(r),
+                o_.prefix_output);
+  }
+
+  // The other ranks of a failed rank's replica: they would fail on their own only at their
+  // replica group's timeout.
+  void kill_replica_of(int failed) {
+    const int first = failed - failed % o_.replica_ranks;
+    for (int r = first; r < first + o_.replica_ranks; ++r) {
+      Child& c = children_.list[static_cast<size_t>(r)];
+      if (r != failed && c.running) kill(-c.pid, SIGKILL);
+    }
   }
 
   void stop(int result, int sig) {
@@ -85,13 +104,18 @@ class ElasticLauncher {
   void reap_ranks() {
     for (int r = 0; r < o_.nprocs; ++r) {
       Child& c = children_.list[static_cast<size_t>(r)];
-      Slot& slot = slots_[static_cast<size_t>(r)];
+      Slot& slot = slot_of(r);
       if (!reap(c)) continue;
       if (exit_code(c.status) == 0) {
         slot.finished = true;
         continue;
       }
       std::fprintf(stderr, "[launch] rank %d %s", r, describe_status(c.status).c_str());
+      if (slot.restart_at) {  // its replica failed already and starts again
+        std::fprintf(stderr, " with its replica\n");
+        continue;
+      }
+      if (o_.replica_ranks > 1) kill_replica_of(r);
       if (!stopping_ && !leave_by_ && slot.restarts < o_.max_restarts) {
         slot.restart_at = Clock::now() + std::chrono::milliseconds(
                                              static_cast<int64_t>(o_.restart_delay_s * 1000));
@@ -113,20 +137,25 @@ class ElasticLauncher {
     return wait;
   }
 
+  // A slot due starts again once every rank of its replica ended.
   void restart_due() {
-    for (int r = 0; r < o_.nprocs; ++r) {
-      Slot& slot = slots_[static_cast<size_t>(r)];
+    for (size_t g = 0; g < slots_.size(); ++g) {
+      Slot& slot = slots_[g];
       if (!slot.restart_at || Clock::now() < *slot.restart_at || stopping_) continue;
+      bool ended = true;
+      for (int r = first_rank(g); r < first_rank(g) + o_.replica_ranks; ++r)
+        ended = ended && !children_.list[static_cast<size_t>(r)].running;
+      if (!ended) continue;
       slot.restart_at.reset();
       ++slot.restarts;
-      start(r);
+      for (int r = first_rank(g); r < first_rank(g) + o_.replica_ranks; ++r)
+        start(r);
     }
   }
 
   bool any_rank_left() const {
     for (int r = 0; r < o_.nprocs; ++r)
-      if (children_.list[static_cast<size_t>(r)].running ||
-          (slots_[static_cast<size_t>(r)].restart_at && !stopping_))
+      if (children_.list[static_cast<size_t>(r)].running || (slot_of(r).restart_at && !stopping_))
         return true;
     return false;
   }

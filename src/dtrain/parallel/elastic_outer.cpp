@@ -56,8 +56,8 @@ void check_elastic_config(const DilocoConfig& c) {
     throw std::invalid_argument(
         "--elastic runs blocking DiLoCo: --fragments 1 and --sync-delay 0 (Streaming DiLoCo "
         "is not elastic yet)");
-  if (c.ranks_per_replica != 1)
-    throw std::invalid_argument("--elastic runs replicas of one rank (--ranks-per-replica 1)");
+  if (c.ranks_per_replica < 1)
+    throw std::invalid_argument("--ranks-per-replica must be at least 1");
   if (c.sync_every < 1) throw std::invalid_argument("--sync-every must be at least 1");
 }
 
@@ -152,6 +152,7 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
 }
 
 void ElasticOuter::apply(const Averaged& averaged) {
+  ++writes_;
   const at::NoGradGuard no_grad;
   nesterov_outer_step(anchor_, momentum_, averaged.mean, config_.outer_lr, config_.outer_momentum);
   flat_.write(0, anchor_);
@@ -185,6 +186,7 @@ at::Tensor ElasticOuter::pack() const {
 }
 
 void ElasticOuter::unpack(const at::Tensor& state) {
+  ++writes_;
   if (state.numel() != packed_values() || state.scalar_type() != at::kFloat)
     throw std::invalid_argument(
         "DiLoCo state of " + std::to_string(state.numel()) + " values where this model's holds " +
@@ -217,6 +219,7 @@ void ElasticOuter::unpack_momentum(const at::Tensor& momentum) {
 }
 
 void ElasticOuter::refine(const at::Tensor& first) {
+  ++writes_;
   const int64_t n = anchor_.numel();
   if (first.numel() != packed_values() - n || first.scalar_type() != at::kFloat)
     throw std::invalid_argument("DiLoCo state of " + std::to_string(first.numel()) +
@@ -237,6 +240,7 @@ void ElasticOuter::refine(const at::Tensor& first) {
 }
 
 void ElasticOuter::perturb(double delta) {
+  ++writes_;
   anchor_.add_(delta);
 }
 

@@ -120,6 +120,9 @@ class ElasticOuter {
   void reset_residuals(int group_size);
   // Tests (fault plans): shifts θ by `delta`, so this replica's digest differs.
   void perturb(double delta);
+  // How many times this replica's parameters were set from the shared state (apply, unpack,
+  // refine, perturb): a replica of several ranks shares them again when it changed.
+  uint64_t writes() const { return writes_; }
 
  private:
   at::Tensor flat_buffers() const;
@@ -143,6 +146,7 @@ class ElasticOuter {
   std::string measured_group_;
   bool measuring_ = true;
   ExchangeMeasure measured_;
+  uint64_t writes_ = 0;
 };
 
 // Internal (elastic_outer.cpp, elastic_auto.cpp): the tags of the coded exchange (phases 0
@@ -150,7 +154,7 @@ class ElasticOuter {
 int elastic_outer_tag(int phase);
 
 // Throws std::invalid_argument naming what elastic DiLoCo does not take: fragments, a sync
-// delay, replicas of several ranks.
+// delay.
 void check_elastic_config(const DilocoConfig& config);
 
 }  // namespace dtrain::parallel

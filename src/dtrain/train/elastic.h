@@ -22,9 +22,11 @@ namespace dtrain::train {
 // `world`: the coordinator's address and port (master_addr, master_port) and how groups
 // connect. `slot` and `restart`: this process's launcher slot and restart count (-1 where
 // no launcher gave them): founders take their slot as their id, and under a fault plan
-// every replica's id is slot + 100 x restart. Returns the epochs' stats as this replica
-// saw them.
+// every replica's id is slot + 100 x restart. `replica_ranks`: where a replica is several
+// ranks (--ranks-per-replica), its own group, connected (elastic_ranks.h): its rank 0 is
+// the replica in the run, the others follow it (null, or a group of one: one rank). Returns
+// the epochs' stats as this replica saw them (none on a follower).
 std::vector<EpochStats> train_elastic(const TrainConfig& config, const comm::WorldConfig& world,
-                                      int slot, int restart);
+                                      int slot, int restart, comm::Group* replica_ranks);
 
 }  // namespace dtrain::train

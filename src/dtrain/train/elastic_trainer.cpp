@@ -15,7 +15,6 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
 #include "dtrain/data/loader.h"
-#include "dtrain/data/sampler.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/progress.h"
@@ -23,7 +22,10 @@
 #include "dtrain/metrics/trace.h"
 #include "dtrain/parallel/diloco_auto.h"
 #include "dtrain/train/elastic.h"
+#include "dtrain/train/elastic_ranks.h"
 #include "dtrain/train/elastic_replica.h"
+#include "dtrain/train/elastic_round_data.h"
+#include "dtrain/train/elastic_run.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/epoch_loop.h"
 #include "dtrain/train/optimizer.h"
@@ -31,93 +33,8 @@
 #include "dtrain/train/share_of_group.h"
 
 namespace dtrain::train {
-namespace {
 
-namespace mkey = metrics::key;
 using elastic::FaultPhase;
-
-// The words of ElasticReplica::carried(): the epoch's progress as the members share it.
-enum EpochWord : size_t { kEpochStartUs, kEpochCommitted, kEpochLost, kEpochRedone, kEpochWords };
-
-int64_t wall_microseconds() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// Appends whole lines to a file several replicas share (O_APPEND: one write a line).
-void append_rows(const std::string& path, const std::vector<metrics::Row>& rows) {
-  if (path.empty() || rows.empty()) return;
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot append to " + path);
-  for (const auto& row : rows) {
-    const std::string line = row.dump() + "\n";
-    if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-      close(fd);
-      throw std::runtime_error("cannot append to " + path);
-    }
-  }
-  close(fd);
-}
-
-struct RoundTally {
-  double loss_sum = 0;
-  int64_t correct = 0, seen = 0;
-};
-
-class ElasticRun {
- public:
-  ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int slot, int restart);
-  // Auto's probe, if it still runs, ends before the group it runs over goes with replica_.
-  ~ElasticRun() {
-    if (outer_) outer_->settle_probe();
-  }
-  std::vector<EpochStats> run();
-
- private:
-  ElasticReplica::Settings settings(const comm::WorldConfig& world, int slot, int restart) const;
-  // This replica's share of the round: its inner steps. Returns the samples it trained.
-  int64_t train_round(const std::vector<int64_t>& positions, int64_t epoch, EpochStats& s);
-  EpochStats close_epoch(EpochStats s, int64_t epoch);
-  // A counted round's rows: the sample log's (every member) and the step log's (the first).
-  // `trained`: the positions this replica trained.
-  void log_round(int64_t epoch, int64_t round, double round_s,
-                 const ElasticReplica::Outcome& outcome, const std::vector<int64_t>& trained);
-  // The epoch's progress the members share (EpochWord), from now.
-  void start_epoch_progress();
-  // An epoch's row: the group's first member writes it (the first to claim it in the store).
-  // Where that member went after the evaluation, before it claimed the row, no other member
-  // knew: each keeps its own row pending and, at its next round's end (at the run's end
-  // after a heartbeat timeout or two), writes it unless the row was claimed or its writer
-  // is still in the views.
-  void claim_row(int64_t epoch, const metrics::Row& row);
-  void settle_row(bool at_end);
-  // Every epoch trained: the pending rows, and the replica leaves the run.
-  void leave();
-  const std::vector<int64_t>& permutation(int64_t epoch);
-
-  const TrainConfig& c_;
-  Loaded in_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::unique_ptr<parallel::ElasticOuter> outer_;
-  std::unique_ptr<ElasticReplica> replica_;
-  data::Augment augment_;
-  std::map<int64_t, std::vector<int64_t>> permutations_;
-  RoundTally tally_;
-  // This replica's own view since it entered (the epoch's start, committed and lost samples
-  // and redone steps are the members', in ElasticReplica::carried()).
-  int64_t events_ = 0;
-  std::vector<int64_t> views_;
-  bool evaluated_alone_ = false;  // close_epoch's: a member went during the evaluation
-  struct PendingRow {
-    int64_t epoch;
-    metrics::Row row;
-    int64_t writer;  // the replica expected to write it
-  };
-  std::vector<PendingRow> pending_rows_;  // oldest first (an epoch may be a round or two)
-  metrics::ProgressLine progress_;
-};
 
 ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, int slot,
                                               int restart) const {
@@ -138,7 +55,8 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   s.enter_timeout = world.timeout;
   // A fault plan's rejoins land at set boundaries (its runs repeat bit for bit).
   s.mid_round = e.mid_round_entry && s.plan.rejoins.empty();
-  s.per_replica = c_.parallel.diloco.sync_every * c_.batch_size;
+  s.per_replica =  // a replica of several ranks trains each rank's batch a step
+      c_.parallel.diloco.sync_every * c_.batch_size * (ranks_ ? ranks_->size() : 1);
   s.epoch_size = in_.train_set.size();
   s.epochs = c_.epochs;
   if (slot >= 0 && restart >= 0) {
@@ -150,14 +68,17 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   return s;
 }
 
-ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int slot, int restart)
-    : c_(c), progress_(c.progress && slot <= 0) {
+ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int slot, int restart,
+                       ReplicaRanks* ranks)
+    : c_(c), ranks_(ranks), progress_(c.progress && slot <= 0) {
   parallel::check_elastic_config(c.parallel.diloco);
   torch::manual_seed(c.seed);
   in_ = load(c, nullptr, true);
+  data_ = std::make_unique<RoundData>(in_.train_set.size(), c.seed);
   torch::manual_seed(c.seed);
-  engine_ = make_local_engine(models::make_model(in_.model), models::make_loss(c.loss), c.device,
-                              c.memory_format);
+  engine_ = ranks ? make_ddp_engine(ranks->group(), models::make_model(in_.model), c)
+                  : make_local_engine(models::make_model(in_.model), models::make_loss(c.loss),
+                                      c.device, c.memory_format);
   optimizer_ = make_optimizer(c.optim, engine_->parameters());
   outer_ = std::make_unique<parallel::ElasticOuter>(engine_->checkpoint_module()->parameters(),
                                                     engine_->checkpoint_module()->buffers(),
@@ -170,49 +91,74 @@ ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int
     s.membership.register_after_round = *due - 1;
   replica_ = std::make_unique<ElasticReplica>(std::move(s), *outer_, [this] {
     optimizer_ = make_optimizer(c_.optim, engine_->parameters());
+    ++resets_;
   });
 }
 
-const std::vector<int64_t>& ElasticRun::permutation(int64_t epoch) {
-  auto it = permutations_.find(epoch);
-  if (it != permutations_.end()) return it->second;
-  permutations_.clear();
-  data::SamplerConfig sc;
-  sc.dataset_size = in_.train_set.size();
-  sc.seed = c_.seed;
-  return permutations_.emplace(epoch, data::shard_indices(sc, epoch)).first->second;
+data::EpochLoader ElasticRun::round_loader(const std::vector<int64_t>& positions, int64_t epoch,
+                                           double lr) {
+  const int64_t round = replica_->round();
+  const int64_t share = replica_->share_index();
+  if (ranks_) {
+    RoundPlan plan;
+    plan.epoch = epoch;
+    plan.round = round;
+    plan.share_index = share;
+    plan.resets = resets_;
+    plan.lr = lr;
+    plan.positions = positions;
+    ranks_->share_plan(plan);
+    ranks_->share_state(*engine_->checkpoint_module());
+  }
+  // The first rank's part always has a position a step (rank_slice: never a filler).
+  const std::vector<int64_t> mine =
+      ranks_ ? rank_slice(positions, 0, ranks_->size(), c_.batch_size).positions : positions;
+  return data::EpochLoader(in_.train_set, data_->indices(mine, epoch), c_.batch_size, in_.norm,
+                           augment_, data_->augment_seed(round, share, 0), 2);
+}
+
+bool ElasticRun::next_step(bool go) {
+  const uint64_t before = outer_->writes();
+  if (go) replica_->between_inner_steps();
+  if (!ranks_) return go;
+  const ReplicaRanks::Vote vote = ranks_->vote(go, outer_->writes() != before);
+  if (vote.refresh) ranks_->share_state(*engine_->checkpoint_module());
+  return vote.go;
+}
+
+void ElasticRun::release_followers() {
+  if (!ranks_) return;
+  RoundPlan over;
+  over.finished = true;
+  ranks_->share_plan(over);
 }
 
 int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t epoch,
                                 EpochStats& s) {
-  const int64_t n = in_.train_set.size();
-  std::vector<int64_t> indices;
-  for (const int64_t p : positions) {  // n + i: the next epoch's i (data::assign_joiner)
-    const data::EpochPosition at = data::locate(epoch, p, n);
-    indices.push_back(permutation(at.epoch)[static_cast<size_t>(at.index)]);
-  }
   const int64_t round = replica_->round();
-  const uint64_t seed = c_.seed * 7777 + static_cast<uint64_t>(round) * 1000003ull +
-                        static_cast<uint64_t>(replica_->share_index());
-  data::EpochLoader loader(in_.train_set, indices, c_.batch_size, in_.norm, augment_, seed, 2);
-  const int64_t half = loader.batches() / 2;
   const double at = static_cast<double>(epoch) +
                     static_cast<double>(replica_->queue().cursor) /
                         static_cast<double>(std::max<int64_t>(1, in_.train_set.size()));
   const double lr =
       learning_rate(c_.optim, std::min(at, static_cast<double>(epoch + 1)), c_.epochs);
+  data::EpochLoader loader = round_loader(positions, epoch, lr);
+  const int k = ranks_ ? ranks_->size() : 1;
+  const int64_t steps = loader.batches();  // the replica's (rank_slice)
+  const int64_t half = steps / 2;
   set_learning_rate(*optimizer_, lr);
   s.lr = lr;
   int64_t step = 0;
   const bool dies = replica_->plan().kills_at(replica_->id(), round, FaultPhase::kInner);
-  if (dies && loader.batches() == 0) elastic::die_now(replica_->membership());
+  if (dies && steps == 0) elastic::die_now(replica_->membership());
   parallel::InnerStepTimes step_times;  // auto's step time: the engine's work, not data waits
-  while (auto batch = loader.next()) {
-    if (dies && step == half) elastic::die_now(replica_->membership());
+  const RoundTally before = tally_;
+  for (;;) {
+    std::optional<data::Batch> batch = loader.next();
+    if (batch && dies && step == half) elastic::die_now(replica_->membership());
     // Entered mid-round: the members reached the round's end (after one step at least).
-    if (step > 0 && replica_->round_closing()) break;
-    replica_->between_inner_steps();
-    if (step + 1 == loader.batches()) replica_->seal_soon();
+    const bool go = batch.has_value() && !(step > 0 && replica_->round_closing());
+    if (!next_step(go)) break;
+    if (step + 1 == steps) replica_->seal_soon();
     step_times.step_started();
     optimizer_->zero_grad();
     const BatchResult r = engine_->train_batch(*batch, lr, StepPlan{}, s);
@@ -230,115 +176,16 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
   }
   s.time_data_s += loader.wait_s();
   if (!step_times.empty()) outer_->note_step_s(step_times.median_s());
-  return std::min(static_cast<int64_t>(indices.size()), step * c_.batch_size);
-}
-
-void ElasticRun::start_epoch_progress() {
-  std::vector<int64_t>& words = replica_->carried();
-  words.assign(kEpochWords, 0);
-  words[kEpochStartUs] = wall_microseconds();
-}
-
-void ElasticRun::claim_row(int64_t epoch, const metrics::Row& row) {
-  const std::string me = std::to_string(replica_->id());
-  if (replica_->membership().store().compare_set(elastic::key::epoch_row(epoch), "", me) == me)
-    append_rows(c_.metrics_path, {row});
-}
-
-void ElasticRun::settle_row(bool at_end) {
-  elastic::Membership& membership = replica_->membership();
-  const auto until = metrics::Clock::now() + 2 * membership.config().heartbeat_timeout;
-  const auto settled = [&](const PendingRow& pending) {
-    while (!membership.store().try_get(elastic::key::epoch_row(pending.epoch))) {
-      if (!membership.view(membership.latest_seen()).has(pending.writer)) {
-        std::cerr << "elastic: replica " << replica_->id() << " writes epoch " << pending.epoch + 1
-                  << "'s row: replica " << pending.writer << " went before it did" << std::endl;
-        claim_row(pending.epoch, pending.row);
-        return true;
-      }
-      if (!at_end || metrics::Clock::now() >= until) return false;  // still the writer's
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return true;
-  };
-  std::vector<PendingRow> kept;
-  for (PendingRow& pending : pending_rows_)
-    if (!settled(pending)) kept.push_back(std::move(pending));
-  pending_rows_ = std::move(kept);
-}
-
-EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
-  const std::vector<int64_t>& progress = replica_->carried();
-  const int64_t committed = progress.at(kEpochCommitted);
-  s.epoch = epoch + 1;
-  s.epoch_s = static_cast<double>(wall_microseconds() - progress.at(kEpochStartUs)) * 1e-6;
-  comm::Group* group = replica_->membership().group();
-  Evaluation test;
-  std::vector<double> totals{tally_.loss_sum, static_cast<double>(tally_.correct),
-                             static_cast<double>(tally_.seen)};
-  try {
-    ShareOfGroup shared(*engine_, group);
-    test = evaluate(shared, in_.test_set, in_.norm, c_.test_batch_size);
-    shared.sum_over_ranks(totals);
-    evaluated_alone_ = false;
-  } catch (const comm::CommError&) {  // a member went meanwhile: the whole test set here
-    evaluated_alone_ = true;
-    ShareOfGroup alone(*engine_, nullptr);
-    test = evaluate(alone, in_.test_set, in_.norm, c_.test_batch_size);
+  if (ranks_) {  // the replica's: every rank's batches
+    std::vector<double> sums{tally_.loss_sum - before.loss_sum,
+                             static_cast<double>(tally_.correct - before.correct),
+                             static_cast<double>(tally_.seen - before.seen)};
+    ranks_->sum(sums);
+    tally_.loss_sum = before.loss_sum + sums[0];
+    tally_.correct = before.correct + static_cast<int64_t>(sums[1]);
+    tally_.seen = before.seen + static_cast<int64_t>(sums[2]);
   }
-  s.test_loss = test.loss;
-  s.test_acc = test.accuracy;
-  s.train_loss = totals[0] / std::max(1.0, totals[2]);
-  s.train_acc = totals[1] / std::max(1.0, totals[2]);
-  s.samples_per_s = static_cast<double>(committed) / std::max(1e-9, s.epoch_s);
-  s.peak_rss_bytes = metrics::peak_rss_bytes();
-  s.extra[mkey::kElasticMembers] = replica_->group().size();
-  s.extra[mkey::kElasticViews] = views_.size();
-  s.extra[mkey::kElasticRedone] = progress.at(kEpochRedone);
-  s.extra[mkey::kCommittedSamples] = committed;
-  s.extra[mkey::kCommittedSamplesPerS] = s.samples_per_s;
-  s.extra[mkey::kLostSamples] = progress.at(kEpochLost);
-  s.extra[mkey::kElasticEvents] = events_;
-  s.extra[mkey::kOuterCodec] = outer_->codec_name();
-  const double compute_s = s.time_forward_s + s.time_backward_s + s.time_optimizer_s;
-  s.extra[mkey::kComputeUtilization] = s.epoch_s > 0 ? compute_s / s.epoch_s : 0.0;
-  tally_ = {};
-  events_ = 0;
-  views_.clear();
-  return s;
-}
-
-void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
-                           const ElasticReplica::Outcome& outcome,
-                           const std::vector<int64_t>& trained) {
-  const elastic::View& trained_in = outcome.trained_in;
-  if (!c_.parallel.elastic.sample_log.empty()) {
-    const int64_t n = in_.train_set.size();
-    // A row per epoch its positions are of (ahead: the next); this one's if none at all.
-    std::map<int64_t, std::vector<int64_t>> by_epoch{{epoch, {}}};
-    for (const int64_t p : trained) {
-      const data::EpochPosition at = data::locate(epoch, p, n);
-      by_epoch[at.epoch].push_back(at.index);
-    }
-    std::vector<metrics::Row> rows;
-    for (const auto& [e, positions] : by_epoch) {
-      if (positions.empty() && by_epoch.size() > 1) continue;
-      metrics::Row row{{"replica", replica_->id()}, {"epoch", e}, {"round", round}};
-      row["positions"] = positions;
-      rows.push_back(std::move(row));
-    }
-    append_rows(c_.parallel.elastic.sample_log, rows);
-  }
-  if (replica_->group().rank() == 0) {  // the group the round counted in
-    metrics::Row row{{"round", round}, {"epoch", epoch + 1}, {"view", trained_in.id}};
-    row["outer_codec"] = outcome.averaged.codec;  // the exchange's (auto may choose again)
-    row["members"] = outcome.members;
-    row["lost"] = outcome.lost;
-    row["samples"] = outcome.samples;
-    row["round_s"] = round_s;
-    row["exchange_s"] = outcome.averaged.seconds;
-    append_rows(c_.step_log_path, {stamped(std::move(row), c_)});
-  }
+  return std::min(static_cast<int64_t>(positions.size()), step * k * c_.batch_size);
 }
 
 std::vector<EpochStats> ElasticRun::run() {
@@ -418,6 +265,7 @@ std::vector<EpochStats> ElasticRun::run() {
 }
 
 void ElasticRun::leave() {
+  release_followers();
   try {
     settle_row(true);
     replica_->finish();
@@ -431,16 +279,22 @@ void ElasticRun::leave() {
   }
 }
 
-}  // namespace
-
 std::vector<EpochStats> train_elastic(const TrainConfig& config, const comm::WorldConfig& world,
-                                      int slot, int restart) {
+                                      int slot, int restart, comm::Group* replica_ranks) {
   validate(config, true);
+  std::unique_ptr<ReplicaRanks> ranks;
+  if (replica_ranks != nullptr && replica_ranks->size() > 1)
+    ranks = std::make_unique<ReplicaRanks>(*replica_ranks);
+  if (ranks && !ranks->leader()) {
+    follow_leader(config, *ranks);
+    return {};
+  }
+  ElasticRun run(config, world, slot, restart, ranks.get());
   try {
-    ElasticRun run(config, world, slot, restart);
     return run.run();
   } catch (const elastic::RunFinished& e) {
     std::cerr << "elastic: " << e.what() << std::endl;
+    run.release_followers();
     return {};
   }
 }

@@ -1,0 +1,106 @@
+#include "dtrain/train/elastic_ranks.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "dtrain/comm/group.h"
+#include "dtrain/train/engine.h"
+
+namespace dtrain::train {
+namespace {
+
+enum PlanWord : int64_t { kFinished, kEpoch, kRound, kShare, kResets, kPositions, kLr, kWords };
+
+}  // namespace
+
+RankSlice rank_slice(const std::vector<int64_t>& share, int place, int ranks, int64_t batch_size) {
+  RankSlice slice;
+  const auto n = static_cast<int64_t>(share.size());
+  const int64_t per_step = batch_size * ranks;
+  slice.steps = (n + per_step - 1) / per_step;
+  for (int64_t step = 0; step < slice.steps; ++step) {
+    const int64_t begin = step * per_step, m = std::min(per_step, n - begin);
+    // Part `place` of m positions in `ranks` parts: the first m % ranks parts one larger.
+    const int64_t base = m / ranks, extra = m % ranks;
+    const int64_t from = begin + place * base + std::min<int64_t>(place, extra);
+    const int64_t size = base + (place < extra ? 1 : 0);
+    if (size == 0) {
+      slice.positions.push_back(share[static_cast<size_t>(begin)]);
+      slice.filler = true;
+      continue;
+    }
+    slice.positions.insert(slice.positions.end(), share.begin() + from,
+                           share.begin() + from + size);
+  }
+  return slice;
+}
+
+bool ReplicaRanks::leader() const {
+  return group_.rank() == 0;
+}
+int ReplicaRanks::place() const {
+  return group_.rank();
+}
+int ReplicaRanks::size() const {
+  return group_.size();
+}
+
+RoundPlan ReplicaRanks::share_plan(const RoundPlan& plan) {
+  at::Tensor words = at::zeros({kWords}, at::kLong);
+  if (leader()) {
+    auto* w = words.data_ptr<int64_t>();
+    w[kFinished] = plan.finished ? 1 : 0;
+    w[kEpoch] = plan.epoch;
+    w[kRound] = plan.round;
+    w[kShare] = plan.share_index;
+    w[kResets] = plan.resets;
+    w[kPositions] = static_cast<int64_t>(plan.positions.size());
+    std::memcpy(&w[kLr], &plan.lr, sizeof(double));
+  }
+  group_.native_broadcast(words, 0);
+  const auto* w = words.data_ptr<int64_t>();
+  RoundPlan shared;
+  shared.finished = w[kFinished] != 0;
+  shared.epoch = w[kEpoch];
+  shared.round = w[kRound];
+  shared.share_index = w[kShare];
+  shared.resets = w[kResets];
+  std::memcpy(&shared.lr, &w[kLr], sizeof(double));
+  if (w[kPositions] < 0 || w[kPositions] > (int64_t{1} << 40))
+    throw std::runtime_error("elastic: the replica's leader sent a plan of " +
+                             std::to_string(w[kPositions]) + " positions");
+  at::Tensor positions = leader() ? at::tensor(plan.positions, at::kLong).clone()
+                                  : at::empty({w[kPositions]}, at::kLong);
+  if (w[kPositions] > 0) group_.native_broadcast(positions, 0);
+  const auto* p = positions.data_ptr<int64_t>();
+  shared.positions.assign(p, p + w[kPositions]);
+  return shared;
+}
+
+void ReplicaRanks::share_state(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> tensors = module.parameters();
+  for (const at::Tensor& b : module.buffers())
+    tensors.push_back(b);
+  for (at::Tensor& t : tensors) {
+    // Through a contiguous host copy: the broadcast writes whole tensors.
+    at::Tensor host = t.detach().to(at::kCPU).contiguous().clone();
+    group_.native_broadcast(host, 0);
+    if (!leader()) t.copy_(host);
+  }
+}
+
+ReplicaRanks::Vote ReplicaRanks::vote(bool go, bool changed) {
+  at::Tensor votes =
+      at::tensor({go ? int64_t{0} : int64_t{1}, changed ? int64_t{1} : int64_t{0}}, at::kLong);
+  group_.native_all_reduce(votes, comm::ReduceOp::kSum);
+  return {votes[0].item<int64_t>() == 0, votes[1].item<int64_t>() != 0};
+}
+
+void ReplicaRanks::sum(std::vector<double>& values) {
+  sum_over_group(group_, values);
+}
+
+}  // namespace dtrain::train
