@@ -192,6 +192,30 @@ TEST(GroupTest, DeferredVerificationRefusesAMismatch) {
   });
 }
 
+// Ranks that disagree on a message's size (a rank of another configuration or version): the
+// receiver of a shorter message than it expected finds no check of its own size and says so,
+// instead of blaming the wire. (A longer one than the receiver posted ends it inside Gloo,
+// which enforces the size on its own thread: docs/limitations.md.)
+TEST(GroupTest, AMessageOfAnotherSizeIsNamedAsSuchNotAsCorruption) {
+  testing::run_ranks(2, [](Group& g) {
+    if (g.rank() == 0) {
+      g.send(at::arange(990, at::kFloat), 1, 9);
+    } else {
+      at::Tensor got = at::zeros({1000}, at::kFloat);
+      try {
+        g.recv(got, 0, 9);
+        ADD_FAILURE() << "a message of another size was taken";
+      } catch (const CommError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("did not arrive as this rank expected it on the link rank 0 -> rank 1"),
+                  std::string::npos)
+            << what;
+        EXPECT_NE(what.find("disagree on the message's size"), std::string::npos) << what;
+      }
+    }
+  });
+}
+
 // With room after the tensor (Group::Room::kCheck) a checked message up to 1 MiB carries its
 // check there, in the caller's own buffers: the receiver finds [CRC32C, size] in its room,
 // the payload arrives exactly, and with the check off (or in pieces) the room is untouched.

@@ -20,11 +20,19 @@ void Group::verify(uint32_t computed, uint32_t crc, uint32_t announced_bytes, in
   char hex[96];
   std::snprintf(hex, sizeof(hex), "CRC32C 0x%08x of %lld bytes, the sender's is 0x%08x of %u",
                 computed, static_cast<long long>(bytes), crc, announced_bytes);
-  const std::string msg = describe() + ": " + describe_tag(tag) + " from rank " +
-                          std::to_string(peer) + " (" + std::to_string(bytes) +
-                          " bytes) arrived corrupted on the link rank " + std::to_string(peer) +
-                          " -> rank " + std::to_string(rank_) + ": " + hex +
-                          "; not used (a faulty NIC, cable or middlebox?)";
+  const std::string link = " on the link rank " + std::to_string(peer) + " -> rank " +
+                           std::to_string(rank_) + ": " + hex + "; not used";
+  const std::string what = describe() + ": " + describe_tag(tag) + " from rank " +
+                           std::to_string(peer) + " (" + std::to_string(bytes) + " bytes)";
+  // A check that names another size most often means the two ranks disagree on the
+  // message's size (a rank of another configuration or version): the sender's check then
+  // lies elsewhere in the stream, and this rank read other bytes as it.
+  const std::string msg =
+      announced_bytes == static_cast<uint32_t>(bytes)
+          ? what + " arrived corrupted" + link + " (a faulty NIC, cable or middlebox?)"
+          : what + " did not arrive as this rank expected it" + link +
+                " (the ranks disagree on the message's size, as ranks of another configuration "
+                "or version would, or the check itself was damaged on the wire)";
   publish_failure(msg);
   throw CorruptMessage(msg);
 }
