@@ -9,7 +9,9 @@
 #    the first view without it, kill to the failed exchange, deciding the replacing view,
 #    connecting the survivors), the joiner's enter_s (start to training) and transfer_s,
 #    and the round times around the join; and a kill with no rejoin, whose replacement
-#    enters mid-round (docs/elastic.md).
+#    enters mid-round (docs/elastic.md);
+#  - ranks: 2 replicas of 2 ranks (--ranks-per-replica 2) with and without --elastic, ROUNDS
+#    rounds in turn, on loopback (the lab's links would carry each replica's inner DDP too).
 # Writes docs/data/elastic.jsonl (every row, tagged with the run and round), or OUT; PARTS
 # (default "overhead recovery") picks the parts to run.
 set -euo pipefail
@@ -27,13 +29,14 @@ run() {  # run TAG ROUND ARGS... (CODEC: the outer codec, default rot:tile:2)
   local tag=$1 round=$2
   shift 2
   echo "elastic.sh: round $round $tag" >&2
-  "$bin" train --no-progress --seed 0 --metrics "$tmp" --step-log "$steps" -n 3 \
-    --netlab "$lab" --model cnn --optimizer adamw --lr 1e-3 --lr-schedule constant \
+  "$bin" train --no-progress --seed 0 --metrics "$tmp" --step-log "$steps" "${where[@]}" \
+    --model cnn --optimizer adamw --lr 1e-3 --lr-schedule constant \
     --epochs 1 --limit-train "${SAMPLES:-19200}" --limit-test 2000 --parallel diloco \
     --sync-every 20 --compress-outer "${CODEC:-rot:tile:2}" "$@" >/dev/null 2>&1
   sed "s|^{|{\"run\":\"$tag\",\"bench_round\":$round,|" "$tmp" >>"$out"
   sed "s|^{|{\"run\":\"$tag\",\"bench_round\":$round,\"step_log\":true,|" "$steps" >>"$out"
 }
+where=(-n 3 --netlab "$lab")
 if [[ $parts == *" overhead "* ]]; then
   for round in $(seq 1 "${ROUNDS:-2}"); do
     run plain "$round"
@@ -49,5 +52,12 @@ if [[ $parts == *" recovery "* ]]; then
   # mid-round.
   run kill-mid 1 --elastic --max-restarts 1 --restart-delay 1 --heartbeat-timeout 1 \
     --mid-round-entry --fault-plan kill:1@2:inner
+fi
+if [[ $parts == *" ranks "* ]]; then
+  where=(-n 4 --ranks-per-replica 2)
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    run plain "$round"
+    run elastic "$round" --elastic
+  done
 fi
 python3 bench/tables_elastic.py "$out"
