@@ -58,6 +58,30 @@ TEST(BatchNormStatisticsTest, TheLastBatchesUnderTheCurrentWeightsAveragedOverRa
   }
 }
 
+// A rank that kept no batch (an elastic replica that entered with nothing left to train)
+// still takes part: the mean of the other's recomputed statistics and its own as they are.
+TEST(BatchNormStatisticsTest, ARankWithoutBatchesStillTakesPartWithTheStatisticsItHas) {
+  std::map<int, at::Tensor> got;
+  std::mutex mu;
+  testing::run_ranks(2, [&](comm::Group& g) {
+    torch::nn::Sequential model(torch::nn::BatchNorm1d(4));
+    auto bn = model->ptr(0)->as<torch::nn::BatchNorm1dImpl>();
+    BatchNormStatistics stats(model);
+    if (g.rank() == 0) stats.remember(inputs(0, 0));
+    {
+      torch::NoGradGuard no_grad;
+      bn->running_mean.fill_(g.rank() == 0 ? 100 : 6);  // rank 0's is recomputed, 1's kept
+    }
+    stats.recompute(g);
+    std::lock_guard<std::mutex> lock(mu);
+    got[g.rank()] = bn->running_mean.clone();
+  });
+  const at::Tensor recomputed = inputs(0, 0).to(at::kDouble).mean(0);
+  const at::Tensor want = (recomputed + 6.0) / 2;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(at::allclose(got[r].to(at::kDouble), want, 1e-5, 1e-5)) << r << got[r];
+}
+
 TEST(BatchNormStatisticsTest, AModelWithoutBatchNormKeepsNothing) {
   torch::nn::Sequential model(torch::nn::Linear(4, 2));
   BatchNormStatistics stats(model);

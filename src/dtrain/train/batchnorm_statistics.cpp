@@ -51,22 +51,26 @@ void BatchNormStatistics::remember(const at::Tensor& inputs) {
 }
 
 void BatchNormStatistics::recompute(comm::Group& group) {
-  if (!active_ || inputs_.empty()) return;
+  if (!active_) return;  // the same on every rank: the model's
   std::vector<Norm> norms = norms_of(model_);
-  std::vector<std::optional<double>> momenta;
   const torch::NoGradGuard no_grad;
-  for (auto& n : norms) {
-    momenta.push_back(n.momentum());
-    n.reset();
-    n.set_momentum(std::nullopt);  // a cumulative average of the batches below
+  // A rank that kept no batch (an elastic replica that entered with nothing left to train)
+  // still takes part in the mean below, with the statistics it has.
+  if (!inputs_.empty()) {
+    std::vector<std::optional<double>> momenta;
+    for (auto& n : norms) {
+      momenta.push_back(n.momentum());
+      n.reset();
+      n.set_momentum(std::nullopt);  // a cumulative average of the batches below
+    }
+    const bool was_training = model_->is_training();
+    model_->train();
+    for (const auto& x : inputs_)
+      model_->forward(x);
+    model_->train(was_training);
+    for (size_t i = 0; i < norms.size(); ++i)
+      norms[i].set_momentum(momenta[i]);
   }
-  const bool was_training = model_->is_training();
-  model_->train();
-  for (const auto& x : inputs_)
-    model_->forward(x);
-  model_->train(was_training);
-  for (size_t i = 0; i < norms.size(); ++i)
-    norms[i].set_momentum(momenta[i]);
   std::vector<at::Tensor> statistics;
   for (const auto& n : norms)
     statistics.insert(statistics.end(), n.statistics.begin(), n.statistics.end());

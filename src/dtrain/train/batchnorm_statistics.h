@@ -33,7 +33,8 @@ class BatchNormStatistics {
   // A training batch's inputs (kept by reference: the loader makes each batch anew).
   void remember(const at::Tensor& inputs);
   // Recomputes the running statistics under the model's current weights from the batches
-  // remembered, then averages them over `group` (collective; every rank calls it).
+  // remembered, then averages them over `group` (collective; every rank calls it, one that
+  // remembered none with the statistics it has).
   void recompute(comm::Group& group);
 
   // Checkpoints: the remembered inputs, so a resumed run recomputes from the same batches.

@@ -86,6 +86,7 @@ EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
   std::vector<double> totals{tally_.loss_sum, static_cast<double>(tally_.correct),
                              static_cast<double>(tally_.seen)};
   try {
+    if (group != nullptr) batchnorm_->recompute(*group);  // the members alike
     ShareOfGroup shared(*engine_, group);
     test = evaluate(shared, in_.test_set, in_.norm, c_.test_batch_size);
     shared.sum_over_ranks(totals);

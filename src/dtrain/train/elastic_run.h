@@ -16,6 +16,7 @@
 #include "dtrain/metrics/progress.h"
 #include "dtrain/metrics/rows.h"
 #include "dtrain/parallel/elastic_outer.h"
+#include "dtrain/train/batchnorm_statistics.h"
 #include "dtrain/train/config.h"
 #include "dtrain/train/elastic_ranks.h"
 #include "dtrain/train/elastic_replica.h"
@@ -84,6 +85,8 @@ class ElasticRun {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<parallel::ElasticOuter> outer_;
+  // The epoch's statistics under the shared weights before its evaluation, as DiLoCo's.
+  std::unique_ptr<BatchNormStatistics> batchnorm_;
   std::unique_ptr<ElasticReplica> replica_;
   data::Augment augment_;
   std::unique_ptr<RoundData> data_;

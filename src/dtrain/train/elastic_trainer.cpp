@@ -80,6 +80,7 @@ ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int
                   : make_local_engine(models::make_model(in_.model), models::make_loss(c.loss),
                                       c.device, c.memory_format);
   optimizer_ = make_optimizer(c.optim, engine_->parameters());
+  batchnorm_ = std::make_unique<BatchNormStatistics>(engine_->checkpoint_module());
   outer_ = std::make_unique<parallel::ElasticOuter>(engine_->checkpoint_module()->parameters(),
                                                     engine_->checkpoint_module()->buffers(),
                                                     c.parallel.diloco);
@@ -161,6 +162,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
     if (step + 1 == steps) replica_->seal_soon();
     step_times.step_started();
     optimizer_->zero_grad();
+    batchnorm_->remember(batch->inputs);
     const BatchResult r = engine_->train_batch(*batch, lr, StepPlan{}, s);
     const auto t = metrics::Clock::now();
     optimizer_->step();
