@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -162,6 +163,34 @@ TEST(ElasticRanksE2eTest, AnEpochsLastPositionFewerThanTheRanksIsTrainedOnce) {
   ASSERT_EQ(r.epochs().size(), 2u) << r.err;
   EXPECT_EQ(r.epochs().back()["committed_samples"], 3841) << r.epochs().back().dump();
   testing::expect_every_sample_once(r.samples, 2, 3841, r.err);
+}
+
+// --trace under --elastic: each process writes its own timeline, named by its slot, place
+// and start; the leaders' hold the round's ends, the followers' their waits for the plan.
+TEST(ElasticRanksE2eTest, EveryProcessWritesItsOwnTrace) {
+  const std::string base = base_path();
+  std::vector<std::string> args = command(base, 1280, "", 4);
+  args.insert(args.end(), {"--trace", base + ".json"});
+  testing::Process p(args);
+  const ElasticRun r = finish(p, base);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int replica = 0; replica < 2; ++replica) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string path = base + ".replica" + std::to_string(replica) + "-rank" +
+                               std::to_string(rank) + "-start0.json";
+      const std::string text = read_file(path);
+      ASSERT_FALSE(text.empty()) << path << "\n" << r.err;
+      std::set<std::string> names;
+      const nlohmann::json trace = nlohmann::json::parse(text);
+      for (const auto& e : trace.at("traceEvents"))
+        names.insert(e.value("name", ""));
+      EXPECT_TRUE(names.count("forward")) << path;
+      EXPECT_TRUE(names.count(rank == 0 ? "round's end: exchange, records, outer step"
+                                        : "waiting for the leader's plan"))
+          << path;
+      unlink(path.c_str());
+    }
+  }
 }
 
 // Across hosts each replica is a job of its own (torchrun, Slurm, `dtrain launch`) that joins

@@ -1,5 +1,7 @@
 #include "dtrain/cli/elastic_run.h"
 
+#include <unistd.h>
+
 #include <ATen/Parallel.h>
 
 #include <fstream>
@@ -7,6 +9,7 @@
 #include <sstream>
 
 #include "dtrain/base/parse.h"
+#include "dtrain/cli/tracing.h"
 #include "dtrain/comm/etcd_client.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
@@ -76,6 +79,13 @@ ReplicaGroup connect_job(const comm::WorldConfig& world, int k) {
 }
 
 }  // namespace
+
+std::string elastic_trace_path(const std::string& path, const std::string& tag) {
+  const std::string ext = ".json";
+  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return path.substr(0, path.size() - ext.size()) + "." + tag + ext;
+  return path + "." + tag;
+}
 
 void add_elastic_options(CLI::App* sub, train::ElasticOptions& e, ElasticFlags& flags) {
   sub->add_flag("--elastic", e.enabled,
@@ -180,8 +190,16 @@ int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const 
   if (k > 1 && launched)
     replica = connect_in_slot(world, k, restart, config.parallel.elastic.connect_timeout_s);
   const int slot = launched ? world.rank / k : -1;
+  // A trace per process: under the launcher named by its slot, place and start, else by pid.
+  const std::string tag = launched ? "replica" + std::to_string(slot) + "-rank" +
+                                         std::to_string(world.rank % k) + "-start" +
+                                         std::to_string(restart)
+                                   : "pid" + std::to_string(getpid());
+  TraceSession trace(flags.trace_path.empty() ? "" : elastic_trace_path(flags.trace_path, tag),
+                     nullptr);
   const auto history = train::train_elastic(config, world, slot, restart, replica.group.get());
   (void)history;
+  trace.finish();
   return 0;
 }
 

@@ -12,7 +12,13 @@ namespace dtrain::cli {
 
 struct ElasticFlags {
   double restart_delay_s = 1.0;  // -n: seconds before a failed replica is started again
+  // --trace: each process writes its own timeline (elastic_trace_path), the membership
+  // changing under a run-wide merge.
+  std::string trace_path;
 };
+
+// PATH.json -> PATH.TAG.json (or PATH.TAG without the extension): a process's own trace.
+std::string elastic_trace_path(const std::string& path, const std::string& tag);
 
 void add_elastic_options(CLI::App* sub, train::ElasticOptions& e, ElasticFlags& flags);
 // Throws std::invalid_argument where an elastic flag is given without --elastic.

@@ -181,7 +181,8 @@ void register_train(CLI::App& parent, int& exit_code) {
   add_output_flags(sub, o->output, "");
   sub->add_option("--trace", o->trace_path,
                   "write a Chrome trace (JSON; Perfetto, chrome://tracing) of every rank: "
-                  "forward/backward, encode/decode, waits, all-reduces, optimizer steps");
+                  "forward/backward, encode/decode, waits, all-reduces, optimizer steps "
+                  "(--elastic: a file per process, PATH.replicaS-rankP-startN.json)");
   sub->add_flag("--no-progress", o->no_progress, "no progress line");
   sub->add_flag("--quiet", o->quiet, "no progress line and no table (results via --metrics)");
   auto& p = c.parallel.pipeline;
@@ -361,6 +362,7 @@ void register_train(CLI::App& parent, int& exit_code) {
     o->config.command = command_line();
     check_elastic_flags(o->config.parallel.elastic);
     if (o->config.parallel.elastic.enabled) {
+      o->elastic.trace_path = o->trace_path;
       exit_code = run_elastic(o->config, o->ranks, o->elastic, n);
       return;
     }

@@ -14,6 +14,7 @@
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
+#include "dtrain/metrics/trace.h"
 #include "dtrain/train/elastic_run.h"
 #include "dtrain/train/epoch_loop.h"
 #include "dtrain/train/share_of_group.h"
@@ -82,6 +83,7 @@ EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
   s.epoch = epoch + 1;
   s.epoch_s = static_cast<double>(wall_microseconds() - progress.at(kEpochStartUs)) * 1e-6;
   comm::Group* group = replica_->membership().group();
+  const metrics::trace::Span span("eval", "epoch's evaluation", epoch + 1, "epoch");
   Evaluation test;
   std::vector<double> totals{tally_.loss_sum, static_cast<double>(tally_.correct),
                              static_cast<double>(tally_.seen)};
@@ -116,6 +118,24 @@ EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
   events_ = 0;
   views_.clear();
   return s;
+}
+
+EpochStats ElasticRun::end_epoch(const EpochStats& s, int64_t epoch, int64_t round) {
+  if (replica_->plan().kills_at(replica_->id(), round, elastic::FaultPhase::kClose))
+    elastic::die_now(replica_->membership());
+  EpochStats closed = close_epoch(s, epoch);
+  progress_.finish(epoch_line(closed, c_.epochs) + ", " + std::to_string(replica_->group().size()) +
+                   " replicas");
+  // The group's first member writes the row; where a member went during the evaluation
+  // (perhaps that one) every member that saw it tries too; the others keep theirs pending.
+  metrics::Row row = stamped(closed.to_row(), c_);
+  if (replica_->plan().kills_at(replica_->id(), round, elastic::FaultPhase::kRow))
+    elastic::die_now(replica_->membership());
+  if (replica_->group().rank() == 0 || evaluated_alone_)
+    claim_row(epoch, row);
+  else
+    pending_rows_.push_back({epoch, std::move(row), replica_->membership().group_members().at(0)});
+  return closed;
 }
 
 void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "dtrain/data/loader.h"
+#include "dtrain/metrics/trace.h"
 #include "dtrain/models/registry.h"
 #include "dtrain/train/elastic_ranks.h"
 #include "dtrain/train/elastic_round_data.h"
@@ -28,7 +29,10 @@ void follow_leader(const TrainConfig& c, ReplicaRanks& ranks) {
   RoundData data(in.train_set.size(), c.seed);
   int64_t resets = 0;
   for (;;) {
-    const RoundPlan plan = ranks.share_plan({});
+    const RoundPlan plan = [&] {
+      const metrics::trace::Span wait("elastic", "waiting for the leader's plan");
+      return ranks.share_plan({});
+    }();
     if (plan.finished) return;
     if (plan.resets != resets) {  // the leader's inner optimizer started afresh: so does this
       optimizer = make_optimizer(c.optim, engine->parameters());

@@ -57,6 +57,9 @@ class ElasticRun {
   // This replica's share of the round: its inner steps. Returns the samples it trained.
   int64_t train_round(const std::vector<int64_t>& positions, int64_t epoch, EpochStats& s);
   EpochStats close_epoch(EpochStats s, int64_t epoch);
+  // The epoch's end after round `round`: closed, its line printed and its row written (or
+  // kept pending, claim_row). Under a fault plan a replica may die at its close or its row.
+  EpochStats end_epoch(const EpochStats& s, int64_t epoch, int64_t round);
   // A counted round's rows: the sample log's (every member) and the step log's (the first).
   // `trained`: the positions this replica trained.
   void log_round(int64_t epoch, int64_t round, double round_s,

@@ -192,7 +192,10 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
 
 std::vector<EpochStats> ElasticRun::run() {
   start_epoch_progress();  // a founder's: the first founder's reaches every member
-  replica_->enter();
+  {
+    const metrics::trace::Span entering("elastic", "entering the run");
+    replica_->enter();
+  }
   const bool founder =
       replica_->view().id == 1 && replica_->round() == 0 && !replica_->entered_mid_round();
   // Under auto the founders probe their link beside the first round's inner steps.
@@ -214,7 +217,11 @@ std::vector<EpochStats> ElasticRun::run() {
     const int64_t round = replica_->round();
     const std::vector<int64_t> mine = replica_->positions(assignment);
     const int64_t trained = train_round(mine, epoch, s);
-    const ElasticReplica::Outcome outcome = replica_->finish_round(trained, assignment);
+    const ElasticReplica::Outcome outcome = [&] {
+      const metrics::trace::Span end("elastic", "round's end: exchange, records, outer step", round,
+                                     "round");
+      return replica_->finish_round(trained, assignment);
+    }();
     const elastic::View& trained_in = outcome.trained_in;
     auto events = replica_->take_events();
     events_ += static_cast<int64_t>(events.size());
@@ -240,27 +247,15 @@ std::vector<EpochStats> ElasticRun::run() {
              " samples";
     });
     if (data::epoch_done(replica_->queue(), n)) {
-      if (replica_->plan().kills_at(replica_->id(), round, FaultPhase::kClose))
-        elastic::die_now(replica_->membership());
-      EpochStats closed = close_epoch(s, epoch);
-      progress_.finish(epoch_line(closed, c_.epochs) + ", " +
-                       std::to_string(replica_->group().size()) + " replicas");
-      // The group's first member writes the row; where a member went during the evaluation
-      // (perhaps that one) every member that saw it tries too; the others keep theirs pending.
-      metrics::Row row = stamped(closed.to_row(), c_);
-      if (replica_->plan().kills_at(replica_->id(), round, FaultPhase::kRow))
-        elastic::die_now(replica_->membership());
-      if (replica_->group().rank() == 0 || evaluated_alone_)
-        claim_row(epoch, row);
-      else
-        pending_rows_.push_back(
-            {epoch, std::move(row), replica_->membership().group_members().at(0)});
-      history.push_back(closed);
+      history.push_back(end_epoch(s, epoch, round));
       data::next_epoch(replica_->queue(), n);  // before begin_round hands it to joiners
       s = {};
       start_epoch_progress();
     }
-    if (replica_->queue().epoch < c_.epochs) replica_->begin_round();
+    if (replica_->queue().epoch < c_.epochs) {
+      const metrics::trace::Span next("elastic", "next round's view: connect, transfers");
+      replica_->begin_round();
+    }
   }
   leave();
   return history;
