@@ -359,5 +359,35 @@ TEST(ElasticE2eTest, BatchNormStatisticsAreTakenAnewUnderTheSharedWeights) {
   EXPECT_GT(epochs.back()["test_acc"].get<double>(), 0.25) << epochs.back().dump();
 }
 
+// The coordinator admits only replicas that prove its token (--token or DTRAIN_TOKEN; a
+// challenge and a SHA-256 proof, the token never on the store): one without it is refused
+// and ends at once, naming the token; one with it trains the run. Under the launcher
+// --token reaches the coordinator and every replica alike.
+TEST(ElasticE2eTest, TheCoordinatorRefusesAReplicaWithoutItsToken) {
+  const std::string port = std::to_string(33000 + static_cast<int>(getpid() % 1000));
+  testing::Process coordinator({DTRAIN_BINARY, "coordinator", "--host", "127.0.0.1", "--port", port,
+                                "--expect", "1", "--token", "right"});
+  const std::string base = "/tmp/dtrain-e2e-elastic-token-" + std::to_string(getpid()) + "-" + port;
+  std::vector<std::string> replica{DTRAIN_BINARY, "train", "--join", "127.0.0.1:" + port};
+  for (const auto& flag : testing::elastic_cnn_flags(1, base, 1280, 5))
+    replica.push_back(flag);
+  const auto start = std::chrono::steady_clock::now();
+  testing::Process wrong(replica, {{"DTRAIN_TOKEN", "wrong"}});
+  EXPECT_NE(wrong.wait_for(60s), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_NE(wrong.err().find("the coordinator refused replica"), std::string::npos) << wrong.err();
+  EXPECT_NE(wrong.err().find("DTRAIN_TOKEN"), std::string::npos) << wrong.err();
+  testing::Process right(replica, {{"DTRAIN_TOKEN", "right"}});
+  EXPECT_EQ(right.wait_for(120s), 0) << right.err();
+  EXPECT_EQ(coordinator.wait_for(60s), 0) << coordinator.err();
+  EXPECT_NE(coordinator.err().find("refused replica"), std::string::npos) << coordinator.err();
+  const ElasticRun joined = testing::take_elastic_logs(base, 0, "");
+  EXPECT_EQ(joined.epochs().size(), 1u);
+
+  const ElasticRun launched = run("", {"--token", "s3cret"}, 1280);
+  EXPECT_EQ(launched.code, 0) << launched.err;
+  EXPECT_EQ(launched.epochs().size(), 2u) << launched.err;
+}
+
 }  // namespace
 }  // namespace dtrain

@@ -291,6 +291,7 @@ TEST(MembershipTest, AJoinerDroppedBeforeItEnteredStopsWaitingAtOnce) {
     store->set(elastic::key::latest_view(), std::to_string(id));
   };
   publish(1, {7}, "formed with [7]");
+  store->set(elastic::key::challenge(), "c");  // as a leading coordinator does
   elastic::MembershipConfig config;
   config.port = hosted->port();
   config.replica_id = 1001;
@@ -347,6 +348,7 @@ TEST(MembershipTest, AGroupConnectedAheadIsTakenUpUnderItsNameOnly) {
   v.reason = "formed with [1, 2]";
   store->set(elastic::key::view(1), v.to_json());
   store->set(elastic::key::latest_view(), "1");
+  store->set(elastic::key::challenge(), "c");  // as a leading coordinator does
   elastic::MembershipConfig config;
   config.port = hosted->port();
   config.connect_timeout = 3s;  // the group never taken up ends at it

@@ -3,6 +3,7 @@
 // --elastic` starts one itself; across hosts run it where every replica can reach it and start
 // replicas anywhere with `dtrain train ... --elastic --join HOST:PORT`.
 #include <chrono>
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -24,6 +25,7 @@ struct CoordinatorOptions {
   double timeout_s = 300;
   std::string store;  // etcd://...: the membership lives there, not in this process
   double takeover_after_s = 2.0;
+  std::string token;  // --token, else DTRAIN_TOKEN
 };
 
 std::chrono::milliseconds ms(double seconds) {
@@ -85,6 +87,10 @@ void register_coordinator(CLI::App& parent, int& exit_code) {
                   "over")
       ->check(CLI::Range(0.2, 3600.0))
       ->capture_default_str();
+  sub->add_option("--token", o->token,
+                  "secret every replica must prove to register (overrides DTRAIN_TOKEN, which "
+                  "other users cannot read in the process list); a replica without it is "
+                  "refused");
   sub->callback([o, &exit_code] {
     elastic::CoordinatorConfig c;
     c.expect = o->expect;
@@ -92,6 +98,8 @@ void register_coordinator(CLI::App& parent, int& exit_code) {
     c.heartbeat_timeout = ms(o->heartbeat_timeout_s);
     c.form_timeout = ms(o->form_timeout_s);
     c.takeover_after = ms(o->takeover_after_s);
+    const char* env_token = std::getenv("DTRAIN_TOKEN");
+    c.token = !o->token.empty() ? o->token : env_token != nullptr ? env_token : "";
     const auto coordinator = make_coordinator(*o, c);
     elastic::CoordinatorLog log;
     log.published = [](const elastic::Published& p) {
@@ -107,6 +115,10 @@ void register_coordinator(CLI::App& parent, int& exit_code) {
     };
     log.leads = [](int64_t view) {
       std::cerr << "coordinator: leading the run (as of view " << view << ")" << std::endl;
+    };
+    log.refused = [](int64_t r) {
+      std::cerr << "coordinator: refused replica " << r
+                << ": its proof of DTRAIN_TOKEN differs from this coordinator's" << std::endl;
     };
     log.deposed = [] {
       std::cerr << "coordinator: another coordinator leads now; standing by" << std::endl;

@@ -4,6 +4,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -152,6 +153,8 @@ int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const 
     // The launcher's elastic mode: a coordinator and N replicas. Its files start empty.
     for (const auto& path : {config.metrics_path, config.step_log_path, e.sample_log})
       if (!path.empty()) std::ofstream(path, std::ios::trunc);
+    // The coordinator checks the replicas' token: it takes it from the environment too.
+    if (ranks.token) setenv("DTRAIN_TOKEN", ranks.token->c_str(), 1);
     comm::LaunchOptions o = relaunch_options(ranks, std::max(1, n));
     o.elastic = true;
     o.restart_delay_s = flags.restart_delay_s;
@@ -172,6 +175,7 @@ int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const 
   wo.gloo_hostname = ranks.gloo_hostname;
   wo.gloo_interface = ranks.gloo_interface;
   wo.timeout_s = ranks.timeout_s;
+  wo.token = ranks.token;
   wo.streams = ranks.streams;
   wo.master_addr = ranks.master_addr;
   wo.master_port = ranks.master_port;

@@ -10,10 +10,9 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <random>
 
-#include "dtrain/base/sha256.h"
 #include "dtrain/comm/error.h"
+#include "dtrain/comm/token_proof.h"
 
 namespace dtrain::comm {
 namespace {
@@ -66,23 +65,6 @@ std::string await(c10d::Store& store, const std::string& key, std::chrono::milli
   return await_all(store, {key}, timeout, me, [&](size_t) { return waiting_for; })[0];
 }
 
-std::string proof(const std::string& token, const std::string& challenge, int rank) {
-  // Lengths first, so no two (token, challenge, rank) triples hash the same text.
-  return sha256_hex(std::to_string(token.size()) + ":" + token + ":" + challenge + ":" +
-                    std::to_string(rank));
-}
-
-std::string random_challenge() {
-  std::random_device device;  // /dev/urandom on Linux
-  std::string hex;
-  for (int i = 0; i < 4; ++i) {
-    char word[9];
-    std::snprintf(word, sizeof(word), "%08x", device());
-    hex += word;
-  }
-  return hex;
-}
-
 constexpr const char* kTokenHint = " (--token or DTRAIN_TOKEN must be the same on every rank)";
 
 }  // namespace
@@ -127,13 +109,13 @@ void authenticate(c10d::Store& store, int rank, int size, const std::string& tok
   if (rank == 0) {
     const std::string challenge = random_challenge();
     put(store, "dtrain/auth/challenge", challenge);
-    put(store, "dtrain/auth/proof/0", proof(token, challenge, 0));
+    put(store, "dtrain/auth/proof/0", token_proof(token, challenge, 0));
     std::string verdict = "ok";
     int proved = 0;  // ranks 1..proved published a proof
     for (int r = 1; r < size && verdict == "ok"; ++r, ++proved) {
       const std::string theirs = await(store, "dtrain/auth/proof/" + std::to_string(r), timeout, me,
                                        "rank " + std::to_string(r));
-      if (theirs != proof(token, challenge, r))
+      if (theirs != token_proof(token, challenge, r))
         verdict = "the process joining as rank " + std::to_string(r) +
                   " presented a different token: refused" + kTokenHint;
     }
@@ -156,8 +138,8 @@ void authenticate(c10d::Store& store, int rank, int size, const std::string& tok
                 [](size_t) { return std::string("rank 0 (the rendezvous host)"); });
   const std::string& challenge = published[0];
   const std::string& theirs = published[1];
-  put(store, "dtrain/auth/proof/" + std::to_string(rank), proof(token, challenge, rank));
-  if (theirs != proof(token, challenge, 0)) {
+  put(store, "dtrain/auth/proof/" + std::to_string(rank), token_proof(token, challenge, rank));
+  if (theirs != token_proof(token, challenge, 0)) {
     put(store, ack(rank), "refused");
     throw CommError(me + ": rank 0 holds a different token: refusing to join" + kTokenHint);
   }

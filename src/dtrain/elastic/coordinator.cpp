@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtrain/comm/kv_store.h"
+#include "dtrain/comm/token_proof.h"
 #include "dtrain/elastic/leader_claim.h"
 
 namespace dtrain::elastic {
@@ -156,6 +157,7 @@ struct Coordinator::Leading {
   int64_t next_seq = 0;
   std::string checkpoint;                         // as last written
   std::optional<Clock::time_point> hole_since{};  // registration next_seq counted, not written
+  std::string challenge;                          // key::challenge(): the token check's
 };
 
 Coordinator::Coordinator(const std::string& address, int port, CoordinatorConfig config,
@@ -185,7 +187,9 @@ void Coordinator::stop() {
 }
 
 Coordinator::Leading Coordinator::take_over() {
-  Leading l{MembershipPolicy(config_), 0, "", std::nullopt};
+  Leading l{MembershipPolicy(config_), 0, "", std::nullopt, ""};
+  // Set once for the run: a coordinator taking over keeps its predecessor's.
+  l.challenge = store_->compare_set(key::challenge(), "", comm::random_challenge());
   if (const auto text = store_->try_get(key::policy())) {
     l.policy = MembershipPolicy::restore(config_, *text, Clock::now(), l.next_seq);
     l.checkpoint = *text;
@@ -204,7 +208,15 @@ void Coordinator::read_registrations(Leading& l, Observed& o) {
   while (l.next_seq < count) {
     const auto id = store_->try_get(key::join(l.next_seq));
     if (id) {
-      o.registered.push_back(std::stoll(*id));
+      const int64_t r = std::stoll(*id);
+      const auto proof = store_->try_get(key::proof(r));
+      if (proof && *proof == comm::token_proof(config_.token, l.challenge, r)) {
+        o.registered.push_back(r);
+      } else {
+        store_->set(key::refused(r), proof ? "its DTRAIN_TOKEN differs from the coordinator's"
+                                           : "it proved no DTRAIN_TOKEN");
+        o.refused.push_back(r);
+      }
     } else {
       // Counted but not written yet (a registration under way), or never to be: its replica
       // died between the two, or an etcd add whose answer was lost counted twice.
@@ -222,6 +234,8 @@ std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
   const auto started = Clock::now();
   Observed o;
   read_registrations(l, o);
+  for (const int64_t r : o.refused)
+    log.refused(r);
   for (const int64_t r : policy.watched()) {
     if (const auto hb = store_->try_get(key::heartbeat(r))) o.heartbeats[r] = *hb;
     if (store_->try_get(key::left(r))) o.left.push_back(r);
@@ -267,7 +281,7 @@ std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
 
 bool Coordinator::run(const CoordinatorLog& log) {
   std::optional<Leading> leading;
-  if (!claim_) leading = Leading{MembershipPolicy(config_), 0, "", std::nullopt};
+  if (!claim_) leading = take_over();  // a fresh store: nothing to take over but the challenge
   while (!stopping_) {
     if (store_->try_get(key::done())) return true;
     bool took_over = false;

@@ -39,6 +39,9 @@ struct CoordinatorConfig {
   std::chrono::milliseconds poll{50};
   // etcd: a leader that has not renewed its claim this long is replaced by a standby.
   std::chrono::milliseconds takeover_after{2'000};
+  // DTRAIN_TOKEN: a registration whose proof of it differs is refused (key::refused), never
+  // a member. Every replica and coordinator of a run must hold the same (or none).
+  std::string token;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -49,6 +52,7 @@ struct Observed {
   std::map<int64_t, std::string> heartbeats;  // replica -> its counter, where set
   std::vector<int64_t> left;                  // replicas that said they are leaving
   std::vector<int64_t> holding;               // replicas that said they hold the run's state
+  std::vector<int64_t> refused;               // registrations without the token's proof
 };
 
 // The coordinator's decisions, without the store (tested on their own): feed it each poll's
@@ -107,6 +111,7 @@ struct CoordinatorLog {
   // etcd: this coordinator took the lead (as of that view id; 0: none yet), or lost it.
   std::function<void(int64_t)> leads = [](int64_t) {};
   std::function<void()> deposed = [] {};
+  std::function<void(int64_t)> refused = [](int64_t) {};  // a registration without the token
 };
 
 class LeaderClaim;

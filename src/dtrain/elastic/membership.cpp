@@ -7,6 +7,7 @@
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
+#include "dtrain/comm/token_proof.h"
 
 namespace dtrain::elastic {
 namespace {
@@ -53,6 +54,7 @@ void Membership::register_once() {
     id_ = *config_.replica_id;
   else
     id_ = store_->add(key::next_id(), 1) + 1000;  // fixed ids (slots) stay below 1000
+  store_->set(key::proof(id_), comm::token_proof(config_.world.token, await_challenge(), id_));
   store_->set(key::heartbeat(id_), "0");
   const int64_t seq = store_->add(key::join_count(), 1) - 1;
   store_->set(key::join(seq), std::to_string(id_));
@@ -98,11 +100,31 @@ std::optional<int64_t> Membership::wait_newer(int64_t than, milliseconds timeout
   }
 }
 
+std::string Membership::await_challenge() {
+  const auto until = Clock::now() + config_.world.timeout;
+  while (Clock::now() < until) {
+    if (auto challenge = store_->try_get(key::challenge())) return *challenge;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  throw comm::CommError("replica " + std::to_string(id_) + ": no coordinator led the run at " +
+                        store_->address() + " within " +
+                        std::to_string(config_.world.timeout.count() / 1000) + " s");
+}
+
+void Membership::throw_if_refused() {
+  if (const auto why = store_->try_get(key::refused(id_)))
+    throw std::runtime_error("the coordinator refused replica " + std::to_string(id_) + ": " +
+                             *why +
+                             " (--token or DTRAIN_TOKEN must be the same on every replica and "
+                             "coordinator of the run)");
+}
+
 View Membership::wait_to_enter(milliseconds timeout) {
   const auto until = Clock::now() + timeout;
   int64_t checked = registered_after_ + 1;  // views before this one do not let it in
   int64_t listed = 0;                       // the first view that named this replica
   while (Clock::now() < until) {
+    throw_if_refused();
     if (store_->try_get(key::done()))
       throw RunFinished("the run finished before replica " + std::to_string(id_) +
                         " could enter it");

@@ -82,6 +82,9 @@ class Membership {
   // members adopted (key::adopted) to let it in. Throws RunFinished when the run finished
   // first, std::runtime_error when nothing came within `timeout`.
   View wait_to_enter(std::chrono::milliseconds timeout);
+  // std::runtime_error, naming the token, where the coordinator refused this registration
+  // (its proof of DTRAIN_TOKEN differs: coordinator.h). Waits for a view call it.
+  void throw_if_refused();
   // Connects the group of `members` (replica ids, this one among them; ranks in their order)
   // under `name`, and makes it the current group: the one the watcher aborts. Throws
   // CommError when a member does not come within connect_timeout, the newest view does not
@@ -114,6 +117,9 @@ class Membership {
 
  private:
   void register_once();
+  // The run's challenge (key::challenge), once a coordinator leads; CommError after the
+  // store's timeout.
+  std::string await_challenge();
   void watch();
   void note_seen(int64_t view);
   // Aborts the current group if `view` drops one of its members.

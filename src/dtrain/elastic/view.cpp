@@ -129,6 +129,15 @@ std::string epoch_row(int64_t epoch) {
 std::string run_config() {
   return kRoot + "run_config";
 }
+std::string challenge() {
+  return kRoot + "challenge";
+}
+std::string proof(int64_t replica) {
+  return kRoot + "proof/" + std::to_string(replica);
+}
+std::string refused(int64_t replica) {
+  return kRoot + "refused/" + std::to_string(replica);
+}
 std::string coordinator() {
   return kRoot + "coordinator";
 }

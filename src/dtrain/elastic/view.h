@@ -72,6 +72,12 @@ std::string coordinator();
 std::string policy();
 // Which replica writes an epoch's metrics row (the first member to close the epoch claims it).
 std::string epoch_row(int64_t epoch);
+// The token check of registrations (DTRAIN_TOKEN): the leading coordinator's random
+// challenge (set once), each replica's proof (comm/token_proof.h), and the coordinator's
+// refusal of a replica whose proof differs.
+std::string challenge();
+std::string proof(int64_t replica);
+std::string refused(int64_t replica);
 }  // namespace key
 
 }  // namespace dtrain::elastic

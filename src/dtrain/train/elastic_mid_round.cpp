@@ -57,6 +57,7 @@ bool ElasticReplica::enter_mid_round() {
       return false;  // enter_once says why
     else
       std::this_thread::sleep_for(milliseconds(20));
+    membership_->throw_if_refused();
   }
   // A founder enters with the others; a view that let it in already is the boundary's.
   if (membership_->view(1).has(id()) || store.try_get(skey::adopted(holding))) return false;
