@@ -377,6 +377,45 @@ TEST(ElasticOuterTest, AutosChoiceIsUndoneByAFailedExchangeAndTravelsWithTheStat
 // round's records) and so decides alike; it waits for kExchangesToMeasure exchanges of each,
 // steps only to lossier codecs within one group until a choice keeps the codec, and a new
 // group measures again and may go either way.
+// The founders' probe reading (rate, latency) reaches every member through the records of a
+// choice made again: a joiner that chose with a founder carries it on, so a group of joiners
+// only, the founders gone, still reads the link's latency instead of 0.
+TEST(ElasticOuterTest, AJoinerLearnsTheFoundersLinkReadingFromTheRecords) {
+  DilocoConfig config = outer_config();
+  config.sync_every = 50;
+  AutoCompress options;
+  options.candidates = {compress::parse_codec("none"), compress::parse_codec("sortquant:4")};
+  options.min_bits = 4;
+  config.auto_codec = options;
+  const int64_t n = 1 << 12;
+  std::vector<at::Tensor> parameters{at::zeros({n}), at::zeros({n})};
+  std::vector<std::unique_ptr<ElasticOuter>> members;
+  for (auto& p : parameters)
+    members.push_back(std::make_unique<ElasticOuter>(std::vector<at::Tensor>{p},
+                                                     std::vector<at::Tensor>{}, config));
+  at::Tensor state = members[0]->pack();
+  state[state.numel() - 1] = 0.0f;  // exact chosen
+  for (auto& m : members) {
+    m->unpack(state);
+    m->note_step_s(0.01);
+    ElasticOuter::Averaged a;
+    a.measured_s = 0.002;
+    a.wire_bytes = 4 * n;
+    for (int i = 0; i < 2; ++i)
+      m->count_exchange("g", a);
+  }
+  EXPECT_EQ(members[1]->measured().latency_s, 0.0);  // a joiner: never probed
+  std::vector<ExchangeMeasure> records{members[0]->measured(), members[1]->measured()};
+  records[0].rate_bytes_per_s = 2.5e6;  // the founder's record: its probe's reading
+  records[0].latency_s = 0.005;
+  for (auto& m : members)
+    m->choose_again(records);
+  for (auto& m : members) {
+    EXPECT_EQ(m->measured().rate_bytes_per_s, 2.5e6);
+    EXPECT_EQ(m->measured().latency_s, 0.005);
+  }
+}
+
 TEST(ElasticOuterTest, AutoChoosesAgainFromEveryMembersExchangesAlike) {
   DilocoConfig config = outer_config();
   config.sync_every = 50;

@@ -112,6 +112,11 @@ std::string ElasticOuter::choose_again(const std::vector<ExchangeMeasure>& membe
   const int64_t counted = members.front().exchanges;
   const std::string measured_with = std::to_string(counted) + " exchanges of " + codec_name();
   count_afresh();
+  // What any member knew of the link (the founders' probe) every member knows from now on, so
+  // a group of joiners only, once the founders are gone, still has it (alike everywhere: every
+  // member chooses from the same records).
+  measured_.rate_bytes_per_s = s.rate_bytes_per_s;
+  measured_.latency_s = s.latency_s;
   // No member knows the link's rate (the founders are gone): the exchanges alone tell it.
   if (!(s.rate_bytes_per_s > 0)) s.rate_bytes_per_s = std::numeric_limits<double>::infinity();
   s.rate_bytes_per_s = rate_from_exchanges(s, exchange_s, bytes);
