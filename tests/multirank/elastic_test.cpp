@@ -377,18 +377,17 @@ TEST(ElasticOuterTest, AutosChoiceIsUndoneByAFailedExchangeAndTravelsWithTheStat
 // round's records) and so decides alike; it waits for kExchangesToMeasure exchanges of each,
 // steps only to lossier codecs within one group until a choice keeps the codec, and a new
 // group measures again and may go either way.
-// The founders' probe reading (rate, latency) reaches every member through the records of a
-// choice made again: a joiner that chose with a founder carries it on, so a group of joiners
-// only, the founders gone, still reads the link's latency instead of 0.
-TEST(ElasticOuterTest, AJoinerLearnsTheFoundersLinkReadingFromTheRecords) {
+// Two members of an auto run (H = 50, min 4 bits, `candidates`) over `parameters` (one
+// tensor each), exact chosen as a first choice would, each with inner steps of 10 ms: a
+// budget of 25 ms an exchange.
+std::vector<std::unique_ptr<ElasticOuter>> auto_members(
+    const std::vector<compress::CodecSpec>& candidates, std::vector<at::Tensor>& parameters) {
   DilocoConfig config = outer_config();
   config.sync_every = 50;
   AutoCompress options;
-  options.candidates = {compress::parse_codec("none"), compress::parse_codec("sortquant:4")};
+  options.candidates = candidates;
   options.min_bits = 4;
   config.auto_codec = options;
-  const int64_t n = 1 << 12;
-  std::vector<at::Tensor> parameters{at::zeros({n}), at::zeros({n})};
   std::vector<std::unique_ptr<ElasticOuter>> members;
   for (auto& p : parameters)
     members.push_back(std::make_unique<ElasticOuter>(std::vector<at::Tensor>{p},
@@ -398,6 +397,19 @@ TEST(ElasticOuterTest, AJoinerLearnsTheFoundersLinkReadingFromTheRecords) {
   for (auto& m : members) {
     m->unpack(state);
     m->note_step_s(0.01);
+  }
+  return members;
+}
+
+// The founders' probe reading (rate, latency) reaches every member through the records of a
+// choice made again: a joiner that chose with a founder carries it on, so a group of joiners
+// only, the founders gone, still reads the link's latency instead of 0.
+TEST(ElasticOuterTest, AJoinerLearnsTheFoundersLinkReadingFromTheRecords) {
+  const int64_t n = 1 << 12;
+  std::vector<at::Tensor> parameters{at::zeros({n}), at::zeros({n})};
+  const auto members = auto_members(
+      {compress::parse_codec("none"), compress::parse_codec("sortquant:4")}, parameters);
+  for (auto& m : members) {
     ElasticOuter::Averaged a;
     a.measured_s = 0.002;
     a.wire_bytes = 4 * n;
@@ -417,26 +429,13 @@ TEST(ElasticOuterTest, AJoinerLearnsTheFoundersLinkReadingFromTheRecords) {
 }
 
 TEST(ElasticOuterTest, AutoChoosesAgainFromEveryMembersExchangesAlike) {
-  DilocoConfig config = outer_config();
-  config.sync_every = 50;
-  AutoCompress options;
-  options.candidates = {compress::parse_codec("none"), compress::parse_codec("sortquant:8"),
-                        compress::parse_codec("sortquant:4")};
-  options.min_bits = 4;
-  config.auto_codec = options;
-  const std::string lossiest = compress::to_string(options.candidates.back());
+  const std::vector<compress::CodecSpec> candidates = {compress::parse_codec("none"),
+                                                       compress::parse_codec("sortquant:8"),
+                                                       compress::parse_codec("sortquant:4")};
+  const std::string lossiest = compress::to_string(candidates.back());
   const int64_t n = 1 << 16;
   std::vector<at::Tensor> parameters{at::zeros({n}), at::zeros({n})};
-  std::vector<std::unique_ptr<ElasticOuter>> members;
-  for (auto& p : parameters)
-    members.push_back(std::make_unique<ElasticOuter>(std::vector<at::Tensor>{p},
-                                                     std::vector<at::Tensor>{}, config));
-  at::Tensor state = members[0]->pack();
-  state[state.numel() - 1] = 0.0f;  // exact chosen (as a first choice would)
-  for (auto& m : members) {
-    m->unpack(state);
-    m->note_step_s(0.01);  // 50 steps: a budget of 25 ms an exchange
-  }
+  const auto members = auto_members(candidates, parameters);
   const auto exchanges = [&](const std::string& group, double seconds, int count) {
     for (auto& m : members) {
       ElasticOuter::Averaged a;
