@@ -3,15 +3,17 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "dtrain/comm/group.h"
+#include "dtrain/comm/small_message.h"
 #include "dtrain/train/engine.h"
 
 namespace dtrain::train {
 namespace {
 
-enum PlanWord : int64_t { kFinished, kEpoch, kRound, kShare, kResets, kPositions, kLr, kWords };
+constexpr int64_t kPlanFields = 7;
+constexpr int64_t kMaxCount = int64_t{1} << 53;
+constexpr int64_t kMaxPositions = int64_t{1} << 40;
 
 }  // namespace
 
@@ -48,34 +50,31 @@ int ReplicaRanks::size() const {
 }
 
 RoundPlan ReplicaRanks::share_plan(const RoundPlan& plan) {
-  at::Tensor words = at::zeros({kWords}, at::kLong);
-  if (leader()) {
-    auto* w = words.data_ptr<int64_t>();
-    w[kFinished] = plan.finished ? 1 : 0;
-    w[kEpoch] = plan.epoch;
-    w[kRound] = plan.round;
-    w[kShare] = plan.share_index;
-    w[kResets] = plan.resets;
-    w[kPositions] = static_cast<int64_t>(plan.positions.size());
-    std::memcpy(&w[kLr], &plan.lr, sizeof(double));
-  }
+  // The plan's fields cross as one small message, its positions after it.
+  at::Tensor words = comm::MessageWriter()
+                         .flag(plan.finished)
+                         .count(plan.epoch)
+                         .count(plan.round)
+                         .count(plan.share_index)
+                         .count(plan.resets)
+                         .count(static_cast<int64_t>(plan.positions.size()))
+                         .real(plan.lr)
+                         .finish();
   group_.native_broadcast(words, 0);
-  const auto* w = words.data_ptr<int64_t>();
+  comm::MessageReader in(words, kPlanFields, "elastic round plan from the replica's leader");
   RoundPlan shared;
-  shared.finished = w[kFinished] != 0;
-  shared.epoch = w[kEpoch];
-  shared.round = w[kRound];
-  shared.share_index = w[kShare];
-  shared.resets = w[kResets];
-  std::memcpy(&shared.lr, &w[kLr], sizeof(double));
-  if (w[kPositions] < 0 || w[kPositions] > (int64_t{1} << 40))
-    throw std::runtime_error("elastic: the replica's leader sent a plan of " +
-                             std::to_string(w[kPositions]) + " positions");
+  shared.finished = in.flag("finished");
+  shared.epoch = in.count(0, kMaxCount, "epoch");
+  shared.round = in.count(0, kMaxCount, "round");
+  shared.share_index = in.count(0, kMaxCount, "share index");
+  shared.resets = in.count(0, kMaxCount, "resets");
+  const int64_t positions_count = in.count(0, kMaxPositions, "positions");
+  shared.lr = in.real();
   at::Tensor positions = leader() ? at::tensor(plan.positions, at::kLong).clone()
-                                  : at::empty({w[kPositions]}, at::kLong);
-  if (w[kPositions] > 0) group_.native_broadcast(positions, 0);
+                                  : at::empty({positions_count}, at::kLong);
+  if (positions_count > 0) group_.native_broadcast(positions, 0);
   const auto* p = positions.data_ptr<int64_t>();
-  shared.positions.assign(p, p + w[kPositions]);
+  shared.positions.assign(p, p + positions_count);
   return shared;
 }
 
