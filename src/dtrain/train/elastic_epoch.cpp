@@ -85,8 +85,7 @@ EpochStats ElasticRun::close_epoch(EpochStats s, int64_t epoch) {
   comm::Group* group = replica_->membership().group();
   const metrics::trace::Span span("eval", "epoch's evaluation", epoch + 1, "epoch");
   Evaluation test;
-  std::vector<double> totals{tally_.loss_sum, static_cast<double>(tally_.correct),
-                             static_cast<double>(tally_.seen)};
+  std::vector<double> totals = tally_.totals;
   try {
     if (group != nullptr) batchnorm_->recompute(*group);  // the members alike
     ShareOfGroup shared(*engine_, group);

@@ -25,8 +25,7 @@ void follow_leader(const TrainConfig& c, ReplicaRanks& ranks) {
       make_ddp_engine(ranks.group(), models::make_model(in.model), c);
   std::unique_ptr<torch::optim::Optimizer> optimizer =
       make_optimizer(c.optim, engine->parameters());
-  const data::Augment augment = default_augment(c, in);
-  RoundData data(in.train_set.size(), c.seed);
+  RoundData data(in.train_set, in.norm, default_augment(c, in), c.batch_size, c.seed);
   int64_t resets = 0;
   for (;;) {
     const RoundPlan plan = [&] {
@@ -40,11 +39,10 @@ void follow_leader(const TrainConfig& c, ReplicaRanks& ranks) {
     }
     ranks.share_state(*engine->checkpoint_module());
     const RankSlice mine = rank_slice(plan.positions, ranks.place(), ranks.size(), c.batch_size);
-    data::EpochLoader loader(in.train_set, data.indices(mine.positions, plan.epoch), c.batch_size,
-                             in.norm, augment,
-                             data.augment_seed(plan.round, plan.share_index, ranks.place()), 2);
+    data::EpochLoader loader =
+        data.loader(mine.positions, plan.epoch, plan.round, plan.share_index, ranks.place());
     set_learning_rate(*optimizer, plan.lr);
-    std::vector<double> tally(3, 0.0);  // loss sum, correct, seen: summed with the leader's
+    RoundTally tally;  // summed with the leader's
     EpochStats s;
     for (int64_t step = 0;; ++step) {
       std::optional<data::Batch> batch = loader.next();
@@ -54,18 +52,12 @@ void follow_leader(const TrainConfig& c, ReplicaRanks& ranks) {
       StepPlan weight;
       const bool filler = mine.filler && step + 1 == mine.steps;
       if (filler) weight.loss_scale = 0;  // a copy to take part in the step's exchange
-      optimizer->zero_grad();
-      const BatchResult r = engine->train_batch(*batch, plan.lr, weight, s);
-      optimizer->step();
+      const BatchResult r = inner_step(*engine, *optimizer, *batch, plan.lr, weight, s);
       if (filler) continue;
-      if (!std::isfinite(r.loss_sum))
-        throw std::runtime_error("training diverged: loss is " + std::to_string(r.loss_sum) +
-                                 " in round " + std::to_string(plan.round) + " (lower --lr?)");
-      tally[0] += r.loss_sum;
-      tally[1] += static_cast<double>(r.correct);
-      tally[2] += static_cast<double>(r.samples);
+      check_finite(r, plan.round);
+      tally.add(r);
     }
-    ranks.sum(tally);
+    ranks.sum(tally.totals);
   }
 }
 

@@ -34,11 +34,6 @@ int64_t wall_microseconds();
 // Appends whole lines to a file several replicas share (O_APPEND: one write a line).
 void append_rows(const std::string& path, const std::vector<metrics::Row>& rows);
 
-struct RoundTally {
-  double loss_sum = 0;
-  int64_t correct = 0, seen = 0;
-};
-
 class ElasticRun {
  public:
   // `ranks`: the replica's ranks, this one their leader (null: a replica of one rank).
@@ -91,7 +86,6 @@ class ElasticRun {
   // The epoch's statistics under the shared weights before its evaluation, as DiLoCo's.
   std::unique_ptr<BatchNormStatistics> batchnorm_;
   std::unique_ptr<ElasticReplica> replica_;
-  data::Augment augment_;
   std::unique_ptr<RoundData> data_;
   RoundTally tally_;
   // This replica's own view since it entered (the epoch's start, committed and lost samples

@@ -74,7 +74,6 @@ ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int
   parallel::check_elastic_config(c.parallel.diloco);
   torch::manual_seed(c.seed);
   in_ = load(c, nullptr, true);
-  data_ = std::make_unique<RoundData>(in_.train_set.size(), c.seed);
   torch::manual_seed(c.seed);
   engine_ = ranks ? make_ddp_engine(ranks->group(), models::make_model(in_.model), c)
                   : make_local_engine(models::make_model(in_.model), models::make_loss(c.loss),
@@ -84,7 +83,8 @@ ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int
   outer_ = std::make_unique<parallel::ElasticOuter>(engine_->checkpoint_module()->parameters(),
                                                     engine_->checkpoint_module()->buffers(),
                                                     c.parallel.diloco);
-  augment_ = default_augment(c, in_);
+  data_ = std::make_unique<RoundData>(in_.train_set, in_.norm, default_augment(c, in_),
+                                      c.batch_size, c.seed);
   ElasticReplica::Settings s = settings(world, slot, restart);
   // A fault plan's replacement registers only once the round before its entry is under
   // way, so the members take it in exactly before its round.
@@ -114,8 +114,7 @@ data::EpochLoader ElasticRun::round_loader(const std::vector<int64_t>& positions
   // The first rank's part always has a position a step (rank_slice: never a filler).
   const std::vector<int64_t> mine =
       ranks_ ? rank_slice(positions, 0, ranks_->size(), c_.batch_size).positions : positions;
-  return data::EpochLoader(in_.train_set, data_->indices(mine, epoch), c_.batch_size, in_.norm,
-                           augment_, data_->augment_seed(round, share, 0), 2);
+  return data_->loader(mine, epoch, round, share, 0);
 }
 
 bool ElasticRun::next_step(bool go) {
@@ -152,7 +151,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
   const bool dies = replica_->plan().kills_at(replica_->id(), round, FaultPhase::kInner);
   if (dies && steps == 0) elastic::die_now(replica_->membership());
   parallel::InnerStepTimes step_times;  // auto's step time: the engine's work, not data waits
-  const RoundTally before = tally_;
+  RoundTally tally;
   for (;;) {
     std::optional<data::Batch> batch = loader.next();
     if (batch && dies && step == half) elastic::die_now(replica_->membership());
@@ -161,32 +160,17 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
     if (!next_step(go)) break;
     if (step + 1 == steps) replica_->seal_soon();
     step_times.step_started();
-    optimizer_->zero_grad();
     batchnorm_->remember(batch->inputs);
-    const BatchResult r = engine_->train_batch(*batch, lr, StepPlan{}, s);
-    const auto t = metrics::Clock::now();
-    optimizer_->step();
-    s.time_optimizer_s += metrics::trace::span_since("compute", "optimizer step", t);
+    const BatchResult r = inner_step(*engine_, *optimizer_, *batch, lr, StepPlan{}, s);
     step_times.step_ended();
-    if (!std::isfinite(r.loss_sum))
-      throw std::runtime_error("training diverged: loss is " + std::to_string(r.loss_sum) +
-                               " in round " + std::to_string(round) + " (lower --lr?)");
-    tally_.loss_sum += r.loss_sum;
-    tally_.correct += r.correct;
-    tally_.seen += r.samples;
+    check_finite(r, round);
+    tally.add(r);
     ++step;
   }
   s.time_data_s += loader.wait_s();
   if (!step_times.empty()) outer_->note_step_s(step_times.median_s());
-  if (ranks_) {  // the replica's: every rank's batches
-    std::vector<double> sums{tally_.loss_sum - before.loss_sum,
-                             static_cast<double>(tally_.correct - before.correct),
-                             static_cast<double>(tally_.seen - before.seen)};
-    ranks_->sum(sums);
-    tally_.loss_sum = before.loss_sum + sums[0];
-    tally_.correct = before.correct + static_cast<int64_t>(sums[1]);
-    tally_.seen = before.seen + static_cast<int64_t>(sums[2]);
-  }
+  if (ranks_) ranks_->sum(tally.totals);  // the replica's: every rank's batches
+  tally_ += tally;
   return std::min(static_cast<int64_t>(positions.size()), step * k * c_.batch_size);
 }
 
