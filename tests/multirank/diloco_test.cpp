@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -61,7 +62,20 @@ std::vector<at::Tensor> flat_state(torch::nn::Sequential& model) {
 struct Schedule {
   int64_t fragments = 1, delay = 0;
   double alpha = 0.5;
+  bool one_epoch = false;  // the steps are an epoch's (Diloco::set_epoch_position)
 };
+
+// An outer step due fewer than H/2 steps before the epoch's end waits for it.
+bool waits_for_the_epochs_end(const Schedule& schedule, int64_t done, int64_t steps) {
+  return schedule.one_epoch && done < steps && 2 * (steps - done) < kSyncEvery;
+}
+
+// Whether after_inner_step starts an exchange after `done` steps (one fragment): on the
+// schedule, but for an epoch's last steps, whose exchanges sync() runs.
+bool exchanges_after(const Schedule& schedule, int64_t done, int64_t steps) {
+  if (schedule.one_epoch && done == steps) return false;
+  return done % kSyncEvery == 0 && !waits_for_the_epochs_end(schedule, done, steps);
+}
 
 at::Tensor flat(torch::nn::Sequential& model) {
   return torch::nn::utils::parameters_to_vector(model->parameters()).detach().clone();
@@ -128,6 +142,7 @@ std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps =
     }
     for (int64_t f = 0; f < f_count; ++f) {
       if (t % kSyncEvery != kSyncEvery * f / f_count) continue;
+      if (waits_for_the_epochs_end(schedule, t, steps)) continue;
       since[static_cast<size_t>(f)] = 0;
       if (schedule.delay == 0)
         land(f, mean_pseudo_gradient(f), 0);
@@ -172,12 +187,13 @@ Result run(const compress::CodecSpec& codec, const Schedule& schedule = {}) {
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(kInnerLr));
     for (int64_t k = 0; k < kInnerSteps; ++k) {
       inner_step(model, opt, g.rank(), k);
+      if (schedule.one_epoch) diloco.set_epoch_position(k, kInnerSteps);
       const bool started = diloco.after_inner_step();
       if (schedule.fragments == 1) {
-        EXPECT_EQ(started, (k + 1) % kSyncEvery == 0);
+        EXPECT_EQ(started, exchanges_after(schedule, k + 1, kInnerSteps));
       }
     }
-    EXPECT_TRUE(diloco.sync());
+    EXPECT_EQ(diloco.sync(), !exchanges_after(schedule, kInnerSteps, kInnerSteps));
     EXPECT_FALSE(diloco.sync()) << "nothing to average right after an outer step";
     std::lock_guard<std::mutex> lock(mu);
     result.params[g.rank()] = flat_state(model);
@@ -198,6 +214,27 @@ TEST(Diloco, OuterStepsEqualTheSingleProcessReference) {
     EXPECT_EQ(s.outer_steps, 3);  // after steps 3 and 6, and the last
     EXPECT_EQ(s.inner_steps, kInnerSteps);
     EXPECT_EQ(s.wire_bytes, s.fp32_bytes);
+  }
+}
+
+// 7 steps of H = 3 as one epoch: the outer step due after step 6, one step before the end,
+// waits for it (rounds of 3 and 4 steps, not 3, 3 and 1).
+TEST(Diloco, AnOuterStepDueInAnEpochsLastStepsWaitsForItsEnd) {
+  Schedule epoch;
+  epoch.one_epoch = true;
+  const auto expected = reference(epoch);
+  const auto every_three = reference();
+  double apart = 0;
+  for (size_t i = 0; i < expected.size(); ++i)
+    apart = std::max(apart, (expected[i] - every_three[i]).abs().max().item<double>());
+  ASSERT_GT(apart, 1e-4) << "the two schedules must differ for the test to tell them apart";
+  const Result r = run({}, epoch);
+  for (int rank = 0; rank < kReplicas; ++rank) {
+    const auto& got = r.params.at(rank);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LE((got[i] - expected[i]).abs().max().item<double>(), 1e-5) << rank << " " << i;
+    EXPECT_EQ(r.stats.at(rank).outer_steps, 2);  // after step 3, and at the epoch's end
   }
 }
 

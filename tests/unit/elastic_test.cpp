@@ -91,7 +91,7 @@ TEST(SampleQueueTest, EveryPositionOfAnEpochCountsOnceThroughLossesAndJoins) {
       most = std::max(most, s.size());
       least = std::min(least, s.size());
     }
-    EXPECT_LE(most, static_cast<size_t>(per));
+    EXPECT_LE(2 * most, static_cast<size_t>(3 * per + 1));  // an epoch's last: 1.5 rounds
     for (int r = 0; r < p; ++r) {
       const auto& share = shares[static_cast<size_t>(r)];
       if (round % 3 == 1 && r == 0)  // replica 0 is lost every third round
@@ -105,6 +105,25 @@ TEST(SampleQueueTest, EveryPositionOfAnEpochCountsOnceThroughLossesAndJoins) {
   EXPECT_EQ(counted.size(), static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
     EXPECT_EQ(counted.count(i), 1u) << i;
+}
+
+// An epoch's remainder shorter than half a round joins its last round: 1,000 positions in
+// rounds of 3 x 64 are four full rounds and one of 232, not five and one of 40.
+TEST(SampleQueueTest, NoRoundIsShorterThanHalfARound) {
+  data::SampleQueue q;
+  std::vector<size_t> rounds;
+  while (!data::epoch_done(q, 1000)) {
+    size_t total = 0;
+    for (const auto& share : data::assign_round(q, 3, 64, 1000))
+      total += share.size();
+    rounds.push_back(total);
+  }
+  EXPECT_EQ(rounds, (std::vector<size_t>{192, 192, 192, 192, 232}));
+  data::SampleQueue exact;  // 960: five full rounds, none longer
+  EXPECT_EQ(data::assign_round(exact, 3, 64, 960)[0].size(), 64u);
+  exact.cursor = 768;
+  EXPECT_EQ(data::assign_round(exact, 3, 64, 960)[2].size(), 64u);
+  EXPECT_TRUE(data::epoch_done(exact, 960));
 }
 
 TEST(SampleQueueTest, TheLastRoundIsSplitEvenlyAndRedoComesFirst) {
@@ -129,31 +148,31 @@ TEST(SampleQueueTest, TheLastRoundIsSplitEvenlyAndRedoComesFirst) {
 // ones it did not reach, and a lost joiner's, wait for that epoch (not this one's rounds),
 // and every position of both epochs still counts once. The run's last epoch lends none.
 TEST(SampleQueueTest, AJoinerInAnEpochsLastRoundTrainsTheNextEpochsPositions) {
-  const int64_t n = 100, per = 30;
+  const int64_t n = 160, per = 30;
   data::SampleQueue q;
   std::map<int64_t, std::multiset<int64_t>> counted;  // by epoch
   const auto count = [&](const std::vector<int64_t>& positions) {
     for (const int64_t p : positions)
       counted[q.epoch + p / n].insert(p % n);
   };
-  for (const auto& share : data::assign_round(q, 3, per, n))  // 90 of 100
+  for (const auto& share : data::assign_round(q, 3, per, n))  // 90 of 160
     count(share);
-  const auto last = data::assign_round(q, 3, per, n);  // 10 left: 4, 3, 3
-  EXPECT_EQ(last[0].size(), 4u);
+  const auto last = data::assign_round(q, 3, per, n);  // 70 left: 24, 23, 23
+  EXPECT_EQ(last[0].size(), 24u);
   EXPECT_TRUE(data::epoch_done(q, n));
   const auto first = data::assign_joiner(q, per, n, true);
   const auto second = data::assign_joiner(q, per, n, true);
   EXPECT_EQ(first.front(), n);
   EXPECT_EQ(second.front(), n + per);
-  count(last[1]);  // member 0 lost: its 4 positions go back
+  count(last[1]);  // member 0 lost: its 24 positions go back
   count(last[2]);
   data::requeue(q, last[0]);
   count({first.begin(), first.begin() + 10});  // the first joiner reached 10 of 30
   data::requeue(q, {first.begin() + 10, first.end()});
   data::requeue(q, second);  // the second was lost
   EXPECT_FALSE(data::epoch_done(q, n));
-  const auto redo = data::assign_round(q, 2, per, n);  // this epoch's 4 only
-  EXPECT_EQ(redo[0].size() + redo[1].size(), 4u);
+  const auto redo = data::assign_round(q, 2, per, n);  // this epoch's 24 only
+  EXPECT_EQ(redo[0].size() + redo[1].size(), 24u);
   for (const auto& share : redo)
     for (const int64_t p : share)
       EXPECT_LT(p, n);

@@ -8,7 +8,7 @@ namespace dtrain::cli {
 void add_diloco_options(CLI::App* sub, parallel::DilocoConfig& lo, bool& outer_auto) {
   sub->add_option("--sync-every", lo.sync_every,
                   "diloco: H, inner optimizer steps between outer steps (each epoch's last step "
-                  "also ends with one)")
+                  "also ends with one; one due fewer than H/2 steps before it waits for it)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   sub->add_option("--outer-lr", lo.outer_lr, "diloco: the outer optimizer's learning rate")

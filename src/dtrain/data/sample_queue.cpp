@@ -34,9 +34,11 @@ std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
   const int64_t left =
       static_cast<int64_t>(redo.size()) + std::max<int64_t>(0, epoch_size - queue.cursor);
   const int64_t full = per_replica * replicas;
-  // The epoch's last round: shares that differ by one at most.
+  // The epoch's last round, shares that differ by one at most, takes what a full round would
+  // leave when that is less than half a round: a round of a few samples would still take a
+  // whole outer step, its momentum's push and its exchange (docs/elastic.md).
   std::vector<int64_t> share(static_cast<size_t>(replicas), per_replica);
-  if (left < full)
+  if (2 * left < 3 * full)
     for (int r = 0; r < replicas; ++r)
       share[static_cast<size_t>(r)] = left / replicas + (r < left % replicas ? 1 : 0);
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(replicas));

@@ -22,11 +22,13 @@ struct SampleQueue {
   std::vector<int64_t> redo;  // positions to hand out again, before the cursor's
 };
 
-// The positions for each of `replicas` this round: up to `per_replica` each, first from
-// `redo`, then from the cursor, the last round of an epoch split as evenly as it goes (no
-// replica gets more than one more than another). Only this epoch's: positions ahead wait in
-// `redo` for the next. Advances the queue. Throws std::invalid_argument on non-positive
-// counts.
+// The positions for each of `replicas` this round: `per_replica` each, first from `redo`,
+// then from the cursor. The epoch's last round takes every position left, split as evenly as
+// it goes (no replica gets more than one more than another); it is the last once a full
+// round would leave fewer than half a round's positions, so it holds between half a round
+// and one and a half (fewer where the epoch has fewer, or a lost replica's come back after
+// it). Only this epoch's: positions ahead wait in `redo` for the next. Advances the queue.
+// Throws std::invalid_argument on non-positive counts.
 std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
                                                int64_t per_replica, int64_t epoch_size);
 

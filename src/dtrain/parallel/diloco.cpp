@@ -324,9 +324,13 @@ bool Diloco::after_inner_step() {
     --f.countdown;
   }
   if (in_flight_ && --in_flight_->steps_left == 0) land(config_.merge_alpha);
+  // The epoch's last steps: a round due now would leave fewer than H/2 steps for the next.
+  // Its last step leaves every fragment to sync(), blocking, as the evaluation needs them.
+  const int64_t left = epoch_steps_ - epoch_step_ - 1;
+  const bool joins_the_last = epoch_step_ >= 0 && 2 * left < config_.sync_every;
   bool started = false;
   for (size_t i = 0; i < fragments_.size(); ++i) {
-    if (fragments_[i].countdown > 0) continue;
+    if (fragments_[i].countdown > 0 || joins_the_last) continue;
     launch(i, /*background=*/worker_ != nullptr);
     started = true;
   }

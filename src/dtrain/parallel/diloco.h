@@ -103,9 +103,16 @@ class Diloco {
   // Waits for the exchange in flight, if any, and keeps its result for the step it is due
   // at: the group is free for other collectives, and state() holds everything.
   void settle();
-  // Inner steps in the current epoch (--compress-outer auto counts the epoch's last step,
-  // which exchanges every fragment at once, into its choice).
-  void set_epoch_steps(int64_t steps) { epoch_steps_ = steps; }
+  // The next inner step's index in its epoch of `steps`. An outer step that falls due fewer
+  // than H/2 steps before the epoch's end, or at its last step, waits for the sync() that
+  // follows it: no round is shorter than H/2 but in an epoch that is, since a short round's
+  // outer step would push the momentum again for little work (docs/diloco.md).
+  // --compress-outer auto counts the epoch's last step, which exchanges every fragment at
+  // once, into its choice. Unset, every outer step comes on its schedule.
+  void set_epoch_position(int64_t step, int64_t steps) {
+    epoch_step_ = step;
+    epoch_steps_ = steps;
+  }
   // Seconds training waited for outer steps since the last take_stats().
   double sync_seconds() const { return stats_.sync_s; }
   DilocoStats take_stats();
@@ -178,11 +185,11 @@ class Diloco {
   double measured_bytes_ = 0, measured_s_ = 0;
   size_t auto_floor_ = 0;  // after a change from exchanges: the least lossy candidate left
   bool chosen_from_exchanges_ = false;
-  int64_t epoch_steps_ = 0;             // set_epoch_steps
-  metrics::Clock::time_point started_;  // for auto: the steps' time where none was timed
-  InnerStepTimes step_times_;           // for auto: the steps' own, while it chooses
-  at::Tensor anchor_;                   // the shared parameters, flat float32
-  at::Tensor momentum_;                 // the outer optimizer's
+  int64_t epoch_step_ = -1, epoch_steps_ = 0;  // set_epoch_position
+  metrics::Clock::time_point started_;         // for auto: the steps' time where none was timed
+  InnerStepTimes step_times_;                  // for auto: the steps' own, while it chooses
+  at::Tensor anchor_;                          // the shared parameters, flat float32
+  at::Tensor momentum_;                        // the outer optimizer's
   std::vector<Fragment> fragments_;
   std::optional<InFlight> in_flight_;
   DilocoStats stats_;

@@ -87,8 +87,13 @@ void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
     if (t.scalar_type() != at::kLong || t.numel() != fragments)
       fail("has " + std::to_string(t.numel()) + " fragments, this run --fragments " +
            std::to_string(fragments));
-    const int64_t low = name == std::string("countdown") ? 1 : 0;
-    if (t.min().item<int64_t>() < low || t.max().item<int64_t>() > rounds * config_.sync_every)
+    // An outer step due in an epoch's last steps waits up to H/2 steps for its end.
+    const int64_t wait = config_.sync_every / 2;
+    const bool countdown = name == std::string("countdown");
+    const int64_t low = countdown ? 1 - wait : 0;
+    const int64_t high =
+        countdown ? rounds * config_.sync_every : rounds * config_.sync_every + wait;
+    if (t.min().item<int64_t>() < low || t.max().item<int64_t>() > high)
       fail("has inner steps since its last outer step that --sync-every " +
            std::to_string(config_.sync_every) + " does not allow");
   }

@@ -82,7 +82,7 @@ class DilocoEngine final : public Engine {
   BatchResult train_batch(const data::Batch& batch, double lr, const StepPlan& plan,
                           EpochStats& s) override {
     samples_ += batch.labels.size(0);
-    diloco_.set_epoch_steps(plan.epoch_steps);
+    diloco_.set_epoch_position(plan.epoch_step, plan.epoch_steps);
     batchnorm_.remember(batch.inputs);
     return local_->train_batch(batch, lr, plan, s);
   }

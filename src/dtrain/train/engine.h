@@ -33,6 +33,7 @@ struct StepPlan {
   bool sync = true;         // last micro-step of the step: communicate gradients
   double loss_scale = 1.0;  // this batch's share of the step's samples
   int64_t epoch_steps = 0;  // optimizer steps in this epoch
+  int64_t epoch_step = 0;   // this optimizer step's index in the epoch
 };
 
 class Engine {

@@ -74,6 +74,7 @@ StepPlan step_plan(int64_t step, int64_t k, int64_t batches, int64_t batch_size,
   StepPlan plan;
   plan.sync = step % k == k - 1 || step + 1 == batches;
   plan.epoch_steps = (batches + k - 1) / k;
+  plan.epoch_step = step / k;
   if (k == 1) return plan;
   const int64_t first = step - step % k;
   int64_t group = 0;
