@@ -126,6 +126,48 @@ TEST(SampleQueueTest, NoRoundIsShorterThanHalfARound) {
   EXPECT_TRUE(data::epoch_done(exact, 960));
 }
 
+// A lost replica's positions given back after the epoch's last round, fewer than half a
+// round, are filled up with the next epoch's first ones (with a next epoch), and every
+// position of both epochs still counts once; without one they make a round of their own.
+TEST(SampleQueueTest, ARedoneRemainderIsFilledUpWithTheNextEpochs) {
+  const int64_t n = 300, per = 50;
+  for (const bool ahead : {true, false}) {
+    data::SampleQueue q;
+    std::map<int64_t, std::multiset<int64_t>> counted;  // by epoch
+    const auto count = [&](const std::vector<int64_t>& share) {
+      for (const int64_t p : share)
+        counted[q.epoch + p / n].insert(p % n);
+    };
+    for (const auto& share : data::assign_round(q, 3, per, n, ahead))  // 150 of 300
+      count(share);
+    const auto last = data::assign_round(q, 3, per, n, ahead);  // the other 150
+    count(last[0]);
+    count(last[1]);
+    data::requeue(q, last[2]);  // lost: 50, a third of a round
+    const auto redo = data::assign_round(q, 3, per, n, ahead);
+    size_t total = 0, next = 0;
+    for (const auto& share : redo) {
+      total += share.size();
+      next += static_cast<size_t>(
+          std::count_if(share.begin(), share.end(), [&](int64_t p) { return p >= n; }));
+      count(share);
+    }
+    EXPECT_EQ(total, ahead ? 150u : 50u);
+    EXPECT_EQ(next, ahead ? 100u : 0u);
+    EXPECT_TRUE(std::equal(redo[0].begin(), redo[0].end(), last[2].begin()))
+        << "this epoch's first";
+    ASSERT_TRUE(data::epoch_done(q, n));
+    data::next_epoch(q, n);
+    while (!data::epoch_done(q, n))
+      for (const auto& share : data::assign_round(q, 3, per, n, false))
+        count(share);
+    ASSERT_EQ(counted.size(), 2u);
+    for (const auto& [epoch, positions] : counted)
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(positions.count(i), 1u) << "epoch " << epoch << " position " << i;
+  }
+}
+
 TEST(SampleQueueTest, TheLastRoundIsSplitEvenlyAndRedoComesFirst) {
   data::SampleQueue q;
   q.cursor = 90;

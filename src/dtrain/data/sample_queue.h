@@ -27,10 +27,14 @@ struct SampleQueue {
 // it goes (no replica gets more than one more than another); it is the last once a full
 // round would leave fewer than half a round's positions, so it holds between half a round
 // and one and a half (fewer where the epoch has fewer, or a lost replica's come back after
-// it). Only this epoch's: positions ahead wait in `redo` for the next. Advances the queue.
-// Throws std::invalid_argument on non-positive counts.
+// it). Only this epoch's: positions ahead wait in `redo` for the next. With `ahead` (the
+// run has a next epoch), a round that this epoch's left positions (a lost replica's given
+// back after the epoch's last round) would leave less than half full is filled up with the
+// next epoch's first positions, as assign_joiner's. Advances the queue. Throws
+// std::invalid_argument on non-positive counts.
 std::vector<std::vector<int64_t>> assign_round(SampleQueue& queue, int replicas,
-                                               int64_t per_replica, int64_t epoch_size);
+                                               int64_t per_replica, int64_t epoch_size,
+                                               bool ahead = false);
 
 // One joiner's positions after the round's members took theirs: assign_round's for one
 // replica while the epoch has any left; once it has none (the epoch's last round) and

@@ -187,7 +187,8 @@ bool ElasticReplica::claim_mid_round(const RoundStart& start) {
 
 std::vector<int64_t> ElasticReplica::planned_after(int members, int index) const {
   data::SampleQueue q = queue_;
-  data::assign_round(q, members, settings_.per_replica, settings_.epoch_size);
+  data::assign_round(q, members, settings_.per_replica, settings_.epoch_size,
+                     q.epoch + 1 < settings_.epochs);
   std::vector<int64_t> planned;
   for (int i = 0; i <= index; ++i)
     planned = joiners_share(q);

@@ -215,7 +215,8 @@ void ElasticReplica::settle_positions(const Outcome& out,
 
 std::vector<std::vector<int64_t>> ElasticReplica::assign() {
   round_start_words_ = progress();
-  return data::assign_round(queue_, size(), settings_.per_replica, settings_.epoch_size);
+  return data::assign_round(queue_, size(), settings_.per_replica, settings_.epoch_size,
+                            queue_.epoch + 1 < settings_.epochs);
 }
 
 int64_t ElasticReplica::next_proposal(int64_t round) {
