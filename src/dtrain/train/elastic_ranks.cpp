@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <map>
 
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/small_message.h"
@@ -80,14 +81,30 @@ RoundPlan ReplicaRanks::share_plan(const RoundPlan& plan) {
 
 void ReplicaRanks::share_state(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> tensors = module.parameters();
+  // One broadcast per element type (a ResNet's 100 and more tensors in two), through a flat
+  // host copy: the leader's values, a follower's receive buffer.
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_type;
+  for (const at::Tensor& p : module.parameters())
+    by_type[p.scalar_type()].push_back(p.detach());
   for (const at::Tensor& b : module.buffers())
-    tensors.push_back(b);
-  for (at::Tensor& t : tensors) {
-    // Through a contiguous host copy: the broadcast writes whole tensors.
-    at::Tensor host = t.detach().to(at::kCPU).contiguous().clone();
-    group_.native_broadcast(host, 0);
-    if (!leader()) t.copy_(host);
+    by_type[b.scalar_type()].push_back(b);
+  for (const auto& [type, tensors] : by_type) {
+    int64_t values = 0;
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& t : tensors) {
+      values += t.numel();
+      if (leader()) parts.push_back(t.to(at::kCPU).reshape({-1}));
+    }
+    if (values == 0) continue;
+    at::Tensor flat = leader() ? at::cat(parts) : at::empty({values}, at::TensorOptions(type));
+    group_.native_broadcast(flat, 0);
+    if (leader()) continue;
+    int64_t offset = 0;
+    for (const at::Tensor& t : tensors) {
+      at::Tensor target = t;
+      target.copy_(flat.narrow(0, offset, t.numel()).view_as(t));
+      offset += t.numel();
+    }
   }
 }
 
