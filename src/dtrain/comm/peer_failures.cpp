@@ -17,8 +17,9 @@ namespace dtrain::comm {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-std::string failure_key(int rank) {
-  return "dtrain/failed/" + std::to_string(rank);
+// A rank's published failure, keyed by its world rank: a subgroup's ranks share the store.
+std::string failure_key(const Group& group, int rank) {
+  return "dtrain/failed/" + std::to_string(group.world_rank(rank));
 }
 // How many ranks have read what their failure message needed from the store.
 const char* const kReadersKey = "dtrain/failures_read";
@@ -104,7 +105,7 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
 
 void Group::publish_failure(const std::string& message) const {
   try {  // best effort: the store's host may be the rank that died
-    backend_->store->set(failure_key(world_rank(rank_)),
+    backend_->store->set(failure_key(*this, rank_),
                          std::vector<uint8_t>(message.begin(), message.end()));
   } catch (const std::exception&) {
   }
@@ -117,7 +118,7 @@ Group::PeerFailure Group::failure_of(int peer) const {
   constexpr auto kGrace = std::chrono::milliseconds(1000);
   const auto start = Clock::now();
   try {
-    const std::string key = failure_key(world_rank(peer));
+    const std::string key = failure_key(*this, peer);
     backend_->store->wait({key}, kGrace);
     const auto value = backend_->store->get(key);
     failure.error.assign(value.begin(), value.end());
@@ -140,7 +141,7 @@ std::string Group::silent_peers_note() const {
       const auto left =
           std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
                    std::chrono::milliseconds(1));
-      const std::string key = failure_key(world_rank(peer));
+      const std::string key = failure_key(*this, peer);
       backend_->store->wait({key}, left);
       if (reported.empty()) {
         const auto value = backend_->store->get(key);
