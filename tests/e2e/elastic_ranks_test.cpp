@@ -154,15 +154,20 @@ TEST(ElasticRanksE2eTest, AFollowersDeathTakesItsReplicaOutAndTheReplicaStartsAg
   testing::expect_every_sample_once(r.samples, 2, 7680, r.err);
 }
 
-// An epoch of 3,841 samples: its last share is one position, fewer than a replica's ranks,
-// so the follower trains a weightless copy beside its leader's one (rank_slice's filler)
-// rather than the position waiting for a larger share that never comes.
+// An epoch of 3,841 samples in rounds of 2 x 640: its last round takes the remainder, 1,281
+// (not 1,280 and then 1), so one share is 641 positions, 5 steps of 2 x 64 and a last of
+// one position, fewer than a replica's ranks: the follower trains a weightless copy beside
+// its leader's one (rank_slice's filler) rather than the position waiting for a larger
+// share that never comes.
 TEST(ElasticRanksE2eTest, AnEpochsLastPositionFewerThanTheRanksIsTrainedOnce) {
   const ElasticRun r = run_plan("", 3841, 4);
   ASSERT_EQ(r.code, 0) << r.err;
   ASSERT_EQ(r.epochs().size(), 2u) << r.err;
   EXPECT_EQ(r.epochs().back()["committed_samples"], 3841) << r.epochs().back().dump();
   testing::expect_every_sample_once(r.samples, 2, 3841, r.err);
+  ASSERT_EQ(r.steps.size(), 6u) << r.err;
+  for (const auto& s : r.steps)
+    EXPECT_EQ(s["samples"], s["round"] == 2 || s["round"] == 5 ? 1281 : 1280) << s.dump();
 }
 
 // --trace under --elastic: each process writes its own timeline, named by its slot, place
