@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "../support/e2e.h"
@@ -20,6 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Process;
 
+// 640 training samples unless `mode` names its own --limit-train.
 std::vector<std::string> run_args(const std::vector<std::string>& mode, const std::string& dir,
                                   const std::vector<std::string>& extra) {
   std::vector<std::string> argv{DTRAIN_BINARY,
@@ -28,8 +30,6 @@ std::vector<std::string> run_args(const std::vector<std::string>& mode, const st
                                 "mlp",
                                 "--depth",
                                 "3",
-                                "--limit-train",
-                                "640",
                                 "--limit-test",
                                 "128",
                                 "--epochs",
@@ -41,6 +41,8 @@ std::vector<std::string> run_args(const std::vector<std::string>& mode, const st
                                 "--no-progress",
                                 "--timeout",
                                 "60"};
+  if (std::find(mode.begin(), mode.end(), "--limit-train") == mode.end())
+    argv.insert(argv.end(), {"--limit-train", "640"});
   argv.insert(argv.end(), mode.begin(), mode.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
@@ -112,6 +114,15 @@ TEST(CheckpointE2eTest, DilocoStoppedInsideARoundAndResumedEqualsUninterrupted) 
   expect_interrupted_equals_whole(
       {"--parallel", "diloco", "-n", "2", "--sync-every", "2", "--compress-outer", "sortquant:4"},
       2, "8");
+}
+
+// DiLoCo stopped where an outer step waits for the epoch's end (H = 3, 4 steps an epoch:
+// the one due after step 3 comes with step 4's end of epoch; stopped after step 3 of the
+// second epoch): the checkpoint holds a round of 3 steps with its outer step still to come.
+TEST(CheckpointE2eTest, DilocoStoppedWhileAnOuterStepWaitsForTheEpochsEndEqualsUninterrupted) {
+  expect_interrupted_equals_whole({"--parallel", "diloco", "-n", "2", "--limit-train", "512",
+                                   "--sync-every", "3", "--compress-outer", "sortquant:4"},
+                                  2, "7");
 }
 
 // Streaming DiLoCo stopped while an exchange is in flight (2 fragments, offsets 0 and 2 of

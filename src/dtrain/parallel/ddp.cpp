@@ -408,12 +408,13 @@ void DistributedDataParallel::check_residuals(
     const auto slot = slots.find(name);
     if (slot == slots.end())
       throw std::runtime_error(
-          "holds error-feedback residual '" + name + "', which " + std::to_string(buckets_.size()) +
-          " gradient buckets over " + std::to_string(group_.size()) +
+          "the checkpoint holds error-feedback residual '" + name + "', which " +
+          std::to_string(buckets_.size()) + " gradient buckets over " +
+          std::to_string(group_.size()) +
           " ranks do not have (another --bucket-mb, or a checkpoint of a dtrain "
           "before 2-rank buckets were coded whole?)");
     if (t.scalar_type() != at::kFloat || t.dim() != 1 || t.size(0) != slot->second.length)
-      throw std::runtime_error("holds error-feedback residual '" + name + "' of " +
+      throw std::runtime_error("the checkpoint holds error-feedback residual '" + name + "' of " +
                                std::to_string(t.numel()) + " values, this run's piece has " +
                                std::to_string(slot->second.length) + " float32 values");
   }

@@ -113,8 +113,10 @@ class Reader {
       if (!used_.count(name)) fail("holds tensor '" + name + "', which this run does not have");
   }
 
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error(where_ + ": not a checkpoint of this model and optimizer: it " + what);
+  // `what` the shard does ("has no tensor 'x'"); `reason` a whole clause of its own.
+  [[noreturn]] void fail(const std::string& what) const { reject("it " + what); }
+  [[noreturn]] void reject(const std::string& reason) const {
+    throw std::runtime_error(where_ + ": not a checkpoint of this model and optimizer: " + reason);
   }
 
  private:
@@ -251,7 +253,7 @@ Position restore_shard_contents(const ShardContents& contents, const RankState& 
     try {
       state.extra->check(extra);
     } catch (const std::runtime_error& e) {
-      in.fail(e.what());
+      in.reject(e.what());  // the mode's own sentence ("the checkpoint's DiLoCo state ...")
     }
   }
   in.check_all_used();
