@@ -81,6 +81,7 @@ class DiLoCo:
         self._countdown = list(self._first_countdown)
         self._since = [0] * self.fragments
         self._in_flight: Optional[dict] = None
+        self._epoch: Optional[tuple] = None  # set_epoch_position's (step, steps)
         self._hook = None
         self._stats = dict(outer_steps=0, inner_steps=0, wait_s=0.0, exchange_s=0.0, hidden_s=0.0,
                            wire_bytes=0, fp32_bytes=0)
@@ -119,12 +120,25 @@ class DiLoCo:
             self._in_flight["steps_left"] -= 1
             if self._in_flight["steps_left"] == 0:
                 self._land(self.merge_alpha)
+        # The epoch's last steps: a round due now would leave fewer than H/2 for the next.
+        waits = (self._epoch is not None
+                 and 2 * (self._epoch[1] - self._epoch[0] - 1) < self.sync_every)
         started = False
         for f in range(self.fragments):
-            if self._countdown[f] <= 0:
+            if self._countdown[f] <= 0 and not waits:
                 self._launch(f, background=self.sync_delay > 0)
                 started = True
         return started
+
+    def set_epoch_position(self, step: int, steps: int) -> None:
+        """Before inner step `step` (0-based) of an epoch of `steps`, for a loop that calls
+        sync() at each epoch's end: an outer step that falls due fewer than sync_every / 2
+        steps before that end, or at its last step, waits for that sync(), as the CLI's does
+        (docs/diloco.md: a round of a step or two would still push the outer momentum). Never
+        called, every outer step comes on its schedule."""
+        if not 0 <= int(step) < int(steps):
+            raise ValueError(f"set_epoch_position: step {step} outside an epoch of {steps}")
+        self._epoch = (int(step), int(steps))
 
     def sync(self) -> bool:
         """Every fragment's outer step now (the exchange in flight lands first, whole):

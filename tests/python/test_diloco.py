@@ -31,12 +31,14 @@ def inner_step(model, optimizer, replica, step):
     optimizer.step()
 
 
-def reference(fragments, delay, alpha, width=16):
+def reference(fragments, delay, alpha, width=16, steps=STEPS, one_epoch=False):
     """Fragment f of F equal ranges starts an exchange at the steps t with
     t % SYNC_EVERY == f * SYNC_EVERY // F (t > 0): g = mean(anchor - own), m = mu m + g,
     anchor -= lr (g + mu m), own = anchor at once, or `delay` steps later
     own = alpha own + (1 - alpha) anchor. At the end the exchange in flight lands whole and
-    every fragment trained since its last exchange has one more."""
+    every fragment trained since its last exchange has one more. `one_epoch`: the steps are
+    an epoch's, and an exchange due fewer than SYNC_EVERY / 2 steps before its end waits for
+    it."""
     models = [make_model(width) for _ in range(REPLICAS)]
     optimizers = [torch.optim.SGD(m.parameters(), lr=INNER_LR) for m in models]
     with torch.no_grad():
@@ -62,7 +64,7 @@ def reference(fragments, delay, alpha, width=16):
             vector_to_parameters(v, m.parameters())
 
     pending, since = None, [0] * fragments
-    for k in range(STEPS):
+    for k in range(steps):
         for r in range(REPLICAS):
             inner_step(models[r], optimizers[r], r, k)
         t = k + 1
@@ -73,6 +75,8 @@ def reference(fragments, delay, alpha, width=16):
                 pending = None
             for f in range(fragments):
                 if t % SYNC_EVERY != SYNC_EVERY * f // fragments:
+                    continue
+                if one_epoch and 2 * (steps - t) < SYNC_EVERY:
                     continue
                 since[f] = 0
                 if delay == 0:
@@ -88,8 +92,8 @@ def reference(fragments, delay, alpha, width=16):
     return anchor
 
 
-def _matches_reference(rank, world, fragments, delay, alpha):
-    expected = reference(fragments, delay, alpha)
+def _matches_reference(rank, world, fragments, delay, alpha, steps=STEPS, one_epoch=False):
+    expected = reference(fragments, delay, alpha, steps=steps, one_epoch=one_epoch)
     model = make_model()
     if rank == 1:
         with torch.no_grad():
@@ -99,19 +103,22 @@ def _matches_reference(rank, world, fragments, delay, alpha):
     with dtrain.DiLoCo(model, inner, sync_every=SYNC_EVERY, outer_lr=OUTER_LR,
                        outer_momentum=MOMENTUM, fragments=fragments, sync_delay=delay,
                        merge_alpha=alpha) as diloco:
-        for k in range(STEPS):
+        for k in range(steps):
+            if one_epoch:
+                diloco.set_epoch_position(k, steps)
             inner_step(model, inner, rank, k)
     got = parameters_to_vector(model.parameters()).detach()
-    config = f"fragments {fragments}, delay {delay}, alpha {alpha}"
+    config = f"fragments {fragments}, delay {delay}, alpha {alpha}, {steps} steps, {one_epoch}"
     assert (got - expected).abs().max() < 1e-5, (config, (got - expected).abs().max())
     s = diloco.stats()
-    assert s["inner_steps"] == STEPS and s["outer_steps"] >= STEPS // SYNC_EVERY * fragments, (
-        config, s)
+    assert s["inner_steps"] == steps and s["outer_steps"] >= steps // SYNC_EVERY * fragments - (
+        fragments if one_epoch else 0), (config, s)
     assert 0 <= s["hidden_s"] <= s["exchange_s"], (config, s)
     assert s["wire_bytes"] == s["fp32_bytes"] > 0, (config, s)
 
 
-SCHEDULES = [(1, 0, 0.5), (2, 0, 0.5), (2, 2, 0.5), (1, 4, 0.25)]  # fragments, delay, alpha
+# fragments, delay, alpha[, steps, one epoch: 9 steps, the exchange due at 8 waits for 9]
+SCHEDULES = [(1, 0, 0.5), (2, 0, 0.5), (2, 2, 0.5), (1, 4, 0.25), (1, 0, 0.5, 9, True)]
 
 
 def _matches_reference_every_schedule(rank, world):
@@ -127,6 +134,9 @@ def test_outer_steps_equal_the_single_process_reference():
 def test_the_schedules_differ():
     blocking, delayed = reference(2, 0, 0.5), reference(2, 2, 0.5)
     assert (blocking - delayed).abs().max() > 1e-4
+    every_four = reference(1, 0, 0.5, steps=9)
+    one_epoch = reference(1, 0, 0.5, steps=9, one_epoch=True)
+    assert (every_four - one_epoch).abs().max() > 1e-4
 
 
 def _coded(rank, world):
