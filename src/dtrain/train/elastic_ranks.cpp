@@ -7,6 +7,7 @@
 
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/small_message.h"
+#include "dtrain/parallel/exact_mean.h"
 #include "dtrain/train/engine.h"
 
 namespace dtrain::train {
@@ -98,13 +99,7 @@ void ReplicaRanks::share_state(torch::nn::Module& module) {
     if (values == 0) continue;
     at::Tensor flat = leader() ? at::cat(parts) : at::empty({values}, at::TensorOptions(type));
     group_.native_broadcast(flat, 0);
-    if (leader()) continue;
-    int64_t offset = 0;
-    for (const at::Tensor& t : tensors) {
-      at::Tensor target = t;
-      target.copy_(flat.narrow(0, offset, t.numel()).view_as(t));
-      offset += t.numel();
-    }
+    if (!leader()) parallel::copy_from_flat(flat, tensors);
   }
 }
 
