@@ -3,7 +3,8 @@
 PyTorch DDP's (docs/data/torch-backend.jsonl) and FSDP2's on the RoBERTa twin
 (docs/data/torch-backend-fsdp.jsonl) samples/s over gloo and over dtrain (mean over rounds),
 dtrain / gloo, the communication each exposes (the run's time, DDP's epoch or FSDP2's timed
-steps, less the same backend's on loopback) and dtrain's exposed / gloo's, and the losses;
+steps, less the same backend's on loopback in the same round: the median over rounds) and
+dtrain's exposed / gloo's (the median of the rounds' ratios, and their range), and the losses;
 then dtrain.DiLoCo's (docs/data/torch-backend-diloco.jsonl) per link and codec: samples/s
 over gloo and over dtrain, their ratio, the train losses and test accuracies."""
 import json
@@ -43,12 +44,18 @@ def diloco_table():
               f"{g[0]['test_acc']:.4f} / {d[0]['test_acc']:.4f} |")
 
 
+def exposed(link_runs, loopback_runs, key):
+    """Each round's exposed communication: its time less the loopback run of the same round."""
+    loopback = {r["round"]: r[key] for r in loopback_runs}
+    return [r[key] - loopback[r["round"]] for r in link_runs if r["round"] in loopback]
+
+
 def exposed_table(sources):
     """One row per model and link of each (path, time key, what to call its model): samples/s,
     the communication exposed (the time less the same backend's on loopback), and the losses
     (FSDP's: every step's, compared whole)."""
     print("| model | link | gloo samples/s | dtrain samples/s | dtrain / gloo | gloo exposed (s) "
-          "| dtrain exposed (s) | exposed dtrain / gloo | loss gloo / dtrain |")
+          "| dtrain exposed (s) | exposed dtrain / gloo (rounds) | loss gloo / dtrain |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for path, time_key, name in sources:
         for (model, link), g, d, runs in pairs(path, "model", "link"):
@@ -57,9 +64,12 @@ def exposed_table(sources):
                      f"{mean(d, 'samples_per_s') / mean(g, 'samples_per_s'):.2f}x"]
             base = ((model, "loopback"), "gloo")
             if link != "loopback" and base in runs:
-                eg = mean(g, time_key) - mean(runs[base], time_key)
-                ed = mean(d, time_key) - mean(runs[((model, "loopback"), "dtrain")], time_key)
-                cells += [f"{eg:.2f}", f"{ed:.2f}", f"{ed / eg:.2f}" if eg > 0 else ""]
+                eg = exposed(g, runs[base], time_key)
+                ed = exposed(d, runs[((model, "loopback"), "dtrain")], time_key)
+                ratios = sorted(b / a for a, b in zip(eg, ed) if a > 0)
+                cells += [f"{statistics.median(eg):.2f}", f"{statistics.median(ed):.2f}",
+                          f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+                          if ratios else ""]
             else:
                 cells += ["", "", ""]
             loss = f"{g[0]['train_loss']:.4f} / {d[0]['train_loss']:.4f}"

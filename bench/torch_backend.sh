@@ -3,9 +3,10 @@
 # over dtrain's torch.distributed backend (docs/results.md, "dtrain as a torch.distributed
 # backend"): 2 ranks, on loopback and on lab links (LINKS, RATE:DELAY one way, default
 # "1gbit:25ms 1gbit:100ms"). ResNet-18 on synthetic 3x32x32 data, 32 a rank (45 MB of
-# gradients a step), RESNET_SAMPLES (default 640: 10 steps); the cnn on Fashion-MNIST, 64 a
+# gradients a step), RESNET_SAMPLES (default 1,280: 20 steps); the cnn on Fashion-MNIST, 64 a
 # rank, CNN_SAMPLES (default 6,400: 50 steps). ROUNDS rounds (default 2), gloo and dtrain
-# in turn. "Exposed" communication: a run's time minus the same backend's loopback time.
+# in turn, every link in each. "Exposed" communication: a run's time minus the same
+# backend's loopback time in the same round.
 # Then dtrain.DiLoCo from bench/pytorch_diloco.py (the cnn, H = 50, 38,400 samples, exact and
 # rot:tile:2) over gloo and over dtrain on loopback and DILOCO_LINKS (default "20mbit:5ms").
 # FSDP2 (bench/pytorch_fsdp.py: the RoBERTa twin, roberta-base's sizes, 8 x 64 tokens a rank,
@@ -48,12 +49,14 @@ lab_for_link() {  # lab_for_link RATE:DELAY|loopback; sets `where`, the launcher
 }
 if [[ $parts == *" ddp "* ]]; then
   : >"$out"
-  for link in loopback ${LINKS:-1gbit:25ms 1gbit:100ms}; do
-    lab_for_link "$link"
-    for round in $(seq 1 "${ROUNDS:-2}"); do
+  # Round by round, each link's runs beside the loopback runs they are measured against: the
+  # loopback time of a ResNet-18 epoch varied 13-17 s between rounds run minutes apart.
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for link in loopback ${LINKS:-1gbit:25ms 1gbit:100ms}; do
+      lab_for_link "$link"
       for backend in gloo dtrain; do
         run "$link" "$round" "$backend" resnet18 --dataset synthetic --input-shape 3,32,32 \
-          --synthetic-size "${RESNET_SAMPLES:-640}" --limit-train "${RESNET_SAMPLES:-640}" \
+          --synthetic-size "${RESNET_SAMPLES:-1280}" --limit-train "${RESNET_SAMPLES:-1280}" \
           --limit-test 64 --batch-size 32
         run "$link" "$round" "$backend" cnn --limit-train "${CNN_SAMPLES:-6400}" --limit-test 1000
       done
