@@ -19,7 +19,8 @@ lines), the final test accuracy against the reference's, committed samples/s, an
 replicas' event rows (redo, joined, entered). Joiners enter mid-round (dtrain's default);
 --no-mid-round-entry: at the next boundary. Writes one JSON line to
 docs/data/elastic-chaos.jsonl (docs/data/elastic-chaos-boundary.jsonl with
---no-mid-round-entry; REPLACES it) and prints a summary.
+--no-mid-round-entry, -fragmentsF added with --fragments F: Streaming DiLoCo's; REPLACES it)
+and prints a summary.
 """
 import argparse
 import json
@@ -106,6 +107,8 @@ def run(args, lab, workdir, tag, chaos):
            "120"]
     if not args.mid_round_entry:
         cmd.append("--no-mid-round-entry")
+    if args.fragments > 1:
+        cmd += ["--fragments", str(args.fragments)]
     err = open(workdir / f"{tag}.err", "w+")
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -216,6 +219,9 @@ def main():
     p.add_argument("--seed", type=int, default=0, help="the chaos schedule's")
     p.add_argument("--heartbeat-timeout", type=float, default=1.0)
     p.add_argument("--skip-reference", action="store_true")
+    p.add_argument("--fragments", type=int, default=1,
+                   help="Streaming DiLoCo's (a divisor of H = 20): a round of 20 / F steps "
+                        "exchanges one fragment")
     p.add_argument("--log", help="keep each run's whole log as LOG.reference / LOG.chaos")
     p.add_argument("--mid-round-entry", action=argparse.BooleanOptionalAction, default=True,
                    help="joiners enter mid-round (docs/elastic.md; the default)")
@@ -242,7 +248,9 @@ def main():
         chaos["reference"] = {k: results[0][k] for k in
                               ("final_test_acc", "committed_samples_per_s", "duration_s", "code")}
     chaos["command"] = " ".join(["python3", "bench/elastic_chaos.py"] + sys.argv[1:])
-    out = DATA / ("elastic-chaos.jsonl" if args.mid_round_entry else "elastic-chaos-boundary.jsonl")
+    name = "elastic-chaos" + ("" if args.mid_round_entry else "-boundary")
+    name += f"-fragments{args.fragments}" if args.fragments > 1 else ""
+    out = DATA / (name + ".jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(chaos) + "\n")
     print(json.dumps({k: v for k, v in chaos.items() if k != "event_log"}, indent=1))

@@ -17,23 +17,34 @@ def main():
     epochs = lambda run: [r for r in rows if r["run"] == run and K.epoch in r
                           and "event" not in r and not r.get("step_log")]
     plain, elastic, auto = epochs("plain"), epochs("elastic"), epochs("elastic-auto")
+    plain_fragments, elastic_fragments = epochs("plain-fragments"), epochs("elastic-fragments")
     sps = lambda rs: [r[K.samples_per_s] for r in rs]
     print("| run | outer codec | samples/s (rounds) | mean | test acc % |")
     print("| --- | --- | ---: | ---: | ---: |")
     for name, rs in (("DiLoCo", plain), ("DiLoCo --elastic", elastic),
-                     ("DiLoCo --elastic, auto", auto)):
+                     ("DiLoCo --elastic, auto", auto), ("DiLoCo, fragments", plain_fragments),
+                     ("DiLoCo --elastic, fragments", elastic_fragments)):
         if not rs:
             continue
         codecs = sorted({r.get("outer_codec", "") for r in rs})
         print(f"| {name} | {', '.join(codecs)} | {' / '.join(f'{x:.0f}' for x in sps(rs))} | "
               f"{statistics.mean(sps(rs)):.0f} | "
               f"{100 * statistics.mean(r[K.test_acc] for r in rs):.2f} |")
-    pairs = [e / p for e, p in zip(sps(elastic), sps(plain))]  # each round runs both in turn
-    print(f"\n--elastic / plain: {statistics.mean(sps(elastic)) / statistics.mean(sps(plain)):.3f}"
-          f" (round by round: {' / '.join(f'{x:.2f}' for x in pairs)})")
+    def ratio(name, top, bottom):  # each round runs both in turn
+        if top and bottom:
+            pairs = [a / b for a, b in zip(sps(top), sps(bottom))]
+            print(f"{name}: {statistics.mean(sps(top)) / statistics.mean(sps(bottom)):.3f}"
+                  f" (round by round: {' / '.join(f'{x:.2f}' for x in pairs)})")
+    print()
+    ratio("--elastic / plain", elastic, plain)
+    ratio("--elastic fragments / --elastic", elastic_fragments, elastic)
+    ratio("--elastic fragments / plain fragments", elastic_fragments, plain_fragments)
     if auto:
         print(f"--elastic auto / --elastic rot:tile:2: "
               f"{statistics.mean(sps(auto)) / statistics.mean(sps(elastic)):.3f}")
+    recovery = ("kill-inner", "kill-exchange", "kill-mid")
+    if not any(r["run"] in recovery for r in rows):
+        return
     print()
     print("| fault plan | kill to the view without it (s) | kill to the failed exchange (s) | "
           "exchange start to failure (s) | deciding the view (s) | rebuilding the group (s) | "
@@ -41,7 +52,7 @@ def main():
           "of which the wait for its view (s) | connect (s) | state transfer (s) | state bytes | "
           "round with the join / median round |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    for run in ("kill-inner", "kill-exchange", "kill-mid"):
+    for run in recovery:
         evs = [r for r in rows if r["run"] == run and "event" in r]
         redo = [r for r in evs if r["event"] == "redo"]
         joined = [r for r in evs if r["event"] == "joined"]

@@ -282,6 +282,44 @@ TEST(ElasticE2eTest, AFaultPlanRunTwiceEndsBitIdentical) {
   expect_every_sample_once(a, 2, 3840);
 }
 
+// Streaming DiLoCo's fragments, elastic: H = 10 and 2 fragments make rounds of 5 steps that
+// exchange fragment 1, then 0, in turn, and both in an epoch's last round. Replica 1 dies as
+// round 2's exchange (fragment 1's) starts: the survivors redo it among themselves, and the
+// fault plan's run repeats bit for bit.
+TEST(ElasticE2eTest, FragmentsExchangeInTurnAndAKilledReplicasExchangeIsRedone) {
+  const std::string plan = "kill:1@2:exchange,rejoin:1@5";
+  const std::vector<std::string> flags{"--fragments", "2"};
+  const ElasticRun a = run(plan, flags, 3840, 10), b = run(plan, flags, 3840, 10);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  testing::expect_epochs_identical(a, b, 2);
+  expect_every_sample_once(a, 2, 3840);
+  EXPECT_GT(a.epochs().back()["test_acc"].get<double>(), 0.5) << a.epochs().back().dump();
+  std::map<int64_t, std::vector<int64_t>> fragments;  // by round
+  std::map<int64_t, int64_t> epoch_of;
+  for (const auto& s : a.steps) {
+    fragments[s["round"].get<int64_t>()] = s["fragments"].get<std::vector<int64_t>>();
+    epoch_of[s["round"].get<int64_t>()] = s["epoch"].get<int64_t>();
+    if (s["round"] == 2) {
+      EXPECT_EQ(s["members"].get<std::vector<int64_t>>(), (std::vector<int64_t>{0, 2}));
+      EXPECT_EQ(s["lost"].get<std::vector<int64_t>>(), std::vector<int64_t>{1});
+    }
+  }
+  ASSERT_GE(fragments.size(), 8u) << a.err;
+  int64_t since_whole = 0;
+  for (const auto& [round, exchanged] : fragments) {
+    const bool ends_epoch = !epoch_of.count(round + 1) || epoch_of[round + 1] != epoch_of[round];
+    if (ends_epoch) {
+      EXPECT_EQ(exchanged, (std::vector<int64_t>{0, 1})) << "round " << round;
+      since_whole = 0;
+      continue;
+    }
+    EXPECT_EQ(exchanged, std::vector<int64_t>{(since_whole + 1) % 2}) << "round " << round;
+    ++since_whole;
+  }
+  EXPECT_FALSE(a.events("redo").empty()) << a.err;
+}
+
 TEST(ElasticE2eTest, AReplicaWhoseStateDiffersIsResyncedFromTheMajority) {
   const ElasticRun r = run("corrupt:2@2");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -15,6 +15,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
 #include "dtrain/comm/launch.h"
+#include "dtrain/parallel/elastic_outer.h"
 #include "dtrain/train/elastic.h"
 
 namespace dtrain::cli {
@@ -135,6 +136,7 @@ int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const 
   const auto& e = config.parallel.elastic;
   if (config.parallel.mode != train::ParallelMode::kDiloco)
     throw std::invalid_argument("--elastic is for --parallel diloco");
+  parallel::check_elastic_config(config.parallel.diloco);  // before any replica starts
   if (!config.checkpoint_dir.empty() || config.resume)
     throw std::invalid_argument(
         "--elastic keeps its state in the live replicas: no "

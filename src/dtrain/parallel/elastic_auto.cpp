@@ -43,9 +43,10 @@ void ElasticOuter::choose_codec(comm::Group& group) {
   at::Tensor step = at::tensor({step_s_}, at::kDouble);
   group.native_all_reduce(step, comm::ReduceOp::kMax);
   setting.step_s = step.item<double>();
-  setting.values = flat_.size();
+  setting.values = fragments_.front().size;  // the largest: they differ by one at most
   setting.replicas = group.size();
   setting.sync_every = config_.sync_every;
+  setting.fragments = config_.fragments;
   const OuterChoice choice = choose_outer_codec(candidates_, setting);
   set_choice(static_cast<int64_t>(choice.chosen));
   // The probe's reading bounds the rates the exchanges show later, as in Diloco (a rate from
@@ -61,7 +62,7 @@ void ElasticOuter::set_choice(int64_t choice) {
   choice_ = choice;
   config_.codec = choice < 0 ? compress::CodecSpec{} : candidates_[static_cast<size_t>(choice)];
   codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
-  reset_residuals(static_cast<int>(feedback_.scatter.size()));
+  reset_residuals(static_cast<int>(fragments_.front().feedback.scatter.size()));
   count_afresh();  // exchanges of another codec say nothing of this one's
 }
 
@@ -72,6 +73,8 @@ void ElasticOuter::count_afresh() {
 
 void ElasticOuter::count_exchange(const std::string& group, const Averaged& averaged) {
   if (candidates_.empty() || choice_ < 0) return;
+  // An epoch's last round exchanges every fragment: not the exchange the choice is about.
+  if (averaged.fragments.size() > 1) return;
   if (group != measured_group_) {
     measured_group_ = group;
     measuring_ = true;
@@ -106,9 +109,10 @@ std::string ElasticOuter::choose_again(const std::vector<ExchangeMeasure>& membe
     floor = std::max(floor, static_cast<size_t>(std::clamp<int64_t>(
                                 m.floor, 0, static_cast<int64_t>(candidates_.size()) - 1)));
   }
-  s.values = flat_.size();
+  s.values = fragments_.front().size;
   s.replicas = static_cast<int>(members.size());
   s.sync_every = config_.sync_every;
+  s.fragments = config_.fragments;
   const int64_t counted = members.front().exchanges;
   const std::string measured_with = std::to_string(counted) + " exchanges of " + codec_name();
   count_afresh();

@@ -52,13 +52,18 @@ void restore(FeedbackResiduals& r, ResidualsSnapshot s) {
 }  // namespace
 
 void check_elastic_config(const DilocoConfig& c) {
-  if (c.fragments != 1 || c.sync_delay != 0)
+  if (c.sync_every < 1) throw std::invalid_argument("--sync-every must be at least 1");
+  if (c.fragments < 1 || c.sync_every % c.fragments != 0)
     throw std::invalid_argument(
-        "--elastic runs blocking DiLoCo: --fragments 1 and --sync-delay 0 (Streaming DiLoCo "
-        "is not elastic yet)");
+        "--elastic with --fragments F needs --sync-every a multiple of F (a round is H / F "
+        "steps and exchanges one fragment); got --sync-every " +
+        std::to_string(c.sync_every) + " and --fragments " + std::to_string(c.fragments));
+  if (c.sync_delay != 0)
+    throw std::invalid_argument(
+        "--elastic exchanges its fragments blocking: --sync-delay 0 (an exchange in flight "
+        "across a change of the replicas is not built)");
   if (c.ranks_per_replica < 1)
     throw std::invalid_argument("--ranks-per-replica must be at least 1");
-  if (c.sync_every < 1) throw std::invalid_argument("--sync-every must be at least 1");
 }
 
 ElasticOuter::ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::Tensor> buffers,
@@ -75,10 +80,31 @@ ElasticOuter::ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::T
     candidates_ = eligible_candidates(*config_.auto_codec);
   else if (config_.codec != compress::CodecSpec{})
     codec_ = compress::make_codec(config_.codec);
+  const int64_t values = flat_.size(), count = config_.fragments;
+  if (count > values)
+    throw std::invalid_argument("--fragments " + std::to_string(count) + " exceeds the model's " +
+                                std::to_string(values) + " parameters");
+  for (int64_t f = 0; f < count; ++f) {  // as Diloco's: equal ranges
+    Fragment fragment;
+    fragment.begin = values * f / count;
+    fragment.size = values * (f + 1) / count - fragment.begin;
+    fragments_.push_back(std::move(fragment));
+  }
   const at::NoGradGuard no_grad;
   anchor_ = flat_.read_all().to(at::kCPU).contiguous();
   momentum_ = at::zeros_like(anchor_);
   shared_buffers_ = flat_buffers();
+}
+
+std::vector<size_t> ElasticOuter::due(int64_t since_whole, bool whole) const {
+  const auto count = static_cast<int64_t>(fragments_.size());
+  if (whole || count == 1) {
+    std::vector<size_t> all(fragments_.size());
+    for (size_t f = 0; f < all.size(); ++f)
+      all[f] = f;
+    return all;
+  }
+  return {static_cast<size_t>((since_whole + 1) % count)};
 }
 
 ElasticOuter::~ElasticOuter() {
@@ -104,44 +130,37 @@ at::Tensor ElasticOuter::pseudo_gradient() const {
 
 ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
                                               const at::Tensor& pseudo_gradient) {
+  return exchange(group, pseudo_gradient, due(0, true));
+}
+
+ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group, const at::Tensor& pseudo_gradient,
+                                              const std::vector<size_t>& fragments) {
   const auto t0 = metrics::Clock::now();
   const at::NoGradGuard no_grad;
   Averaged out;
+  out.fragments = fragments;
   out.mean = pseudo_gradient.clone();
-  out.fp32_bytes = metrics::ring_allreduce_traffic(out.mean.numel() * 4, group.size());
-  out.buffers = flat_buffers();
   // A failure leaves auto's choice as it was too: the members that finished the probe and
   // those that did not then choose again alike, among the survivors.
   const int64_t choice_before = choice_;
   auto chosen = t0;
+  // Every due fragment's residuals as they were: a failure in any of the exchanges restores
+  // them all (the redo runs them again from here).
+  std::vector<std::pair<ResidualsSnapshot, int>> before;
   try {
     if (!candidates_.empty() && choice_ < 0) {
       choose_codec(group);
       chosen = metrics::Clock::now();
     }
-    if (!codec_) {
-      exact_means(group, {out.mean, out.buffers});  // one message
-      out.wire_bytes = out.fp32_bytes;
-    } else {
-      ResidualsSnapshot before = snapshot(feedback_);
-      const int rank_before = residual_rank_;
-      const auto world_before = static_cast<int>(feedback_.scatter.size());
-      if (world_before != group.size() || rank_before != group.rank()) {
-        carry_residuals(feedback_, out.mean.numel(), world_before, rank_before, group.size(),
-                        group.rank());
-        residual_rank_ = group.rank();
-      }
-      try {
-        out.wire_bytes = coded_mean_with_feedback(group, out.mean, *codec_, feedback_,
-                                                  elastic_outer_tag(0), elastic_outer_tag(1));
-        if (out.buffers.defined()) exact_mean(group, out.buffers);
-      } catch (...) {
-        restore(feedback_, std::move(before));
-        residual_rank_ = rank_before;
-        throw;
-      }
+    for (const size_t f : fragments) {
+      if (codec_) before.emplace_back(snapshot(fragments_[f].feedback), fragments_[f].rank);
+      exchange_fragment(group, f, out);
     }
   } catch (...) {
+    for (size_t i = 0; i < before.size(); ++i) {
+      restore(fragments_[fragments[i]].feedback, std::move(before[i].first));
+      fragments_[fragments[i]].rank = before[i].second;
+    }
     set_choice(choice_before);
     throw;
   }
@@ -151,11 +170,42 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
   return out;
 }
 
+// As Diloco's exchange: the floating-point buffers travel with fragment 0, exact.
+void ElasticOuter::exchange_fragment(comm::Group& group, size_t index, Averaged& out) {
+  Fragment& f = fragments_[index];
+  at::Tensor mean = out.mean.narrow(0, f.begin, f.size);
+  at::Tensor buffers = index == 0 ? flat_buffers() : at::Tensor();
+  const int64_t fp32 = metrics::ring_allreduce_traffic(f.size * 4, group.size());
+  out.fp32_bytes += fp32;
+  if (!codec_) {
+    exact_means(group, {mean, buffers});  // one message
+    out.wire_bytes += fp32;
+  } else {
+    const auto world_before = static_cast<int>(f.feedback.scatter.size());
+    if (world_before != group.size() || f.rank != group.rank()) {
+      carry_residuals(f.feedback, f.size, world_before, f.rank, group.size(), group.rank());
+      f.rank = group.rank();
+    }
+    at::Tensor piece = mean.clone();
+    out.wire_bytes += coded_mean_with_feedback(group, piece, *codec_, f.feedback,
+                                               elastic_outer_tag(0), elastic_outer_tag(1));
+    mean.copy_(piece);
+    if (buffers.defined()) exact_mean(group, buffers);
+  }
+  if (buffers.defined()) out.buffers = buffers;
+}
+
 void ElasticOuter::apply(const Averaged& averaged) {
   ++writes_;
   const at::NoGradGuard no_grad;
-  nesterov_outer_step(anchor_, momentum_, averaged.mean, config_.outer_lr, config_.outer_momentum);
-  flat_.write(0, anchor_);
+  for (const size_t index : averaged.fragments) {
+    const Fragment& f = fragments_.at(index);
+    at::Tensor anchor = anchor_.narrow(0, f.begin, f.size);
+    nesterov_outer_step(anchor, momentum_.narrow(0, f.begin, f.size),
+                        averaged.mean.narrow(0, f.begin, f.size), config_.outer_lr,
+                        config_.outer_momentum);
+    flat_.write(f.begin, anchor);
+  }
   if (averaged.buffers.defined()) {
     copy_from_flat(averaged.buffers, buffers_);
     shared_buffers_ = averaged.buffers.clone();
@@ -207,7 +257,7 @@ void ElasticOuter::unpack(const at::Tensor& state) {
   }
   flat_.write(0, anchor_);
   set_choice(static_cast<int64_t>(choice));
-  reset_residuals(static_cast<int>(feedback_.scatter.size()));
+  reset_residuals(static_cast<int>(fragments_.front().feedback.scatter.size()));
 }
 
 void ElasticOuter::unpack_momentum(const at::Tensor& momentum) {
@@ -245,8 +295,10 @@ void ElasticOuter::perturb(double delta) {
 }
 
 void ElasticOuter::reset_residuals(int group_size) {
-  feedback_.reset(group_size);
-  residual_rank_ = -1;
+  for (auto& f : fragments_) {
+    f.feedback.reset(group_size);
+    f.rank = -1;
+  }
 }
 
 }  // namespace dtrain::parallel

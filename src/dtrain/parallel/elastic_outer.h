@@ -9,6 +9,12 @@
 // pseudo-gradient. The BatchNorm statistics (floating-point buffers) are averaged exactly at
 // every outer step, as Diloco does.
 //
+// Streaming DiLoCo's fragments (DilocoConfig::fragments F > 1): the flat parameters cut into
+// F equal ranges as Diloco cuts them, a round is H / F inner steps and its outer step
+// exchanges and steps one fragment, in Diloco's order (due()); the round that ends an epoch
+// exchanges every fragment, as Diloco's sync() at an epoch's end, and the order starts again.
+// Without a sync delay: an exchange in flight across a change of the members is not built.
+//
 // Not collective by itself: the caller runs exchange() on every member of a group, and the
 // state's transfer (pack/unpack) over its own messages.
 #pragma once
@@ -36,7 +42,7 @@ namespace dtrain::parallel {
 
 class ElasticOuter {
  public:
-  // `config`: sync_every, the outer optimizer and the codec, one fragment, no delay (checked
+  // `config`: sync_every, the outer optimizer, the codec and the fragments, no delay (checked
   // by the caller: check_elastic_config). Under --compress-outer auto the codec is chosen at
   // the first exchange (diloco_auto.h: the group's link probed, the members' slowest inner
   // step) and again from the exchanges (choose_again): it is part of the shared state (pack,
@@ -48,6 +54,11 @@ class ElasticOuter {
   ElasticOuter& operator=(const ElasticOuter&) = delete;
 
   int64_t values() const { return flat_.size(); }
+  // The fragments a round exchanges: `since_whole` rounds after the last that exchanged every
+  // one (0: it was the last), the next in Diloco's order (fragment 1 first, fragment 0 after
+  // H steps), or every one where `whole` (the round ends an epoch) or F is 1.
+  std::vector<size_t> due(int64_t since_whole, bool whole) const;
+  int64_t fragments() const { return static_cast<int64_t>(fragments_.size()); }
   // The codec in force ("auto" before auto's choice).
   std::string codec_name() const;
   // Auto's step time: this replica's inner step, the median of its last round's.
@@ -64,8 +75,9 @@ class ElasticOuter {
   at::Tensor pseudo_gradient() const;
 
   struct Averaged {
-    at::Tensor mean;     // the mean pseudo-gradient over the group
-    at::Tensor buffers;  // the mean buffers, flat (undefined: the model has none)
+    std::vector<size_t> fragments;  // the fragments exchanged (due()'s), in order
+    at::Tensor mean;     // the mean pseudo-gradient over the group (theirs; the rest as given)
+    at::Tensor buffers;  // the mean buffers, flat (undefined: none, or fragment 0 not due)
     double seconds = 0;
     double measured_s = 0;  // the exchange alone: without auto's first choice (its probe)
     std::string codec;      // the outer codec it ran
@@ -75,9 +87,14 @@ class ElasticOuter {
   // with error feedback; under auto, the first one chooses the codec first (collective over
   // `group`, said on stderr by its rank 0). Throws CommError as the group does; the state,
   // the choice included, is then unchanged.
+  // The fragments `due` (due()'s) in turn, each as Diloco exchanges it; a failure in any
+  // restores every one's residuals. Without `due`: every fragment.
+  Averaged exchange(comm::Group& group, const at::Tensor& pseudo_gradient,
+                    const std::vector<size_t>& due);
   Averaged exchange(comm::Group& group, const at::Tensor& pseudo_gradient);
-  // θ and the momentum stepped by the mean; this replica's parameters and buffers set to θ
-  // and the mean buffers (every member applies the same: they stay alike).
+  // θ and the momentum stepped by the mean on the fragments exchanged; this replica's
+  // parameters there set to θ, and its buffers to the mean ones where they came (every member
+  // applies the same: the shared state stays alike).
   void apply(const Averaged& averaged);
 
   // A digest of the shared state (θ, momentum, the buffers as the last outer step or transfer
@@ -125,7 +142,15 @@ class ElasticOuter {
   uint64_t writes() const { return writes_; }
 
  private:
+  struct Fragment {
+    int64_t begin = 0, size = 0;  // range of the flat parameters
+    FeedbackResiduals feedback;
+    int rank = -1;  // this replica's rank in the group `feedback` was kept for
+  };
   at::Tensor flat_buffers() const;
+  // One fragment's mean into out.mean's range (out.buffers with fragment 0's), its bytes
+  // counted.
+  void exchange_fragment(comm::Group& group, size_t index, Averaged& out);
   void choose_codec(comm::Group& group);
   void set_choice(int64_t choice);
   void count_afresh();  // auto's count of exchanges (count_exchange) starts again
@@ -136,8 +161,7 @@ class ElasticOuter {
   std::unique_ptr<compress::Codec> codec_;  // null: exact
   at::Tensor anchor_, momentum_;            // flat float32, CPU
   at::Tensor shared_buffers_;               // flat: the buffers the last outer step or transfer set
-  FeedbackResiduals feedback_;
-  int residual_rank_ = -1;  // this replica's rank in the group feedback_ was kept for
+  std::vector<Fragment> fragments_;
   std::future<std::pair<double, double>> probe_;  // start_probe()'s: {rate, latency}
   std::vector<compress::CodecSpec> candidates_;   // auto's, in preference order (else empty)
   int64_t choice_ = -1;                           // auto's: an index of candidates_, -1 none yet
@@ -153,8 +177,8 @@ class ElasticOuter {
 // and 1) and of auto's link probe (2 and 3).
 int elastic_outer_tag(int phase);
 
-// Throws std::invalid_argument naming what elastic DiLoCo does not take: fragments, a sync
-// delay.
+// Throws std::invalid_argument naming what elastic DiLoCo does not take: a sync delay,
+// fragments that do not divide --sync-every.
 void check_elastic_config(const DilocoConfig& config);
 
 }  // namespace dtrain::parallel

@@ -161,6 +161,7 @@ void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
   if (replica_->group().rank() == 0) {  // the group the round counted in
     metrics::Row row{{"round", round}, {"epoch", epoch + 1}, {"view", trained_in.id}};
     row["outer_codec"] = outcome.averaged.codec;  // the exchange's (auto may choose again)
+    if (c_.parallel.diloco.fragments > 1) row["fragments"] = outcome.averaged.fragments;
     row["members"] = outcome.members;
     row["lost"] = outcome.lost;
     row["samples"] = outcome.samples;

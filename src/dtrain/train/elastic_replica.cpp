@@ -77,9 +77,9 @@ comm::Group& ElasticReplica::group() {
   return *membership_->group();
 }
 
-// [round, n, carried (n words), the queue's words]
+// [round, rounds since a whole exchange, n, carried (n words), the queue's words]
 std::vector<int64_t> ElasticReplica::progress() const {
-  std::vector<int64_t> words{round_, static_cast<int64_t>(carried_.size())};
+  std::vector<int64_t> words{round_, since_whole_, static_cast<int64_t>(carried_.size())};
   words.insert(words.end(), carried_.begin(), carried_.end());
   const std::vector<int64_t> q = data::pack(queue_);
   words.insert(words.end(), q.begin(), q.end());
@@ -87,12 +87,14 @@ std::vector<int64_t> ElasticReplica::progress() const {
 }
 
 void ElasticReplica::set_progress(const std::vector<int64_t>& words) {
-  if (words.size() < 2 || words[1] < 0 || static_cast<size_t>(words[1]) > words.size() - 2)
+  if (words.size() < 3 || words[1] < 0 || words[2] < 0 ||
+      static_cast<size_t>(words[2]) > words.size() - 3)
     throw std::invalid_argument("a malformed progress record (" + std::to_string(words.size()) +
                                 " words)");
-  const auto carried_end = words.begin() + 2 + words[1];
+  const auto carried_end = words.begin() + 3 + words[2];
   round_ = words[0];
-  carried_.assign(words.begin() + 2, carried_end);
+  since_whole_ = words[1];
+  carried_.assign(words.begin() + 3, carried_end);
   queue_ = data::unpack_queue({carried_end, words.end()});
 }
 
@@ -237,6 +239,12 @@ int64_t ElasticReplica::next_proposal(int64_t round) {
                            " did not register");
 }
 
+// Every trainer's queue holds the round's assignment and its joiners' by now: a round that
+// leaves none of its epoch exchanges every fragment (the epoch's evaluation needs θ whole).
+std::vector<size_t> ElasticReplica::due_fragments() const {
+  return outer_.due(since_whole_, data::epoch_done(queue_, settings_.epoch_size));
+}
+
 ElasticReplica::Outcome ElasticReplica::finish_round(
     int64_t samples, const std::vector<std::vector<int64_t>>& assignment) {
   const int64_t k = round_;
@@ -246,6 +254,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   if (!close_round(entered.get(), assignment, out)) return out;
   const elastic::View& trained_in = out.trained_in;
   if (settings_.plan.corrupts(id(), k)) outer_.perturb(1e-3);
+  const std::vector<size_t> due = due_fragments();
   // Weighed by its samples (elastic_sync.h); the mean is rescaled from the records below.
   const at::Tensor pseudo_gradient =
       outer_.pseudo_gradient().mul_(parallel::contribution_weight(samples, settings_.per_replica));
@@ -260,7 +269,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
       if (members.empty()) throw comm::CommError("the round's group broke (a transfer, a connect)");
       if (unconnected) throw comm::CommError("the survivors' group did not connect");
       if (settings_.plan.kills_at(id(), k, FaultPhase::kExchange)) elastic::die_now(*membership_);
-      out.averaged = outer_.exchange(group(), pseudo_gradient);
+      out.averaged = outer_.exchange(group(), pseudo_gradient, due);
       outer_.count_exchange(name, out.averaged);
       if (settings_.plan.kills_at(id(), k, FaultPhase::kRecords)) elastic::die_now(*membership_);
       records = parallel::exchange_records(
@@ -310,6 +319,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   out.averaged.mean.mul_(parallel::reweigh_factor(records, settings_.per_replica));
   outer_.apply(out.averaged);
   round_ = k + 1;
+  since_whole_ = due.size() == static_cast<size_t>(outer_.fragments()) ? 0 : since_whole_ + 1;
   after_outer_step(members, records);
   return out;
 }

@@ -174,6 +174,8 @@ class ElasticReplica {
   // After the records: positions of lost trainers, and those a trainer did not reach, back
   // to the queue.
   void settle_positions(const Outcome& out, const std::vector<parallel::Record>& records);
+  // The fragments the round's exchange carries (ElasticOuter::due()).
+  std::vector<size_t> due_fragments() const;
   // Connects the group `name` of `members`; false where a member was lost or cut meanwhile.
   bool connect_or_report(const std::string& name, const std::vector<int64_t>& members);
   // A failed exchange's replacement group: the survivors of `members`; or nothing when
@@ -208,6 +210,7 @@ class ElasticReplica {
   std::string group_name_;
   bool group_broken_ = false;     // a transfer failed in it: the next exchange recovers
   int64_t round_ = 0;             // outer steps committed
+  int64_t since_whole_ = 0;       // of them, since the last that exchanged every fragment
   int64_t proposal_ = 0;          // the newest view proposed at the last boundary
   std::vector<int64_t> holders_;  // the members whose step counted there
   data::SampleQueue queue_;

@@ -55,8 +55,10 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   s.enter_timeout = world.timeout;
   // A fault plan's rejoins land at set boundaries (its runs repeat bit for bit).
   s.mid_round = e.mid_round_entry && s.plan.rejoins.empty();
-  s.per_replica =  // a replica of several ranks trains each rank's batch a step
-      c_.parallel.diloco.sync_every * c_.batch_size * (ranks_ ? ranks_->size() : 1);
+  // A round is H / F steps (F fragments: one exchanged a round); a replica of several ranks
+  // trains each rank's batch a step.
+  const parallel::DilocoConfig& d = c_.parallel.diloco;
+  s.per_replica = d.sync_every / d.fragments * c_.batch_size * (ranks_ ? ranks_->size() : 1);
   s.epoch_size = in_.train_set.size();
   s.epochs = c_.epochs;
   if (slot >= 0 && restart >= 0) {
