@@ -10,8 +10,10 @@
 #    connecting the survivors), the joiner's enter_s (start to training) and transfer_s,
 #    and the round times around the join; and a kill with no rejoin, whose replacement
 #    enters mid-round (docs/elastic.md);
-#  - fragments: Streaming DiLoCo's fragments without a sync delay (FRAGMENTS, default 4: rounds
-#    of 5 steps), plain and --elastic, beside --elastic's whole exchanges, ROUNDS rounds;
+#  - fragments: Streaming DiLoCo's fragments (FRAGMENTS, default 4: rounds of 5 steps), plain
+#    and --elastic without a sync delay, --elastic with --sync-delay DELAY (default 4: each
+#    exchange beside its round's last 4 steps), beside --elastic's whole exchanges, ROUNDS
+#    rounds;
 #  - ranks: 2 replicas of 2 ranks (--ranks-per-replica 2) with and without --elastic, ROUNDS
 #    rounds in turn, on loopback (the lab's links would carry each replica's inner DDP too).
 # Writes docs/data/elastic.jsonl (every row, tagged with the run and round), or OUT; PARTS
@@ -51,6 +53,8 @@ if [[ $parts == *" fragments "* ]]; then
     run plain-fragments "$round" --fragments "${FRAGMENTS:-4}"
     run elastic "$round" --elastic
     run elastic-fragments "$round" --elastic --fragments "${FRAGMENTS:-4}"
+    run elastic-fragments-delay "$round" --elastic --fragments "${FRAGMENTS:-4}" \
+      --sync-delay "${DELAY:-4}"
   done
 fi
 if [[ $parts == *" recovery "* ]]; then

@@ -19,7 +19,8 @@ lines), the final test accuracy against the reference's, committed samples/s, an
 replicas' event rows (redo, joined, entered). Joiners enter mid-round (dtrain's default);
 --no-mid-round-entry: at the next boundary. Writes one JSON line to
 docs/data/elastic-chaos.jsonl (docs/data/elastic-chaos-boundary.jsonl with
---no-mid-round-entry, -fragmentsF added with --fragments F: Streaming DiLoCo's; REPLACES it)
+--no-mid-round-entry, -fragmentsF and -delayD added with --fragments F and --sync-delay D:
+Streaming DiLoCo's; REPLACES it)
 and prints a summary.
 """
 import argparse
@@ -109,6 +110,8 @@ def run(args, lab, workdir, tag, chaos):
         cmd.append("--no-mid-round-entry")
     if args.fragments > 1:
         cmd += ["--fragments", str(args.fragments)]
+    if args.sync_delay:
+        cmd += ["--sync-delay", str(args.sync_delay)]
     err = open(workdir / f"{tag}.err", "w+")
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -222,6 +225,9 @@ def main():
     p.add_argument("--fragments", type=int, default=1,
                    help="Streaming DiLoCo's (a divisor of H = 20): a round of 20 / F steps "
                         "exchanges one fragment")
+    p.add_argument("--sync-delay", type=int, default=0,
+                   help="with --fragments: each exchange beside its round's last steps "
+                        "(joiners then enter at boundaries)")
     p.add_argument("--log", help="keep each run's whole log as LOG.reference / LOG.chaos")
     p.add_argument("--mid-round-entry", action=argparse.BooleanOptionalAction, default=True,
                    help="joiners enter mid-round (docs/elastic.md; the default)")
@@ -250,6 +256,7 @@ def main():
     chaos["command"] = " ".join(["python3", "bench/elastic_chaos.py"] + sys.argv[1:])
     name = "elastic-chaos" + ("" if args.mid_round_entry else "-boundary")
     name += f"-fragments{args.fragments}" if args.fragments > 1 else ""
+    name += f"-delay{args.sync_delay}" if args.sync_delay else ""
     out = DATA / (name + ".jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(chaos) + "\n")

@@ -18,12 +18,14 @@ def main():
                           and "event" not in r and not r.get("step_log")]
     plain, elastic, auto = epochs("plain"), epochs("elastic"), epochs("elastic-auto")
     plain_fragments, elastic_fragments = epochs("plain-fragments"), epochs("elastic-fragments")
+    elastic_delay = epochs("elastic-fragments-delay")
     sps = lambda rs: [r[K.samples_per_s] for r in rs]
     print("| run | outer codec | samples/s (rounds) | mean | test acc % |")
     print("| --- | --- | ---: | ---: | ---: |")
     for name, rs in (("DiLoCo", plain), ("DiLoCo --elastic", elastic),
                      ("DiLoCo --elastic, auto", auto), ("DiLoCo, fragments", plain_fragments),
-                     ("DiLoCo --elastic, fragments", elastic_fragments)):
+                     ("DiLoCo --elastic, fragments", elastic_fragments),
+                     ("DiLoCo --elastic, fragments, --sync-delay", elastic_delay)):
         if not rs:
             continue
         codecs = sorted({r.get("outer_codec", "") for r in rs})
@@ -39,6 +41,8 @@ def main():
     ratio("--elastic / plain", elastic, plain)
     ratio("--elastic fragments / --elastic", elastic_fragments, elastic)
     ratio("--elastic fragments / plain fragments", elastic_fragments, plain_fragments)
+    ratio("--elastic fragments with the delay / --elastic", elastic_delay, elastic)
+    ratio("--elastic fragments with the delay / without", elastic_delay, elastic_fragments)
     if auto:
         print(f"--elastic auto / --elastic rot:tile:2: "
               f"{statistics.mean(sps(auto)) / statistics.mean(sps(elastic)):.3f}")

@@ -320,6 +320,30 @@ TEST(ElasticE2eTest, FragmentsExchangeInTurnAndAKilledReplicasExchangeIsRedone) 
   EXPECT_FALSE(a.events("redo").empty()) << a.err;
 }
 
+// --sync-delay 2: each round's exchange starts 2 steps before the round's end and runs beside
+// them. Replica 1 dies as round 2's starts, in flight: the survivors' exchange fails at the
+// round's end and is redone among them; the run repeats bit for bit, every sample once.
+TEST(ElasticE2eTest, AnExchangeBesideTheRoundsLastStepsKilledInFlightIsRedone) {
+  const std::string plan = "kill:1@2:exchange,rejoin:1@5";
+  const std::vector<std::string> flags{"--fragments", "2", "--sync-delay", "2"};
+  const ElasticRun a = run(plan, flags, 3840, 10), b = run(plan, flags, 3840, 10);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  testing::expect_epochs_identical(a, b, 2);
+  expect_every_sample_once(a, 2, 3840);
+  EXPECT_GT(a.epochs().back()["test_acc"].get<double>(), 0.5) << a.epochs().back().dump();
+  bool redone = false;
+  for (const auto& s : a.steps) {
+    if (s["round"] != 2) continue;
+    redone = true;
+    EXPECT_EQ(s["members"].get<std::vector<int64_t>>(), (std::vector<int64_t>{0, 2}));
+    EXPECT_EQ(s["lost"].get<std::vector<int64_t>>(), std::vector<int64_t>{1});
+  }
+  EXPECT_TRUE(redone) << a.err;
+  EXPECT_FALSE(a.events("redo").empty()) << a.err;
+  EXPECT_TRUE(a.events("entered").size() >= 4) << a.err;  // the replacement at a boundary
+}
+
 TEST(ElasticE2eTest, AReplicaWhoseStateDiffersIsResyncedFromTheMajority) {
   const ElasticRun r = run("corrupt:2@2");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -76,7 +77,7 @@ TEST(ElasticFragmentsTest, RoundsStepTheFragmentsAsStreamingDilocoDoes) {
         if (whole) reference.sync();
         const std::vector<size_t> due = outer.due(since_whole, whole);
         EXPECT_EQ(due.size(), whole ? 2u : 1u);
-        outer.apply(outer.exchange(g, outer.pseudo_gradient(), due));
+        outer.apply(outer.exchange(g, outer.pseudo_gradient(), due, outer.buffers_now()));
         since_whole = whole ? 0 : since_whole + 1;
         if (!at::equal(flat(plain[r]), flat(elastic[r]))) {
           const std::lock_guard<std::mutex> lock(mutex);
@@ -89,6 +90,99 @@ TEST(ElasticFragmentsTest, RoundsStepTheFragmentsAsStreamingDilocoDoes) {
     EXPECT_EQ(compared, 3 * 5);
     EXPECT_TRUE(mismatches.empty()) << mismatches.front();
   }
+}
+
+// --sync-delay 1, --merge-alpha 0.5: each round's exchange starts before the round's last
+// step, on a thread beside it, and lands at the round's end, merged; the epoch's last round
+// (every fragment) blocks. Three replicas against a reference computed here in double: the
+// pseudo-gradient taken one step before the round's end, Nesterov on the mean, the replica's
+// fragment set to alpha own + (1 - alpha) shared.
+TEST(ElasticFragmentsTest, ADelayedExchangeLandsAtTheRoundsEndAsTheReferenceDoes) {
+  DilocoConfig config = fragments_config("none");
+  config.sync_delay = 1;
+  config.merge_alpha = 0.5;
+  constexpr int64_t kRound = kSyncEvery / kFragments;
+  std::vector<torch::nn::Sequential> models, shadows;  // made here: seeding is process-wide
+  for (int r = 0; r < 3; ++r) {
+    models.push_back(testing::tiny_mlp(3, 2));
+    shadows.push_back(testing::tiny_mlp(3, 2));
+  }
+  // The reference: every replica's parameters (float, moved by the same inner steps) and the
+  // shared state in double.
+  const int64_t n = flat(shadows[0]).numel();
+  at::Tensor anchor = flat(shadows[0]).to(at::kDouble), momentum = at::zeros({n}, at::kDouble);
+  std::vector<at::Tensor> snapshot(3);
+  int64_t since_whole = 0;
+  std::vector<std::vector<at::Tensor>> expected(3);
+  const ElasticOuter schedule(shadows[0]->parameters(), shadows[0]->buffers(), config);
+  for (int64_t step = 0; step < kEpochSteps; ++step) {
+    const bool last_round = step >= kEpochSteps - kRound;
+    const int64_t in_round = step % kRound;
+    const std::vector<size_t> due = schedule.due(since_whole, last_round);
+    const auto range = [&](size_t f) {
+      const int64_t begin = n * static_cast<int64_t>(f) / kFragments;
+      return std::make_pair(begin, n * static_cast<int64_t>(f + 1) / kFragments - begin);
+    };
+    if (!last_round && in_round == kRound - 1)
+      for (int r = 0; r < 3; ++r)
+        snapshot[r] = anchor - flat(shadows[r]).to(at::kDouble);
+    for (int r = 0; r < 3; ++r)
+      inner_step(shadows[r], r, step);
+    if (in_round != kRound - 1) continue;
+    if (last_round)
+      for (int r = 0; r < 3; ++r)
+        snapshot[r] = anchor - flat(shadows[r]).to(at::kDouble);
+    const at::Tensor mean = (snapshot[0] + snapshot[1] + snapshot[2]) / 3.0;
+    const double own = last_round ? 0.0 : 0.5;
+    for (const size_t f : due) {
+      const auto [begin, size] = range(f);
+      at::Tensor m = momentum.narrow(0, begin, size), a = anchor.narrow(0, begin, size);
+      const at::Tensor g = mean.narrow(0, begin, size);
+      m.mul_(0.9).add_(g);
+      a.sub_(0.7 * (g + 0.9 * m));
+      for (int r = 0; r < 3; ++r) {
+        torch::NoGradGuard no_grad;
+        at::Tensor p = flat(shadows[r]);
+        p.narrow(0, begin, size)
+            .copy_((own * p.narrow(0, begin, size).to(at::kDouble) + (1 - own) * a).to(at::kFloat));
+        torch::nn::utils::vector_to_parameters(p, shadows[r]->parameters());
+      }
+    }
+    since_whole = last_round ? 0 : since_whole + 1;
+    for (int r = 0; r < 3; ++r)
+      expected[r].push_back(flat(shadows[r]));
+  }
+  std::mutex mutex;
+  std::vector<std::string> apart;
+  testing::run_ranks(3, [&](comm::Group& g) {
+    const auto r = static_cast<size_t>(g.rank());
+    ElasticOuter outer(models[r]->parameters(), models[r]->buffers(), config);
+    int64_t since = 0;
+    std::future<ElasticOuter::Averaged> running;
+    size_t landed = 0;
+    for (int64_t step = 0; step < kEpochSteps; ++step) {
+      const bool last_round = step >= kEpochSteps - kRound;
+      if (!last_round && step % kRound == kRound - 1)
+        running = std::async(std::launch::async,
+                             [&, due = outer.due(since, false), p = outer.pseudo_gradient(),
+                              b = outer.buffers_now()] { return outer.exchange(g, p, due, b); });
+      inner_step(models[r], g.rank(), step);
+      if (step % kRound != kRound - 1) continue;
+      if (running.valid())
+        outer.apply(running.get(), 0.5);
+      else
+        outer.apply(outer.exchange(g, outer.pseudo_gradient(), outer.due(since, true),
+                                   outer.buffers_now()));
+      since = last_round ? 0 : since + 1;
+      const double off = (flat(models[r]) - expected[r][landed++]).abs().max().item<double>();
+      if (off > 1e-6) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        apart.push_back("rank " + std::to_string(r) + " after step " + std::to_string(step + 1) +
+                        ": " + std::to_string(off));
+      }
+    }
+  });
+  EXPECT_TRUE(apart.empty()) << apart.front();
 }
 
 // Fragment 1 due first, fragment 0 after H steps, in turn; every fragment at an epoch's end.
@@ -107,7 +201,9 @@ TEST(ElasticFragmentsTest, TheScheduleTurnsAndStartsAgainAfterAWholeExchange) {
   odd.sync_every = 7;
   EXPECT_THROW(check_elastic_config(odd), std::invalid_argument);
   DilocoConfig delayed = c;
-  delayed.sync_delay = 1;
+  delayed.sync_delay = 1;  // beside the last of a round's 2 steps
+  EXPECT_NO_THROW(check_elastic_config(delayed));
+  delayed.sync_delay = 2;  // the whole round: its exchange would start before it
   EXPECT_THROW(check_elastic_config(delayed), std::invalid_argument);
 }
 
@@ -130,11 +226,11 @@ TEST(ElasticFragmentsTest, AnExchangeThatFailsInItsSecondFragmentLeavesBothAsThe
   std::atomic<bool> failed{false};
   testing::run_ranks(2, [&](comm::Group& g) {
     if (g.rank() == 1) {  // a stand-in that goes after fragment 0: its connections close
-      make(1)->exchange(g, pseudo[1], {0});
+      make(1)->exchange(g, pseudo[1], {0}, at::Tensor());
       return;
     }
     try {
-      outers[0]->exchange(g, pseudo[0], both);
+      outers[0]->exchange(g, pseudo[0], both, at::Tensor());
     } catch (const comm::CommError&) {
       failed = true;
     }
@@ -146,11 +242,11 @@ TEST(ElasticFragmentsTest, AnExchangeThatFailsInItsSecondFragmentLeavesBothAsThe
     fresh.push_back(make(r));
   testing::run_ranks(2, [&](comm::Group& g) {
     const auto r = static_cast<size_t>(g.rank());
-    redone[r] = outers[r]->exchange(g, pseudo[r], both).mean;
+    redone[r] = outers[r]->exchange(g, pseudo[r], both, at::Tensor()).mean;
   });
   testing::run_ranks(2, [&](comm::Group& g) {
     const auto r = static_cast<size_t>(g.rank());
-    first[r] = fresh[r]->exchange(g, pseudo[r], both).mean;
+    first[r] = fresh[r]->exchange(g, pseudo[r], both, at::Tensor()).mean;
   });
   for (size_t r = 0; r < 2; ++r)
     EXPECT_TRUE(at::equal(redone[r], first[r])) << r;

@@ -32,12 +32,14 @@ void add_diloco_options(CLI::App* sub, parallel::DilocoConfig& lo, bool& outer_a
       "none");
   sub->add_option("--fragments", lo.fragments,
                   "diloco (streaming): F equal ranges of the parameters, fragment f exchanged "
-                  "every --sync-every steps at offset f H / F")
+                  "every --sync-every steps at offset f H / F (under --elastic: a round of "
+                  "H / F steps a fragment)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   sub->add_option("--sync-delay", lo.sync_delay,
                   "diloco (streaming): inner steps each exchange runs beside, in the "
-                  "background, before it is applied (0: it blocks; at most H / F)")
+                  "background, before it is applied (0: it blocks; at most H / F; under "
+                  "--elastic at most H / F - 1: beside its own round's last steps)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   sub->add_option("--ranks-per-replica", lo.ranks_per_replica,

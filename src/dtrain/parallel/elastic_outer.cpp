@@ -58,10 +58,14 @@ void check_elastic_config(const DilocoConfig& c) {
         "--elastic with --fragments F needs --sync-every a multiple of F (a round is H / F "
         "steps and exchanges one fragment); got --sync-every " +
         std::to_string(c.sync_every) + " and --fragments " + std::to_string(c.fragments));
-  if (c.sync_delay != 0)
+  const int64_t round = c.sync_every / c.fragments;
+  if (c.sync_delay < 0 || c.sync_delay >= round)
     throw std::invalid_argument(
-        "--elastic exchanges its fragments blocking: --sync-delay 0 (an exchange in flight "
-        "across a change of the replicas is not built)");
+        "--elastic runs an exchange beside the last --sync-delay steps of its own round: at "
+        "most --sync-every / --fragments - 1 (" +
+        std::to_string(round - 1) + ")");
+  if (!(c.merge_alpha >= 0 && c.merge_alpha <= 1))
+    throw std::invalid_argument("--merge-alpha must be in [0, 1]");
   if (c.ranks_per_replica < 1)
     throw std::invalid_argument("--ranks-per-replica must be at least 1");
 }
@@ -130,11 +134,12 @@ at::Tensor ElasticOuter::pseudo_gradient() const {
 
 ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group,
                                               const at::Tensor& pseudo_gradient) {
-  return exchange(group, pseudo_gradient, due(0, true));
+  return exchange(group, pseudo_gradient, due(0, true), buffers_now());
 }
 
 ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group, const at::Tensor& pseudo_gradient,
-                                              const std::vector<size_t>& fragments) {
+                                              const std::vector<size_t>& fragments,
+                                              const at::Tensor& buffers) {
   const auto t0 = metrics::Clock::now();
   const at::NoGradGuard no_grad;
   Averaged out;
@@ -154,7 +159,8 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group, const at::Tens
     }
     for (const size_t f : fragments) {
       if (codec_) before.emplace_back(snapshot(fragments_[f].feedback), fragments_[f].rank);
-      exchange_fragment(group, f, out);
+      exchange_fragment(group, f, f == 0 && buffers.defined() ? buffers.clone() : at::Tensor(),
+                        out);
     }
   } catch (...) {
     for (size_t i = 0; i < before.size(); ++i) {
@@ -171,10 +177,10 @@ ElasticOuter::Averaged ElasticOuter::exchange(comm::Group& group, const at::Tens
 }
 
 // As Diloco's exchange: the floating-point buffers travel with fragment 0, exact.
-void ElasticOuter::exchange_fragment(comm::Group& group, size_t index, Averaged& out) {
+void ElasticOuter::exchange_fragment(comm::Group& group, size_t index, at::Tensor buffers,
+                                     Averaged& out) {
   Fragment& f = fragments_[index];
   at::Tensor mean = out.mean.narrow(0, f.begin, f.size);
-  at::Tensor buffers = index == 0 ? flat_buffers() : at::Tensor();
   const int64_t fp32 = metrics::ring_allreduce_traffic(f.size * 4, group.size());
   out.fp32_bytes += fp32;
   if (!codec_) {
@@ -195,7 +201,7 @@ void ElasticOuter::exchange_fragment(comm::Group& group, size_t index, Averaged&
   if (buffers.defined()) out.buffers = buffers;
 }
 
-void ElasticOuter::apply(const Averaged& averaged) {
+void ElasticOuter::apply(const Averaged& averaged, double own_weight) {
   ++writes_;
   const at::NoGradGuard no_grad;
   for (const size_t index : averaged.fragments) {
@@ -204,7 +210,7 @@ void ElasticOuter::apply(const Averaged& averaged) {
     nesterov_outer_step(anchor, momentum_.narrow(0, f.begin, f.size),
                         averaged.mean.narrow(0, f.begin, f.size), config_.outer_lr,
                         config_.outer_momentum);
-    flat_.write(f.begin, anchor);
+    flat_.write(f.begin, anchor, own_weight);
   }
   if (averaged.buffers.defined()) {
     copy_from_flat(averaged.buffers, buffers_);

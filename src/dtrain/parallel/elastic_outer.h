@@ -13,7 +13,9 @@
 // F equal ranges as Diloco cuts them, a round is H / F inner steps and its outer step
 // exchanges and steps one fragment, in Diloco's order (due()); the round that ends an epoch
 // exchanges every fragment, as Diloco's sync() at an epoch's end, and the order starts again.
-// Without a sync delay: an exchange in flight across a change of the members is not built.
+// With a sync delay τ the caller starts a round's exchange τ inner steps before the round's
+// end and applies it at the end, merged (apply's own_weight): the exchange never crosses a
+// boundary, where the members may change.
 //
 // Not collective by itself: the caller runs exchange() on every member of a group, and the
 // state's transfer (pack/unpack) over its own messages.
@@ -87,15 +89,23 @@ class ElasticOuter {
   // with error feedback; under auto, the first one chooses the codec first (collective over
   // `group`, said on stderr by its rank 0). Throws CommError as the group does; the state,
   // the choice included, is then unchanged.
-  // The fragments `due` (due()'s) in turn, each as Diloco exchanges it; a failure in any
-  // restores every one's residuals. Without `due`: every fragment.
+  // The fragments `due` (due()'s) in turn, each as Diloco exchanges it, `buffers` (this
+  // replica's floating-point buffers, flat: buffers_now()) with fragment 0; a failure in any
+  // restores every one's residuals. Touches nothing the inner steps use: it may run on a
+  // thread of its own beside them (--sync-delay), given a copy of the buffers taken before.
+  // Without `due`: every fragment, the buffers as they are now.
   Averaged exchange(comm::Group& group, const at::Tensor& pseudo_gradient,
-                    const std::vector<size_t>& due);
+                    const std::vector<size_t>& due, const at::Tensor& buffers);
   Averaged exchange(comm::Group& group, const at::Tensor& pseudo_gradient);
+  at::Tensor buffers_now() const { return flat_buffers(); }
   // θ and the momentum stepped by the mean on the fragments exchanged; this replica's
-  // parameters there set to θ, and its buffers to the mean ones where they came (every member
-  // applies the same: the shared state stays alike).
-  void apply(const Averaged& averaged);
+  // parameters there set to own_weight x themselves + (1 - own_weight) x θ (0: θ; with a sync
+  // delay, --merge-alpha keeps a part of the steps taken beside the exchange), and its buffers
+  // to the mean ones where they came (every member applies the same: the shared state stays
+  // alike).
+  void apply(const Averaged& averaged, double own_weight = 0);
+  int64_t sync_delay() const { return config_.sync_delay; }
+  double merge_alpha() const { return config_.merge_alpha; }
 
   // A digest of the shared state (θ, momentum, the buffers as the last outer step or transfer
   // set them, auto's choice): two CRC-32Cs, equal on every replica that holds the same bytes.
@@ -148,9 +158,9 @@ class ElasticOuter {
     int rank = -1;  // this replica's rank in the group `feedback` was kept for
   };
   at::Tensor flat_buffers() const;
-  // One fragment's mean into out.mean's range (out.buffers with fragment 0's), its bytes
-  // counted.
-  void exchange_fragment(comm::Group& group, size_t index, Averaged& out);
+  // One fragment's mean into out.mean's range (`buffers`' into out.buffers, where defined),
+  // its bytes counted.
+  void exchange_fragment(comm::Group& group, size_t index, at::Tensor buffers, Averaged& out);
   void choose_codec(comm::Group& group);
   void set_choice(int64_t choice);
   void count_afresh();  // auto's count of exchanges (count_exchange) starts again
@@ -177,8 +187,8 @@ class ElasticOuter {
 // and 1) and of auto's link probe (2 and 3).
 int elastic_outer_tag(int phase);
 
-// Throws std::invalid_argument naming what elastic DiLoCo does not take: a sync delay,
-// fragments that do not divide --sync-every.
+// Throws std::invalid_argument naming what elastic DiLoCo does not take: fragments that do
+// not divide --sync-every, a sync delay of a whole round or more.
 void check_elastic_config(const DilocoConfig& config);
 
 }  // namespace dtrain::parallel

@@ -239,26 +239,17 @@ int64_t ElasticReplica::next_proposal(int64_t round) {
                            " did not register");
 }
 
-// Every trainer's queue holds the round's assignment and its joiners' by now: a round that
-// leaves none of its epoch exchanges every fragment (the epoch's evaluation needs θ whole).
-std::vector<size_t> ElasticReplica::due_fragments() const {
-  return outer_.due(since_whole_, data::epoch_done(queue_, settings_.epoch_size));
-}
-
 ElasticReplica::Outcome ElasticReplica::finish_round(
     int64_t samples, const std::vector<std::vector<int64_t>>& assignment) {
   const int64_t k = round_;
   Outcome out;
   // Kept to the round's end: the transfer's last acknowledgement may still be under way.
   const std::unique_ptr<MidRound> entered = std::move(mid_);
+  std::unique_ptr<Contribution> early = std::move(early_);  // start_exchange()'s
+  const bool started = early != nullptr;
   if (!close_round(entered.get(), assignment, out)) return out;
   const elastic::View& trained_in = out.trained_in;
-  if (settings_.plan.corrupts(id(), k)) outer_.perturb(1e-3);
-  const std::vector<size_t> due = due_fragments();
-  // Weighed by its samples (elastic_sync.h); the mean is rescaled from the records below.
-  const at::Tensor pseudo_gradient =
-      outer_.pseudo_gradient().mul_(parallel::contribution_weight(samples, settings_.per_replica));
-  const uint64_t digest_before = outer_.digest();
+  Contribution& c = own_contribution(early, samples);
   std::vector<int64_t> members = group_broken_ ? std::vector<int64_t>{} : trained_in.members;
   std::string name = group_name_;
   std::vector<parallel::Record> records;
@@ -268,12 +259,11 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
     try {
       if (members.empty()) throw comm::CommError("the round's group broke (a transfer, a connect)");
       if (unconnected) throw comm::CommError("the survivors' group did not connect");
-      if (settings_.plan.kills_at(id(), k, FaultPhase::kExchange)) elastic::die_now(*membership_);
-      out.averaged = outer_.exchange(group(), pseudo_gradient, due);
+      out.averaged = exchange(c, started);
       outer_.count_exchange(name, out.averaged);
       if (settings_.plan.kills_at(id(), k, FaultPhase::kRecords)) elastic::die_now(*membership_);
       records = parallel::exchange_records(
-          group(), {k, next_proposal(k), digest_before, samples, outer_.measured()});
+          group(), {k, next_proposal(k), c.digest_before, samples, outer_.measured()});
       membership_->post(skey::status(name, k, id()), "done");
       break;
     } catch (const comm::CommError& e) {
@@ -281,8 +271,10 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
       const auto failed = metrics::Clock::now();
       const double failed_at = wall_now();
       // Closing this group's connections ends the peers' waits in it at once (auto's probe
-      // over it, if it still runs, first ends).
+      // over it, if it still runs, first ends; an early exchange that has not failed yet
+      // ends then).
       outer_.settle_probe();
+      if (c.running.valid()) c.running.wait();
       membership_->disconnect();
       std::cerr << "elastic: replica " << id() << ", round " << k << ": " << e.what() << std::endl;
       const auto live = recover(name, k, members);
@@ -295,19 +287,8 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
       const auto recovered = metrics::Clock::now();
       name = name + "-r" + std::to_string(k) + "a" + std::to_string(attempt);
       unconnected = !connect_or_report(name, *live);
-      std::vector<int64_t> gone;
-      for (const int64_t m : members)
-        if (!contains(*live, m)) gone.push_back(m);
+      note_redo(members, *live, {t0, failed, recovered}, trained_in.id, failed_at);
       members = *live;
-      metrics::Row row;
-      row["event"] = "redo";
-      row["lost"] = elastic::describe(gone);
-      row["failed_after_s"] = std::chrono::duration<double>(failed - t0).count();
-      row["decide_s"] = std::chrono::duration<double>(recovered - failed).count();
-      row["rebuild_s"] = metrics::since(recovered);
-      row["members"] = live->size();
-      note_kill_timings(row, *membership_, gone, trained_in.id, failed_at);
-      event(std::move(row));
     }
   }
   out.members = members;
@@ -317,11 +298,28 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   for (const auto& rec : records)
     out.samples += rec.samples;
   out.averaged.mean.mul_(parallel::reweigh_factor(records, settings_.per_replica));
-  outer_.apply(out.averaged);
+  outer_.apply(out.averaged, started ? outer_.merge_alpha() : 0);
   round_ = k + 1;
-  since_whole_ = due.size() == static_cast<size_t>(outer_.fragments()) ? 0 : since_whole_ + 1;
+  since_whole_ = c.due.size() == static_cast<size_t>(outer_.fragments()) ? 0 : since_whole_ + 1;
   after_outer_step(members, records);
   return out;
+}
+
+void ElasticReplica::note_redo(const std::vector<int64_t>& members,
+                               const std::vector<int64_t>& live, const RedoTimes& at, int64_t view,
+                               double failed_at) {
+  std::vector<int64_t> gone;
+  for (const int64_t m : members)
+    if (!contains(live, m)) gone.push_back(m);
+  metrics::Row row;
+  row["event"] = "redo";
+  row["lost"] = elastic::describe(gone);
+  row["failed_after_s"] = std::chrono::duration<double>(at.failed - at.started).count();
+  row["decide_s"] = std::chrono::duration<double>(at.recovered - at.failed).count();
+  row["rebuild_s"] = metrics::since(at.recovered);
+  row["members"] = live.size();
+  note_kill_timings(row, *membership_, gone, view, failed_at);
+  event(std::move(row));
 }
 
 // Every member alike, from the same records: the same choice again (elastic_outer.h).

@@ -106,6 +106,13 @@ class ElasticReplica {
   // compare-and-set on the store) on a thread, so the round's end does not wait for it. A
   // joiner that comes later enters at the boundary.
   void seal_soon();
+  // --sync-delay τ: the inner step of a round of `steps` before which its exchange starts, on
+  // a thread beside the round's last τ steps (finish_round applies it, merged by
+  // --merge-alpha); -1: at the round's end (no delay, auto's first choice, or the round ends
+  // its epoch, whose evaluation needs θ whole). Mid-round entry is off under a delay: every trainer
+  // is a member from the round's start and trains its whole share.
+  int64_t exchange_starts_at(int64_t steps) const;
+  void start_exchange(int64_t samples);
 
   struct Outcome {
     bool counted = true;           // false: this replica's round did not count (it re-entered)
@@ -174,8 +181,28 @@ class ElasticReplica {
   // After the records: positions of lost trainers, and those a trainer did not reach, back
   // to the queue.
   void settle_positions(const Outcome& out, const std::vector<parallel::Record>& records);
-  // The fragments the round's exchange carries (ElasticOuter::due()).
-  std::vector<size_t> due_fragments() const;
+  // What this replica brings to the round's exchange: the fragments due (ElasticOuter::due()),
+  // its pseudo-gradient weighed by its samples, its buffers and the state's digest as they
+  // are now; and, started early, the exchange running.
+  struct Contribution {
+    std::vector<size_t> due;
+    at::Tensor pseudo_gradient, buffers;
+    uint64_t digest_before = 0;
+    int64_t samples = 0;
+    std::future<parallel::ElasticOuter::Averaged> running;
+  };
+  Contribution contribution(int64_t samples);
+  // `early` (start_exchange()'s, checked against the round's `samples`), or one made now.
+  Contribution& own_contribution(std::unique_ptr<Contribution>& early, int64_t samples);
+  // The round's exchange: the one running beside the last steps, or one now (`started`: the
+  // fault plan's kill in the exchange came at its start).
+  parallel::ElasticOuter::Averaged exchange(Contribution& c, bool started);
+  struct RedoTimes {
+    std::chrono::steady_clock::time_point started, failed, recovered;
+  };
+  // The redo event: `members` less `live` were lost.
+  void note_redo(const std::vector<int64_t>& members, const std::vector<int64_t>& live,
+                 const RedoTimes& at, int64_t view, double failed_at);
   // Connects the group `name` of `members`; false where a member was lost or cut meanwhile.
   bool connect_or_report(const std::string& name, const std::vector<int64_t>& members);
   // A failed exchange's replacement group: the survivors of `members`; or nothing when
@@ -223,6 +250,7 @@ class ElasticReplica {
   };
   std::vector<Handover> serving_;  // this replica's handovers, and fetches given up, until done
   std::unique_ptr<MidRound> mid_;  // entered mid-round, until its first round ends
+  std::unique_ptr<Contribution> early_;              // start_exchange()'s, until the round's end
   std::unique_ptr<ListWatch> list_watch_;            // connect_joiners_ahead()'s, this round
   std::string ahead_listed_;                         // the listing whose group it started
   std::future<std::vector<int64_t>> sealing_;        // seal_soon()'s

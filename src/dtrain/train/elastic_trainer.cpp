@@ -53,8 +53,9 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   s.membership.connect_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(e.connect_timeout_s * 1000));
   s.enter_timeout = world.timeout;
-  // A fault plan's rejoins land at set boundaries (its runs repeat bit for bit).
-  s.mid_round = e.mid_round_entry && s.plan.rejoins.empty();
+  // A fault plan's rejoins land at set boundaries (its runs repeat bit for bit); under a sync
+  // delay every joiner does (the round's exchange starts before its end, over its members).
+  s.mid_round = e.mid_round_entry && s.plan.rejoins.empty() && c_.parallel.diloco.sync_delay == 0;
   // A round is H / F steps (F fragments: one exchanged a round); a replica of several ranks
   // trains each rank's batch a step.
   const parallel::DilocoConfig& d = c_.parallel.diloco;
@@ -152,6 +153,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
   int64_t step = 0;
   const bool dies = replica_->plan().kills_at(replica_->id(), round, FaultPhase::kInner);
   if (dies && steps == 0) elastic::die_now(replica_->membership());
+  const int64_t early_at = replica_->exchange_starts_at(steps);  // --sync-delay
   parallel::InnerStepTimes step_times;  // auto's step time: the engine's work, not data waits
   RoundTally tally;
   for (;;) {
@@ -161,6 +163,7 @@ int64_t ElasticRun::train_round(const std::vector<int64_t>& positions, int64_t e
     const bool go = batch.has_value() && !(step > 0 && replica_->round_closing());
     if (!next_step(go)) break;
     if (step + 1 == steps) replica_->seal_soon();
+    if (step == early_at) replica_->start_exchange(static_cast<int64_t>(positions.size()));
     step_times.step_started();
     batchnorm_->remember(batch->inputs);
     const BatchResult r = inner_step(*engine_, *optimizer_, *batch, lr, StepPlan{}, s);
