@@ -167,6 +167,7 @@ void ElasticRun::log_round(int64_t epoch, int64_t round, double round_s,
     row["samples"] = outcome.samples;
     row["round_s"] = round_s;
     row["exchange_s"] = outcome.averaged.seconds;
+    row["exchange_waited_s"] = outcome.waited_s;
     append_rows(c_.step_log_path, {stamped(std::move(row), c_)});
   }
 }

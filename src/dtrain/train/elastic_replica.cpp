@@ -260,6 +260,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
       if (members.empty()) throw comm::CommError("the round's group broke (a transfer, a connect)");
       if (unconnected) throw comm::CommError("the survivors' group did not connect");
       out.averaged = exchange(c, started);
+      out.waited_s = metrics::since(t0);
       outer_.count_exchange(name, out.averaged);
       if (settings_.plan.kills_at(id(), k, FaultPhase::kRecords)) elastic::die_now(*membership_);
       records = parallel::exchange_records(

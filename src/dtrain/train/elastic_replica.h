@@ -120,6 +120,9 @@ class ElasticReplica {
     std::vector<int64_t> members;  // the replicas whose contributions counted
     std::vector<int64_t> lost;     // members of the round whose contributions did not
     parallel::ElasticOuter::Averaged averaged;
+    // Of its seconds, what the round's end waited for it (all of them, unless it ran beside
+    // the round's last steps: --sync-delay).
+    double waited_s = 0;
     elastic::View trained_in;  // the round's trainers: the view's members, then mid-round joiners
     std::vector<std::vector<int64_t>> assignment;  // their planned positions, in that order
   };

@@ -219,7 +219,7 @@ std::vector<EpochStats> ElasticRun::run() {
     append_rows(c_.metrics_path, events);
     if (!outcome.counted) continue;  // it entered again: with the members' state and queue
     settle_row(false);
-    s.time_comm_s += outcome.averaged.seconds;
+    s.time_comm_s += outcome.waited_s;  // the exchange's wait, not the part steps ran beside
     std::vector<int64_t>& progress = replica_->carried();
     progress.at(kEpochCommitted) += outcome.samples;
     progress.at(kEpochRedone) += outcome.members != trained_in.members ? 1 : 0;
