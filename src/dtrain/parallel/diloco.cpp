@@ -85,8 +85,9 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
   const int64_t f_count = config_.fragments, h = config_.sync_every;
   for (int64_t f = 0; f < f_count; ++f) {
     Fragment fragment;
-    fragment.begin = values * f / f_count;
-    fragment.size = values * (f + 1) / f_count - fragment.begin;
+    const FragmentRange range = fragment_range(values, f_count, f);
+    fragment.begin = range.begin;
+    fragment.size = range.size;
     fragment.first_countdown = f == 0 ? h : h * f / f_count;
     // Under auto the probe runs beside the first H steps, as in blocking DiLoCo: the other
     // fragments' first exchanges, due before fragment 0's, wait a round (the first at H/F

@@ -72,6 +72,16 @@ struct DilocoConfig {
   std::optional<AutoCompress> auto_codec;
 };
 
+// Fragment f of `count` over `values` flat parameters: {begin, size}, equal ranges (sizes
+// differ by one at most). Diloco and ElasticOuter cut alike, so their schedules agree.
+struct FragmentRange {
+  int64_t begin = 0, size = 0;
+};
+inline FragmentRange fragment_range(int64_t values, int64_t count, int64_t f) {
+  const int64_t begin = values * f / count;
+  return {begin, values * (f + 1) / count - begin};
+}
+
 struct DilocoStats {
   int64_t outer_steps = 0;  // fragment exchanges applied (a whole-model step counts F)
   double sync_s = 0;        // time training waited for outer steps (exchange and update)

@@ -88,10 +88,11 @@ ElasticOuter::ElasticOuter(std::vector<at::Tensor> parameters, std::vector<at::T
   if (count > values)
     throw std::invalid_argument("--fragments " + std::to_string(count) + " exceeds the model's " +
                                 std::to_string(values) + " parameters");
-  for (int64_t f = 0; f < count; ++f) {  // as Diloco's: equal ranges
+  for (int64_t f = 0; f < count; ++f) {
+    const FragmentRange range = fragment_range(values, count, f);
     Fragment fragment;
-    fragment.begin = values * f / count;
-    fragment.size = values * (f + 1) / count - fragment.begin;
+    fragment.begin = range.begin;
+    fragment.size = range.size;
     fragments_.push_back(std::move(fragment));
   }
   const at::NoGradGuard no_grad;

@@ -42,6 +42,7 @@ void ElasticReplica::start_exchange(int64_t samples) {
   if (settings_.plan.kills_at(id(), round_, FaultPhase::kExchange)) elastic::die_now(*membership_);
   early_ = std::make_unique<Contribution>(contribution(samples));
   Contribution& c = *early_;
+  c.started = true;
   if (group_broken_) return;  // the round's end recovers
   c.running = std::async(std::launch::async, [this, &c, &g = group()] {
     return outer_.exchange(g, c.pseudo_gradient, c.due, c.buffers);
@@ -58,9 +59,9 @@ ElasticReplica::Contribution& ElasticReplica::own_contribution(std::unique_ptr<C
   return *early;
 }
 
-parallel::ElasticOuter::Averaged ElasticReplica::exchange(Contribution& c, bool started) {
+parallel::ElasticOuter::Averaged ElasticReplica::exchange(Contribution& c) {
   if (c.running.valid()) return c.running.get();  // beside the round's last steps
-  if (!started && settings_.plan.kills_at(id(), round_, FaultPhase::kExchange))
+  if (!c.started && settings_.plan.kills_at(id(), round_, FaultPhase::kExchange))
     elastic::die_now(*membership_);
   return outer_.exchange(group(), c.pseudo_gradient, c.due, c.buffers);
 }

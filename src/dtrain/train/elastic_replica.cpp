@@ -246,7 +246,6 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   // Kept to the round's end: the transfer's last acknowledgement may still be under way.
   const std::unique_ptr<MidRound> entered = std::move(mid_);
   std::unique_ptr<Contribution> early = std::move(early_);  // start_exchange()'s
-  const bool started = early != nullptr;
   if (!close_round(entered.get(), assignment, out)) return out;
   const elastic::View& trained_in = out.trained_in;
   Contribution& c = own_contribution(early, samples);
@@ -259,7 +258,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
     try {
       if (members.empty()) throw comm::CommError("the round's group broke (a transfer, a connect)");
       if (unconnected) throw comm::CommError("the survivors' group did not connect");
-      out.averaged = exchange(c, started);
+      out.averaged = exchange(c);
       out.waited_s = metrics::since(t0);
       outer_.count_exchange(name, out.averaged);
       if (settings_.plan.kills_at(id(), k, FaultPhase::kRecords)) elastic::die_now(*membership_);
@@ -299,7 +298,7 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
   for (const auto& rec : records)
     out.samples += rec.samples;
   out.averaged.mean.mul_(parallel::reweigh_factor(records, settings_.per_replica));
-  outer_.apply(out.averaged, started ? outer_.merge_alpha() : 0);
+  outer_.apply(out.averaged, c.started ? outer_.merge_alpha() : 0);
   round_ = k + 1;
   since_whole_ = c.due.size() == static_cast<size_t>(outer_.fragments()) ? 0 : since_whole_ + 1;
   after_outer_step(members, records);

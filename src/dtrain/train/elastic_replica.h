@@ -192,14 +192,15 @@ class ElasticReplica {
     at::Tensor pseudo_gradient, buffers;
     uint64_t digest_before = 0;
     int64_t samples = 0;
+    bool started = false;  // by start_exchange(), before the round's end
     std::future<parallel::ElasticOuter::Averaged> running;
   };
   Contribution contribution(int64_t samples);
   // `early` (start_exchange()'s, checked against the round's `samples`), or one made now.
   Contribution& own_contribution(std::unique_ptr<Contribution>& early, int64_t samples);
-  // The round's exchange: the one running beside the last steps, or one now (`started`: the
-  // fault plan's kill in the exchange came at its start).
-  parallel::ElasticOuter::Averaged exchange(Contribution& c, bool started);
+  // The round's exchange: the one running beside the last steps, or one now (where `c`
+  // started early, the fault plan's kill in the exchange came at its start).
+  parallel::ElasticOuter::Averaged exchange(Contribution& c);
   struct RedoTimes {
     std::chrono::steady_clock::time_point started, failed, recovered;
   };
