@@ -1,6 +1,7 @@
 // A failure's message where a peer is gone, over real Gloo/TCP between rank threads: a
 // subgroup's message says which world ranks it holds, and its failure is published under the
 // world rank, so that a rank of another group reading a peer's failure reads that peer's.
+// A group's first failure is its last: what it still has pending ends at once.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -64,6 +65,55 @@ TEST(PeerFailuresTest, ASubgroupsFailureIsPublishedUnderItsWorldRank) {
   EXPECT_NE(world_error.find("rank 0 exited, crashed or stopped responding"), std::string::npos)
       << world_error;
   EXPECT_EQ(world_error.find("had already failed"), std::string::npos) << world_error;
+}
+
+// Rank 0 has a send to rank 1 pending (rank 1 is alive and never receives, as a stopped rank
+// or one failing too would not) when its receive from rank 2 fails. Unwinding, a collective
+// waits for its sends: that wait must end at once with the first failure, not after the
+// group's timeout with Gloo's, which held a failed rank (and the cascade's store it serves).
+TEST(PeerFailuresTest, AFailedGroupsPendingSendEndsAtOnceWithTheFirstFailure) {
+  std::atomic<bool> zero_done{false};
+  std::string recv_error, send_error, post_error;
+  double send_wait_s = 0;
+  testing::run_ranks(
+      3,
+      [&](Group& g) {
+        if (g.rank() == 2) return;  // leaves: its connections close
+        if (g.rank() == 1) {
+          wait_for(zero_done);
+          return;
+        }
+        at::Tensor out = at::ones({1 << 20});
+        at::Tensor in = at::zeros({4});
+        Request send = g.isend(out, 1, 7);
+        try {  // the receive's post fails where rank 2's connection closed before it
+          g.irecv(in, 2, 7).wait();
+        } catch (const CommError& e) {
+          recv_error = e.what();
+        }
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          send.wait();
+        } catch (const CommError& e) {
+          send_error = e.what();
+        }
+        send_wait_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        try {
+          g.isend(out, 1, 8);
+        } catch (const CommError& e) {
+          post_error = e.what();
+        }
+        zero_done = true;
+      },
+      20s);
+  EXPECT_NE(recv_error.find("rank 0/3: recv from rank 2"), std::string::npos) << recv_error;
+  EXPECT_NE(send_error.find("rank 0/3: send to rank 1"), std::string::npos) << send_error;
+  EXPECT_NE(send_error.find("the group failed before: rank 0/3: recv from rank 2"),
+            std::string::npos)
+      << send_error;
+  EXPECT_LT(send_wait_s, 10.0) << "the send waited for the group's timeout (20 s)";
+  EXPECT_NE(post_error.find("the group failed before"), std::string::npos) << post_error;
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // members changes while an exchange is in flight, and the ranks still waiting in it must
 // let go at once, not at the group's timeout. Gloo's send and receive works can be aborted
 // from another thread (their wait() then returns false), so the group keeps the works
-// posted and not yet waited for, and abort() aborts each.
+// posted and not yet waited for, and abort() aborts each. A group's first failed message
+// ends it the same way (note_failure): its later posts and waits throw at once.
 #include <algorithm>
 
 #include "dtrain/comm/error.h"
@@ -31,6 +32,17 @@ bool Group::abortable() const {
   return aborts_->enabled;
 }
 
+namespace {
+void abort_each(std::vector<c10::intrusive_ptr<c10d::Work>>& pending) {
+  for (auto& work : pending) {
+    try {
+      work->abort();
+    } catch (const std::exception&) {  // a work that completed or failed meanwhile
+    }
+  }
+}
+}  // namespace
+
 void Group::abort(const std::string& reason) {
   std::vector<c10::intrusive_ptr<c10d::Work>> pending;
   {
@@ -39,12 +51,19 @@ void Group::abort(const std::string& reason) {
     aborts_->reason = reason.empty() ? "aborted" : reason;
     pending.swap(aborts_->pending);
   }
-  for (auto& work : pending) {
-    try {
-      work->abort();
-    } catch (const std::exception&) {  // a work that completed or failed meanwhile
-    }
+  abort_each(pending);
+}
+
+bool Group::note_failure(const std::string& message) const {
+  std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+  {
+    const std::lock_guard<std::mutex> lock(aborts_->mutex);
+    if (!aborts_->failure.empty()) return false;
+    aborts_->failure = message;
+    pending.swap(aborts_->pending);
   }
+  abort_each(pending);
+  return true;
 }
 
 bool Group::aborted() const {
@@ -56,6 +75,8 @@ void Group::throw_if_aborted() const {
   const std::lock_guard<std::mutex> lock(aborts_->mutex);
   if (!aborts_->reason.empty())
     throw CommError(describe() + ": the group was aborted: " + aborts_->reason);
+  if (!aborts_->failure.empty())
+    throw CommError(describe() + ": the group failed before: " + aborts_->failure);
 }
 
 void Group::track(Request::State& s) {
@@ -63,10 +84,10 @@ void Group::track(Request::State& s) {
   {
     const std::lock_guard<std::mutex> lock(aborts_->mutex);
     if (!aborts_->enabled) return;
-    late = !aborts_->reason.empty();
+    late = !aborts_->reason.empty() || !aborts_->failure.empty();
     if (!late) aborts_->pending.insert(aborts_->pending.end(), s.works.begin(), s.works.end());
   }
-  if (late)  // aborted while these were being posted
+  if (late)  // aborted or failed while these were being posted
     for (auto& work : s.works)
       work->abort();
 }

@@ -48,6 +48,7 @@ void Request::wait() {
   uint32_t crc = 0;  // of the pieces received so far
   const bool verify_pieces = !s.deferred && s.check.defined();
   try {
+    s.group->throw_if_aborted();  // or failed: its sends may never complete (group.h)
     // A Gloo work is waited for once (a second wait waits for another message).
     bool first_done = false;
     if (s.await_source) {

@@ -332,6 +332,8 @@ class Group {
               std::chrono::steady_clock::time_point done, double waited_s);
   void check_peer(int peer, const char* what) const;
   // Throws CommError naming this rank, the peer and, if it failed first, the peer's error.
+  // The group's first failure is its last: it is noted (note_failure), and a later message's
+  // failure throws at once, publishing nothing and waiting for no one.
   [[noreturn]] void fail(Direction dir, int peer, int tag, int64_t bytes, double waited_s,
                          const std::string& what) const;
   // A failing rank leaves its error in the rendezvous store before it exits, so a rank that
@@ -359,6 +361,13 @@ class Group {
 
   // Aborts (aborts.cpp): the pending works of an abortable group, tracked from post to wait.
   struct Aborts;
+  // A failed group is done, as an aborted one is: its pending works (where tracked) are
+  // aborted, and every later post or wait throws at once with the first failure. Its waits
+  // would otherwise run to the timeout: a collective unwinding from a failure waits for its
+  // sends, to a peer that will never receive them (it failed too, or is stopped), and a rank
+  // that failed first held its neighbours' cascade (and the store they read it from) that long.
+  // True for the group's first failure only.
+  bool note_failure(const std::string& message) const;
   void track(Request::State& s);
   void untrack(Request::State& s);
   void throw_if_aborted() const;

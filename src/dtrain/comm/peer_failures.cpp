@@ -75,8 +75,9 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
     msg << peer;
   msg << " (tag " << tag << ", " << bytes << " bytes) failed after " << waited_s
       << " s: " << what.substr(0, what.find('\n'));
-  // An elastic group's failures are its membership's to explain (elastic/): throw now.
-  if (owner_explains_failures()) throw CommError(msg.str());
+  // A later failure of a group that failed before (its first error is on its way up), or
+  // an elastic group's, whose failures are its membership's to explain (elastic/): throw now.
+  if (!note_failure(msg.str()) || owner_explains_failures()) throw CommError(msg.str());
   if (peer < 0) {  // no one peer to blame: name those that reported nothing
     msg << silent_peers_note();
     publish_failure(msg.str());

@@ -71,6 +71,7 @@ struct Group::Aborts {
   bool enabled = false;
   bool owner_explains = false;  // failures throw at once (make_abortable)
   std::string reason;           // set once aborted
+  std::string failure;          // the group's first failed message, once one failed
   std::vector<c10::intrusive_ptr<c10d::Work>> pending;
 };
 
