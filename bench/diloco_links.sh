@@ -10,13 +10,14 @@
 # the round and the invocation; auto's runs also with what the probe read);
 # bench/tables_diloco_links.py makes the tables from each run's latest invocation. CODECS
 # and STREAMING narrow the blocking and streaming runs (APPEND=1 adds to the file: rerun
-# auto alone with APPEND=1 CODECS=auto STREAMING=auto).
+# auto alone with APPEND=1 CODECS=auto STREAMING=auto). OUT writes another file (the tables:
+# python3 bench/tables_diloco_links.py FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
 lab=dk$$
-out=docs/data/diloco-links.jsonl
-mkdir -p docs/data
+out=${OUT:-docs/data/diloco-links.jsonl}
+mkdir -p "$(dirname "$out")"
 tmp=$(mktemp) log=$(mktemp)
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true; rm -f "$tmp" "$log"' EXIT
 [ -n "${APPEND:-}" ] || : >"$out"
@@ -50,4 +51,4 @@ for link in ${LINKS:-20mbit:5ms 50mbit:25ms 20mbit:25ms 50mbit:100ms}; do
     done
   done
 done
-python3 bench/tables_diloco_links.py
+python3 bench/tables_diloco_links.py "$out"

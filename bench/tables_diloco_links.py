@@ -5,6 +5,7 @@ accuracy and outer codec; then per link auto against the fastest fixed codec, an
 against blocking with the same codec."""
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from metrics_keys import K
@@ -12,11 +13,11 @@ from metrics_keys import K
 DATA = Path(__file__).resolve().parent.parent / "docs" / "data" / "diloco-links.jsonl"
 
 
-def runs():
+def runs(data):
     """{link: {tag: [epoch rows, one a round]}} in file order, each run's latest invocation
     (its "stamp") only."""
     out = {}
-    for line in DATA.read_text().splitlines():
+    for line in data.read_text().splitlines():
         if line.strip():
             r = json.loads(line)
             out.setdefault(r["link"], {}).setdefault(r["run"], []).append(r)
@@ -32,7 +33,7 @@ def sps(rows):
 
 
 def main():
-    data = runs()
+    data = runs(Path(sys.argv[1]) if len(sys.argv) > 1 else DATA)
     print("| link | run | samples/s (mean; rounds) | test acc % | outer codec | probe read |")
     print("| --- | --- | ---: | ---: | --- | --- |")
     for link, by_tag in data.items():
@@ -52,7 +53,8 @@ def main():
                  if t.startswith("blocking/") and t != "blocking/auto"}
         best = max(fixed, key=fixed.get)
         auto = by_tag["blocking/auto"]
-        ratio = lambda a, b: f"{sps(by_tag[a]) / sps(by_tag[b]):.2f}x"
+        ratio = lambda a, b: (f"{sps(by_tag[a]) / sps(by_tag[b]):.2f}x"
+                              if a in by_tag and b in by_tag else "-")  # runs narrowed
         print(f"| {link} | {auto[0][K.outer_codec]} {sps(auto):.0f} | "
               f"{best.split('/')[1]} {fixed[best]:.0f} | {sps(auto) / fixed[best]:.2f}x | "
               f"{ratio('streaming/F5/d4/none', 'blocking/none')} | "
