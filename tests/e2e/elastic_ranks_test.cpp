@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -117,27 +116,9 @@ TEST(ElasticRanksE2eTest, ALeadersDeathInADelayedFragmentsExchangeIsRedoneAndThe
   ASSERT_EQ(r.code, 0) << r.err;
   expect_a_replica_lost_and_back(r, {0});
   EXPECT_FALSE(r.events("redo").empty()) << r.err;
-  std::map<int64_t, std::vector<int64_t>> fragments;  // by round
-  std::map<int64_t, int64_t> epoch_of;
-  for (const auto& s : r.steps) {
-    fragments[s["round"].get<int64_t>()] = s["fragments"].get<std::vector<int64_t>>();
-    epoch_of[s["round"].get<int64_t>()] = s["epoch"].get<int64_t>();
-  }
-  ASSERT_GE(fragments.size(), 6u) << r.err;
-  // Both fragments where a round's assignment emptied its epoch's queue: every epoch's last
-  // round, and round 2 here too (replica 1's share came back to the queue when it died, and
-  // round 3 trained it); otherwise one, in turn since the last whole exchange.
-  int64_t since_whole = 0;
-  for (const auto& [round, exchanged] : fragments) {
-    const bool ends_epoch = !epoch_of.count(round + 1) || epoch_of[round + 1] != epoch_of[round];
-    if (exchanged == std::vector<int64_t>{0, 1}) {
-      since_whole = 0;
-      continue;
-    }
-    EXPECT_FALSE(ends_epoch) << "round " << round;
-    EXPECT_EQ(exchanged, std::vector<int64_t>{(since_whole + 1) % 2}) << "round " << round;
-    ++since_whole;
-  }
+  // Round 2 exchanged both fragments: its assignment emptied epoch 1's queue, and replica
+  // 1's share, back in it when the replica died, made round 3.
+  EXPECT_GE(testing::expect_fragments_in_turn(r, /*whole_midway=*/true), 6u) << r.err;
   testing::expect_every_sample_once(r.samples, 2, 3840, r.err);
 }
 

@@ -101,4 +101,30 @@ inline void expect_every_sample_once(const std::vector<nlohmann::json>& samples,
   }
 }
 
+// Streaming DiLoCo's order of fragments (2 of them) by round, from the step log: a round
+// exchanges both where its assignment emptied its epoch's queue (every epoch's last round, and
+// `whole_midway` lets others: a lost replica's share returned to the queue after it), else one,
+// in turn since the last whole exchange (fragment 1 first). Returns the rounds seen.
+inline size_t expect_fragments_in_turn(const ElasticRun& r, bool whole_midway) {
+  std::map<int64_t, std::vector<int64_t>> fragments;  // by round
+  std::map<int64_t, int64_t> epoch_of;
+  for (const auto& s : r.steps) {
+    fragments[s["round"].get<int64_t>()] = s["fragments"].get<std::vector<int64_t>>();
+    epoch_of[s["round"].get<int64_t>()] = s["epoch"].get<int64_t>();
+  }
+  int64_t since_whole = 0;
+  for (const auto& [round, exchanged] : fragments) {
+    const bool ends_epoch = !epoch_of.count(round + 1) || epoch_of[round + 1] != epoch_of[round];
+    const bool whole = exchanged == std::vector<int64_t>{0, 1};
+    if (ends_epoch || (whole && whole_midway)) {
+      EXPECT_TRUE(whole) << "round " << round;
+      since_whole = 0;
+      continue;
+    }
+    EXPECT_EQ(exchanged, std::vector<int64_t>{(since_whole + 1) % 2}) << "round " << round;
+    ++since_whole;
+  }
+  return fragments.size();
+}
+
 }  // namespace dtrain::testing
