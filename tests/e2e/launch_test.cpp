@@ -245,6 +245,26 @@ TEST(DeadPeerTest, ACascadeThroughTheStoreHolderStillNamesTheRankThatDied) {
   }
 }
 
+// Rank 0 broadcasting 64 MiB to rank 1, which is SIGKILLed while stopped (its receive buffer
+// full, so rank 0's send is half written): Gloo fails the connection's other operations at
+// once but not that send, whose wait ran to --timeout in 3 of 4 such kills. The peer's
+// watch (a standing receive, which Gloo does fail) ends it, naming rank 1.
+TEST(DeadPeerTest, ASendHalfWrittenToAKilledPeerEndsWellBeforeTheTimeout) {
+  for (int trial = 0; trial < 3; ++trial) {
+    const int port = 29000 + static_cast<int>((getpid() + 750 + trial) % 1000);
+    auto ranks = testing::start_ranks({DTRAIN_BINARY, "bench", "collective", "--op", "broadcast",
+                                       "--sizes", "64M", "--iters", "1000000", "--timeout", "60"},
+                                      2, port);
+    std::this_thread::sleep_for(4s);
+    ASSERT_EQ(ranks[0]->wait_for(0s), -1) << "rank 0 ended early: " << ranks[0]->err();
+    kill(ranks[1]->pid(), SIGSTOP);
+    std::this_thread::sleep_for(1s);
+    kill(ranks[1]->pid(), SIGKILL);
+    EXPECT_EQ(ranks[0]->wait_for(15s), 1) << "trial " << trial << ": rank 0 still waits";
+    EXPECT_NE(ranks[0]->err().find("rank 1"), std::string::npos) << ranks[0]->err();
+  }
+}
+
 // Rank 0 holds the rendezvous store, through which a cascade is traced: when it dies, a rank
 // whose ring neighbour failed after it learns that from the store's silence, and its error
 // names rank 0. LibTorch's c10d also warns there, with a stack trace, as the store is gone;

@@ -79,6 +79,39 @@ void Group::throw_if_aborted() const {
     throw CommError(describe() + ": the group failed before: " + aborts_->failure);
 }
 
+void Group::peer_lost(int peer, const std::string& what) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> cut;
+  {
+    const std::lock_guard<std::mutex> lock(aborts_->mutex);
+    aborts_->lost.emplace(peer, what.substr(0, what.find('\n')));
+    for (const auto& [p, work] : aborts_->blocked)
+      if (p == peer) cut.push_back(work);
+  }
+  abort_each(cut);
+}
+
+void Group::throw_if_lost(int peer) const {
+  const std::lock_guard<std::mutex> lock(aborts_->mutex);
+  const auto it = aborts_->lost.find(peer);
+  if (it != aborts_->lost.end())
+    throw CommError(describe() + ": the connection to rank " + std::to_string(peer) +
+                    " ended: " + it->second);
+}
+
+Group::BlockedSend::BlockedSend(Group& group, int peer, c10::intrusive_ptr<c10d::Work> work)
+    : group_(group), work_(std::move(work)) {
+  const std::lock_guard<std::mutex> lock(group_.aborts_->mutex);
+  group_.aborts_->blocked.emplace_back(peer, work_);
+}
+
+Group::BlockedSend::~BlockedSend() {
+  const std::lock_guard<std::mutex> lock(group_.aborts_->mutex);
+  auto& blocked = group_.aborts_->blocked;
+  blocked.erase(std::remove_if(blocked.begin(), blocked.end(),
+                               [&](const auto& b) { return b.second == work_; }),
+                blocked.end());
+}
+
 void Group::track(Request::State& s) {
   bool late = false;
   {

@@ -65,9 +65,15 @@ void Request::wait() {
     const size_t n = s.works.size();
     for (size_t j = 0; j < n; ++j) {
       const size_t i = verify_pieces ? j : n - 1 - j;
-      // False: aborted (Group::abort), the group's reason says why.
-      if (!(i == 0 && first_done) && !s.works[i]->wait(s.group->timeout()))
-        s.group->throw_if_aborted();
+      if (!(i == 0 && first_done)) {
+        std::optional<Group::BlockedSend> blocked;  // a send's peer may go with it half written
+        if (s.dir == Direction::kSend) blocked.emplace(*s.group, s.peer, s.works[i]);
+        // False: aborted (Group::abort, or the group failed), or the peer's connection ended.
+        if (!s.works[i]->wait(s.group->timeout())) {
+          s.group->throw_if_aborted();
+          s.group->throw_if_lost(s.peer);
+        }
+      }
       if (verify_pieces && i < s.pieces.size())
         crc = s.group->checksum(s.pieces[i].data_ptr(), static_cast<size_t>(s.pieces[i].numel()),
                                 crc);

@@ -9,6 +9,7 @@
 #include "dtrain/comm/backend.h"
 #include "dtrain/comm/error.h"
 #include "dtrain/comm/openings.h"
+#include "dtrain/comm/peer_watch.h"
 #include "dtrain/comm/request_state.h"
 
 namespace dtrain::comm {
@@ -26,7 +27,12 @@ Group::Group(std::unique_ptr<Backend> backend)
       streams_(static_cast<size_t>(size_), 1),
       round_trips_(static_cast<size_t>(size_), -1.0),
       tuner_(std::make_unique<AllReduceTuner>()),
-      accounts_(static_cast<size_t>(size_)) {}
+      accounts_(static_cast<size_t>(size_)) {
+  if (size_ > 1)
+    watch_ = std::make_unique<PeerWatch>(
+        *backend_->pg, rank_, size_, kLostGrace,
+        [this](int peer, const std::string& what) { peer_lost(peer, what); });
+}
 
 int Group::stream_capacity() const {
   return static_cast<int>(backend_->connections.size());

@@ -108,6 +108,8 @@ class Request {
   std::unique_ptr<State> state_;
 };
 
+class PeerWatch;
+
 class Group {
  public:
   explicit Group(std::unique_ptr<Backend> backend);
@@ -371,6 +373,15 @@ class Group {
   void track(Request::State& s);
   void untrack(Request::State& s);
   void throw_if_aborted() const;
+  // A peer's connection ends (peer_watch.h): a send Gloo has begun to write when its peer
+  // dies is not failed by Gloo (its other operations on that connection are), and its wait
+  // would run to the timeout. The peer's watch reports the end kLostGrace after it: a send
+  // still waited for on that peer is then aborted and fails naming it (a message that
+  // completed wakes its waiter at once, so only a wait that cannot end is cut).
+  static constexpr std::chrono::milliseconds kLostGrace{200};
+  void peer_lost(int peer, const std::string& what);
+  class BlockedSend;
+  void throw_if_lost(int peer) const;
   // Openings (openings.cpp; the caller holds the openings' mutex): an opening's arguments
   // checked, its byte view returned; a link and tag's standing receives posted where taken;
   // a received opening checked and copied out of them, and its receives posted again.
@@ -403,6 +414,8 @@ class Group {
   };
   mutable std::mutex stats_mutex_;
   std::vector<PeerAccount> accounts_;
+  // Last: its threads, which report into aborts_, end before anything else goes.
+  std::unique_ptr<PeerWatch> watch_;
 };
 
 }  // namespace dtrain::comm

@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +50,20 @@ struct Request::State {
   bool done = false;
 };
 
+// A send being waited for, listed in the group's Aborts for the time of the wait, so that a
+// report of its peer's lost connection (Group::peer_lost) can end the wait.
+class Group::BlockedSend {
+ public:
+  BlockedSend(Group& group, int peer, c10::intrusive_ptr<c10d::Work> work);
+  ~BlockedSend();
+  BlockedSend(const BlockedSend&) = delete;
+  BlockedSend& operator=(const BlockedSend&) = delete;
+
+ private:
+  Group& group_;
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
 // The messages of one payload (framing.cpp), in posting order, and the connection each takes.
 struct Group::Plan {
   std::vector<at::Tensor> messages;
@@ -69,9 +85,12 @@ struct Group::Plan {
 struct Group::Aborts {
   std::mutex mutex;
   bool enabled = false;
-  bool owner_explains = false;  // failures throw at once (make_abortable)
-  std::string reason;           // set once aborted
-  std::string failure;          // the group's first failed message, once one failed
+  bool owner_explains = false;      // failures throw at once (make_abortable)
+  std::string reason;               // set once aborted
+  std::string failure;              // the group's first failed message, once one failed
+  std::map<int, std::string> lost;  // peers whose connection ended (PeerWatch), and how
+  // Sends being waited for now, by peer: what a lost peer's report ends (peer_lost).
+  std::vector<std::pair<int, c10::intrusive_ptr<c10d::Work>>> blocked;
   std::vector<c10::intrusive_ptr<c10d::Work>> pending;
 };
 

@@ -30,6 +30,7 @@ enum class TagSpace : int {
   kOuter = 7,    // DiLoCo's coded outer exchange
   kElastic = 8,  // elastic DiLoCo: records beside the outer exchange, state transfers
   kTorch = 9,    // torch.distributed's send / recv through dtrain's backend: the user's tag
+  kWatch = 10,   // each group's standing receive from every peer, never sent to (peer_watch.h)
 };
 
 struct TagField {
