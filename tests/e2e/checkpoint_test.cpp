@@ -139,9 +139,8 @@ TEST(CheckpointE2eTest, StreamingDilocoStoppedWithAnExchangeInFlightEqualsUninte
 // Streaming DiLoCo with --compress-outer auto (the only candidate none, so both runs choose
 // alike) stopped at step 3, a checkpoint every 3 steps, before the first exchange (H = 8, at
 // the first epoch's end): its link probe runs beside those steps, and the checkpoint's own
-// collectives wait for it (Diloco::settle); fragment 1's first exchange, deferred a round
-// behind the probe, is 9 steps away, more than H (the checkpoint must take it). The resumed
-// run probes again and chooses, and ends as the uninterrupted run does.
+// collectives wait for it (Diloco::settle). The resumed run probes again and chooses, and
+// ends as the uninterrupted run does.
 TEST(CheckpointE2eTest, DilocoStoppedWhileAutoProbesTheLinkAndResumedEqualsUninterrupted) {
   expect_interrupted_equals_whole(
       {"--parallel", "diloco", "-n", "2", "--sync-every", "8", "--fragments", "2", "--sync-delay",

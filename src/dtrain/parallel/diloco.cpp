@@ -3,9 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <iostream>
 #include <stdexcept>
-#include <tuple>
 
 #include "dtrain/comm/collectives.h"
 #include "dtrain/comm/group.h"
@@ -16,15 +14,10 @@
 #include "dtrain/parallel/coded_feedback.h"
 #include "dtrain/parallel/diloco_auto.h"
 #include "dtrain/parallel/exact_mean.h"
+#include "dtrain/parallel/readiness_vote.h"
 
 namespace dtrain::parallel {
 namespace {
-
-// Phases 0 and 1: the coded exchange's two; 2 and 3: auto's link probe.
-int outer_tag(int phase) {
-  static const comm::TagLayout layout(comm::TagSpace::kOuter, {{"phase", 2}});
-  return layout.make({phase});
-}
 
 void check_config(const DilocoConfig& c, int64_t values) {
   if (c.sync_every < 1) throw std::invalid_argument("--sync-every must be at least 1");
@@ -46,6 +39,11 @@ void check_config(const DilocoConfig& c, int64_t values) {
 
 }  // namespace
 
+int Diloco::outer_tag(int phase) {
+  static const comm::TagLayout layout(comm::TagSpace::kOuter, {{"phase", 3}});
+  return layout.make({phase});
+}
+
 Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
                std::vector<at::Tensor> buffers, DilocoConfig config, comm::Group* replica)
     : group_(group),
@@ -66,6 +64,7 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
   for (auto& b : buffers)
     if (b.is_floating_point() && b.numel() > 0) buffers_.push_back(b);
   codec_pending_ = config_.auto_codec.has_value();
+  if (codec_pending_) vote_ = std::make_unique<ReadinessVote>(group_, outer_tag(4));
   if (!codec_pending_ && config_.codec != compress::CodecSpec{})
     codec_ = compress::make_codec(config_.codec);
   // Every replica starts where rank 0 does.
@@ -89,108 +88,12 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     fragment.begin = range.begin;
     fragment.size = range.size;
     fragment.first_countdown = f == 0 ? h : h * f / f_count;
-    // Under auto the probe runs beside the first H steps, as in blocking DiLoCo: the other
-    // fragments' first exchanges, due before fragment 0's, wait a round (the first at H/F
-    // steps left the probe exposed, 1 s of a 20 Mbit/s link's 8 s run).
-    fragment.countdown = fragment.first_countdown + (codec_pending_ && f > 0 ? h : 0);
+    fragment.countdown = fragment.first_countdown;
     fragment.feedback.reset(group_.size());
     fragments_.push_back(std::move(fragment));
   }
   if (config_.sync_delay > 0) worker_ = std::make_unique<BackgroundWorker>("diloco exchange");
   started_ = metrics::Clock::now();
-}
-
-void Diloco::start_probe() {
-  link_reading_ = std::async(
-      std::launch::async, [this] { return probe_outer_link(group_, outer_tag(2), outer_tag(3)); });
-}
-
-void Diloco::choose_codec() {
-  const std::vector<compress::CodecSpec> candidates = eligible_candidates(*config_.auto_codec);
-  OuterSetting setting;
-  // The steps' own time (without the wait for the probe below); where none was timed (an
-  // epoch of one step), the time since the start over the steps.
-  at::Tensor step = at::tensor(
-      {step_times_.empty() ? metrics::since(started_) /
-                                 static_cast<double>(std::max<int64_t>(1, stats_.inner_steps))
-                           : step_times_.median_s()},
-      at::kDouble);
-  step_times_.clear();                        // the second choice times the steps after this one
-  if (!link_reading_.valid()) start_probe();  // an exchange before any inner step
-  const auto t0 = metrics::Clock::now();
-  std::tie(setting.rate_bytes_per_s, setting.latency_s) = link_reading_.get();
-  // Training's wait for the probe's end is communication time, as an exchange's wait is.
-  stats_.sync_s += metrics::trace::span_since("communication", "outer link probe wait", t0);
-  group_.native_all_reduce(step, comm::ReduceOp::kMax);
-  setting.step_s = step.item<double>();
-  // What this rank exchanges: fragment 0, or its block of it in a replica of several ranks.
-  setting.values = fragments_.front().size / (replica_ != nullptr ? replica_->size() : 1);
-  setting.replicas = group_.size();
-  setting.sync_every = config_.sync_every;
-  setting.fragments = config_.fragments;
-  setting.sync_delay = config_.sync_delay;
-  setting.epoch_steps = epoch_steps_;
-  const OuterChoice choice = choose_outer_codec(candidates, setting);
-  config_.codec = candidates[choice.chosen];
-  if (config_.codec != compress::CodecSpec{}) codec_ = compress::make_codec(config_.codec);
-  codec_pending_ = false;
-  measuring_ = setting;
-  log_choice(describe(choice, candidates, setting));
-}
-
-// The probe's trains measure the link; the exchanges are what the training waits for. Between
-// two idle inner windows TCP restarts from its initial window, and on a 100 ms link the
-// exchanges took 2-3 times what the probe's rate predicted: a codec chosen to hide behind
-// --sync-delay steps did not, and streaming lost to 2-bit blocking.
-void Diloco::choose_codec_again() {
-  OuterSetting setting = *measuring_;
-  measuring_.reset();
-  // The replica that reaches an exchange last waits least: its time is the link's, where the
-  // others' include waiting for it (on a loaded loopback that wait alone made the exact
-  // exchange look slow enough to code). The slowest replica's steps, as at the first choice
-  // (negated, to go in the same minimum).
-  at::Tensor measured =
-      at::tensor({measured_s_ / static_cast<double>(measured_exchanges_),
-                  -(step_times_.empty() ? setting.step_s : step_times_.median_s())},
-                 at::kDouble);
-  group_.native_all_reduce(measured, comm::ReduceOp::kMin);
-  setting.step_s = -measured[1].item<double>();
-  setting.rate_bytes_per_s =
-      rate_from_exchanges(setting, measured[0].item<double>(),
-                          measured_bytes_ / static_cast<double>(measured_exchanges_));
-  // After a change, the new codec's own exchanges are measured in turn, and only it or a
-  // lossier one may follow: an exchange's time is not linear in its bytes (on that link the
-  // exact exchanges' rate made fp16's predicted 176 ms, and they took about 300), and
-  // stepping one way only ends (at most once per candidate).
-  const std::vector<compress::CodecSpec> candidates = eligible_candidates(*config_.auto_codec);
-  const size_t floor = auto_floor_;
-  const OuterChoice choice = choose_outer_codec(candidates, setting, floor);
-  const std::string measured_with =
-      !chosen_from_exchanges_ ? "its first " + std::to_string(measured_exchanges_) + " exchanges"
-                              : std::to_string(measured_exchanges_) + " exchanges of " +
-                                    compress::to_string(config_.codec);
-  chosen_from_exchanges_ = true;
-  const bool changed = candidates[choice.chosen] != config_.codec;
-  if (changed) {
-    config_.codec = candidates[choice.chosen];
-    codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
-    // Another codec keeps the residuals (a piece's length does not depend on it); the exact
-    // exchange owes nothing, and its checkpoints hold none.
-    if (!codec_)
-      for (auto& f : fragments_)
-        f.feedback.reset(group_.size());
-    auto_floor_ = choice.chosen;
-    measuring_ = setting;
-    step_times_.clear();
-  }
-  measured_exchanges_ = 0;
-  measured_bytes_ = measured_s_ = 0;
-  log_choice(describe(choice, candidates, setting, floor) + ", again from " + measured_with);
-}
-
-void Diloco::log_choice(const std::string& line) const {
-  if (group_.rank() == 0 && (replica_ == nullptr || replica_->rank() == 0))
-    std::cerr << "diloco: " << line << std::endl;
 }
 
 Diloco::~Diloco() = default;
@@ -261,7 +164,7 @@ void Diloco::apply(size_t fragment, const Averaged& averaged, double own_weight)
 
 void Diloco::launch(size_t fragment, bool background) {
   // Nothing is in flight when an exchange starts: the group is free.
-  if (codec_pending_) choose_codec();
+  if (codec_pending_) decide_codec();
   if (measuring_ && measured_exchanges_ >= kExchangesToMeasure) choose_codec_again();
   const auto t0 = metrics::Clock::now();
   Fragment& f = fragments_[fragment];
@@ -296,6 +199,11 @@ void Diloco::launch(size_t fragment, bool background) {
 
 void Diloco::settle() {
   if (link_reading_.valid()) link_reading_.wait();  // its reading stays for choose_codec
+  settle_exchange();
+}
+
+// Not the probe: before auto's choice exchanges land beside it.
+void Diloco::settle_exchange() {
   if (!in_flight_ || in_flight_->settled) return;
   const auto t0 = metrics::Clock::now();
   in_flight_->settled = in_flight_->running.get();
@@ -306,7 +214,7 @@ void Diloco::settle() {
 }
 
 void Diloco::land(double own_weight) {
-  settle();
+  settle_exchange();
   const auto t0 = metrics::Clock::now();
   const Averaged& averaged = *in_flight_->settled;
   apply(in_flight_->fragment, averaged, own_weight);
@@ -355,11 +263,17 @@ bool Diloco::sync() {
   // The schedule starts over, staggered as at the start.
   for (auto& f : fragments_)
     f.countdown = f.first_countdown;
+  // Auto's probe may outlast exchanges: the group is free again only once it has ended.
+  if (link_reading_.valid()) link_reading_.wait();
   return did;
 }
 
 DilocoStats Diloco::take_stats() {
-  stats_.codec = codec_pending_ ? "auto" : compress::to_string(config_.codec);
+  // The codec in force at the epoch's end: before auto's choice, what its exchanges went with.
+  if (!codec_pending_)
+    stats_.codec = compress::to_string(config_.codec);
+  else
+    stats_.codec = provisional_ ? compress::to_string(lossiest_candidate()) : "auto";
   const DilocoStats out = stats_;
   stats_ = DilocoStats{};
   return out;

@@ -30,8 +30,9 @@
 // Collective over the group: every rank must construct it and call after_inner_step(),
 // sync() and settle() at the same points. While an exchange is in flight the group is
 // this object's: call settle() before any other collective on it (checkpoints do). So it is
-// under --compress-outer auto from the first inner step to the first exchange: the link
-// probe runs on a thread of its own beside those steps (on a 100 ms link it takes seconds).
+// under --compress-outer auto from the first inner step until auto chooses: the link probe
+// runs on a thread of its own beside those steps and, where it outlasts them (seconds on a
+// 100 ms link), beside the first exchanges, which then go with auto's lossiest candidate.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -58,6 +59,8 @@ class Group;
 }
 
 namespace dtrain::parallel {
+
+class ReadinessVote;
 
 struct DilocoConfig {
   int64_t sync_every = 50;        // H: inner steps per outer step
@@ -108,7 +111,8 @@ class Diloco {
   bool after_inner_step();
   // Every fragment's outer step now, unless no inner step has run since its last one; an
   // exchange in flight is applied first. Afterwards every replica holds the shared
-  // parameters. False when there was nothing to do.
+  // parameters, and the group is free (auto's probe has ended). False when there was nothing
+  // to do.
   bool sync();
   // Waits for the exchange in flight, if any, and keeps its result for the step it is due
   // at: the group is free for other collectives, and state() holds everything.
@@ -159,6 +163,9 @@ class Diloco {
     double waited_s = 0;  // training's time blocked on it so far
   };
 
+  // Phases 0 and 1: the coded exchange's two; 2 and 3: auto's link probe; 4: auto's vote.
+  static int outer_tag(int phase);
+  static constexpr int64_t kVoteLag = 2;
   at::Tensor flat_buffers() const;
   // The fragment averaged over `group_` (with a replica of several ranks: this rank's block).
   Averaged exchange(size_t fragment, const at::Tensor& pseudo_gradient, const at::Tensor& buffers);
@@ -168,8 +175,23 @@ class Diloco {
   // --compress-outer auto: starts the link probe beside the inner steps (from the first one:
   // the group is free from then until the first exchange).
   void start_probe();
-  // --compress-outer auto: takes the probe's reading, times the steps so far, picks the codec.
-  void choose_codec();
+  // --compress-outer auto before its choice, at each exchange: chooses once a vote
+  // (readiness_vote.h) found the probe's reading in on every rank, else exchanges with the
+  // lossiest candidate meanwhile (the probe outlasts the first H steps only where the link
+  // is slow or long; waiting for it cost a 50 Mbit/s, 100 ms link's run 2 s). Each vote
+  // after the first is counted kVoteLag exchanges after it was posted: its answers take two
+  // one-way delays (Gloo sends once the receiver's notice is in), and every exchange between
+  // takes one at least, so they are in by then (one exchange later, streaming's counts
+  // waited about a delay each on a 100 ms link).
+  void decide_codec();
+  // Auto's candidate that codes smallest: the exchanges' codec before the choice.
+  compress::CodecSpec lossiest_candidate() const;
+  // The inner steps' own time so far (without the exchanges); where none was timed (an
+  // epoch of one step), the time since the start over the steps.
+  double timed_step_s() const;
+  // --compress-outer auto: takes the probe's reading (in on every rank) and picks the codec
+  // for the slowest rank's steps of `step_s`.
+  void choose_codec(double step_s);
   // --compress-outer auto, kExchangesToMeasure exchanges later: picks again with the rate
   // those exchanges found (diloco_auto.h, rate_from_exchanges); after a change, again from
   // the new codec's exchanges, among it and lossier ones, until a choice keeps the codec.
@@ -178,6 +200,8 @@ class Diloco {
   void log_choice(const std::string& line) const;
   // Starts the fragment's exchange: on the worker, or here and applied at once.
   void launch(size_t fragment, bool background);
+  // Waits for the exchange in flight (settle() without the probe).
+  void settle_exchange();
   // Applies the exchange in flight now, the replica's own parameters weighted `own_weight`.
   void land(double own_weight);
 
@@ -204,6 +228,9 @@ class Diloco {
   std::optional<InFlight> in_flight_;
   DilocoStats stats_;
   std::future<std::pair<double, double>> link_reading_;  // auto's probe: {rate, latency}
+  std::unique_ptr<ReadinessVote> vote_;                  // auto, until it chooses
+  int64_t exchanges_since_vote_ = 0;                     // auto: since the vote out was posted
+  bool provisional_ = false;                             // auto: exchanging before the choice
   std::unique_ptr<BackgroundWorker> worker_;  // with --sync-delay; last: its jobs use the rest
 };
 

@@ -80,8 +80,6 @@ void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
            std::to_string(anchor_.numel()));
   }
   const auto fragments = static_cast<int64_t>(fragments_.size());
-  // Before auto's choice a fragment's first exchange can be a round later (the constructor).
-  const int64_t rounds = config_.auto_codec && saved.count("outer_codec") == 0 ? 2 : 1;
   for (const char* name : {"since_sync", "countdown"}) {
     const at::Tensor& t = saved.at(name);
     if (t.scalar_type() != at::kLong || t.numel() != fragments)
@@ -91,8 +89,7 @@ void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
     const int64_t wait = config_.sync_every / 2;
     const bool countdown = name == std::string("countdown");
     const int64_t low = countdown ? 1 - wait : 0;
-    const int64_t high =
-        countdown ? rounds * config_.sync_every : rounds * config_.sync_every + wait;
+    const int64_t high = countdown ? config_.sync_every : config_.sync_every + wait;
     if (t.min().item<int64_t>() < low || t.max().item<int64_t>() > high)
       fail("has inner steps since its last outer step that --sync-every " +
            std::to_string(config_.sync_every) + " does not allow");
@@ -103,7 +100,9 @@ void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
       fail("holds a codec chosen by --compress-outer auto, and this run's is fixed");
     chosen = parse_saved_codec(it->second, fail);
   }
-  const bool coded = codec_ != nullptr || (chosen && *chosen != compress::CodecSpec{});
+  // Before auto's choice the exchanges go with its lossiest candidate (Diloco::decide_codec).
+  const bool coded =
+      codec_ != nullptr || (chosen ? *chosen != compress::CodecSpec{} : codec_pending_);
   for (const auto& [name, t] : saved) {
     if (name.rfind("residual/", 0) != 0) continue;
     if (!coded) fail("holds error-feedback residuals, and this run's outer exchange is exact");
