@@ -11,7 +11,8 @@
 # bench/tables_diloco_links.py makes the tables from each run's latest invocation. CODECS
 # and STREAMING narrow the blocking and streaming runs (APPEND=1 adds to the file: rerun
 # auto alone with APPEND=1 CODECS=auto STREAMING=auto). OUT writes another file (the tables:
-# python3 bench/tables_diloco_links.py FILE).
+# python3 bench/tables_diloco_links.py FILE). DELAYS lists the streaming runs' tau (default 4;
+# beyond H/F = 4 several exchanges are in flight at once: DELAYS="4 8").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
@@ -45,9 +46,11 @@ for link in ${LINKS:-20mbit:5ms 50mbit:25ms 20mbit:25ms 50mbit:100ms}; do
     for codec in "${codecs[@]}"; do
       run "blocking/$codec" "$link" "$round" --compress-outer "$codec"
     done
-    for codec in "${streaming[@]}"; do
-      run "streaming/F5/d4/$codec" "$link" "$round" --compress-outer "$codec" --fragments 5 \
-        --sync-delay 4
+    for delay in ${DELAYS:-4}; do
+      for codec in "${streaming[@]}"; do
+        run "streaming/F5/d$delay/$codec" "$link" "$round" --compress-outer "$codec" \
+          --fragments 5 --sync-delay "$delay"
+      done
     done
   done
 done

@@ -51,12 +51,14 @@ def main():
     for link, by_tag in data.items():
         fixed = {t: sps(rs) for t, rs in by_tag.items()
                  if t.startswith("blocking/") and t != "blocking/auto"}
-        best = max(fixed, key=fixed.get)
-        auto = by_tag["blocking/auto"]
+        best = max(fixed, key=fixed.get) if fixed else None
+        auto = by_tag.get("blocking/auto")
         ratio = lambda a, b: (f"{sps(by_tag[a]) / sps(by_tag[b]):.2f}x"
                               if a in by_tag and b in by_tag else "-")  # runs narrowed
-        print(f"| {link} | {auto[0][K.outer_codec]} {sps(auto):.0f} | "
-              f"{best.split('/')[1]} {fixed[best]:.0f} | {sps(auto) / fixed[best]:.2f}x | "
+        chosen = f"{auto[0][K.outer_codec]} {sps(auto):.0f}" if auto else "-"
+        fastest = f"{best.split('/')[1]} {fixed[best]:.0f}" if best else "-"
+        against = f"{sps(auto) / fixed[best]:.2f}x" if auto and best else "-"
+        print(f"| {link} | {chosen} | {fastest} | {against} | "
               f"{ratio('streaming/F5/d4/none', 'blocking/none')} | "
               f"{ratio('streaming/F5/d4/rot:tile:2', 'blocking/rot:tile:2')} | "
               f"{ratio('streaming/F5/d4/auto', 'blocking/auto')} |")

@@ -5,9 +5,12 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "../support/models.h"
 #include "../support/ranks.h"
@@ -124,7 +127,7 @@ std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps =
     int64_t fragment, due;
     at::Tensor g;
   };
-  std::optional<Pending> pending;
+  std::deque<Pending> pending;  // in the order they started, which is the order they land
   std::vector<int64_t> since(static_cast<size_t>(f_count), 0);
   for (int64_t k = 0; k < steps; ++k) {
     {
@@ -136,9 +139,9 @@ std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps =
     const int64_t t = k + 1;
     for (auto& s : since)
       ++s;
-    if (pending && pending->due == t) {
-      land(pending->fragment, pending->g, schedule.alpha);
-      pending.reset();
+    while (!pending.empty() && pending.front().due == t) {
+      land(pending.front().fragment, pending.front().g, schedule.alpha);
+      pending.pop_front();
     }
     for (int64_t f = 0; f < f_count; ++f) {
       if (t % kSyncEvery != kSyncEvery * f / f_count) continue;
@@ -147,10 +150,11 @@ std::vector<at::Tensor> reference(const Schedule& schedule = {}, int64_t steps =
       if (schedule.delay == 0)
         land(f, mean_pseudo_gradient(f), 0);
       else
-        pending = Pending{f, t + schedule.delay, mean_pseudo_gradient(f)};
+        pending.push_back(Pending{f, t + schedule.delay, mean_pseudo_gradient(f)});
     }
   }
-  if (pending) land(pending->fragment, pending->g, 0);
+  for (const auto& p : pending)
+    land(p.fragment, p.g, 0);
   for (int64_t f = 0; f < f_count; ++f)
     if (since[static_cast<size_t>(f)] > 0) land(f, mean_pseudo_gradient(f), 0);
   return flat_state(models[0]);
@@ -254,10 +258,13 @@ TEST(Diloco, CodedOuterStepsKeepTheReplicasIdenticalAndSendLess) {
 }
 
 // Streaming DiLoCo: fragments at staggered offsets, exchanges applied at once or a fixed
-// number of steps later (from a background thread) and merged with the replica's own.
+// number of steps later (from background threads) and merged with the replica's own; with a
+// delay beyond H/F several in flight at once (3 fragments, delay 2 and 3: two and three;
+// 2 fragments, delay 2: two).
 TEST(Diloco, StreamingFragmentsEqualTheSingleProcessReference) {
   for (const Schedule schedule :
-       {Schedule{2, 0}, Schedule{2, 1, 0.5}, Schedule{1, 3, 0.25}, Schedule{3, 1, 0.0}}) {
+       {Schedule{2, 0}, Schedule{2, 1, 0.5}, Schedule{1, 3, 0.25}, Schedule{3, 1, 0.0},
+        Schedule{3, 2, 0.5}, Schedule{3, 3, 0.25}, Schedule{2, 2, 0.5}}) {
     SCOPED_TRACE(::testing::Message() << schedule.fragments << " fragments, delay "
                                       << schedule.delay << ", alpha " << schedule.alpha);
     const auto expected = reference(schedule);
@@ -283,16 +290,20 @@ TEST(Diloco, StreamingFragmentsEqualTheSingleProcessReference) {
   EXPECT_GT(apart, 1e-4);
 }
 
-// A checkpoint taken while an exchange is in flight, restored into fresh objects, continues
-// to the same bits as the run that never stopped (coded, so residuals matter too).
-TEST(Diloco, StateTakenInFlightResumesExactly) {
+// A checkpoint taken while exchanges are in flight, restored into fresh objects, continues
+// to the same bits as the run that never stopped (coded, so residuals matter too): one in
+// flight (2 fragments, delay 1: fragment 1 starts an exchange at step 4) and two (3
+// fragments, delay 2: fragment 0's from step 3 and fragment 1's from step 4).
+class DilocoInFlight : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
+
+TEST_P(DilocoInFlight, StateTakenInFlightResumesExactly) {
   const auto codec = compress::parse_codec("sortquant:4");
   DilocoConfig config;
   config.sync_every = kSyncEvery;
   config.codec = codec;
-  config.fragments = 2;
-  config.sync_delay = 1;
-  constexpr int64_t kStop = 4;  // fragment 1 starts an exchange at step 4
+  std::tie(config.fragments, config.sync_delay) = GetParam();
+  const bool two = config.sync_delay > 1;
+  constexpr int64_t kStop = 4;
   const auto train = [&](torch::nn::Sequential& model, torch::optim::SGD& opt, Diloco& d, int rank,
                          int64_t from, int64_t to) {
     for (int64_t k = from; k < to; ++k) {
@@ -312,6 +323,7 @@ TEST(Diloco, StateTakenInFlightResumesExactly) {
       train(model, opt, d, g.rank(), 0, kStop);
       saved_state = d.state();
       EXPECT_TRUE(saved_state.count("pending/pseudo_gradient")) << "an exchange was in flight";
+      EXPECT_EQ(saved_state.count("pending/1/pseudo_gradient"), two ? 1u : 0u);
       for (auto& [name, t] : saved_state)
         t = t.clone();
       saved_params = flat_state(model);
@@ -338,6 +350,10 @@ TEST(Diloco, StateTakenInFlightResumesExactly) {
     for (size_t i = 0; i < whole[rank].size(); ++i)
       EXPECT_TRUE(at::equal(whole[rank][i], resumed[rank][i])) << rank << " " << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Delays, DilocoInFlight,
+                         ::testing::Values(std::pair<int64_t, int64_t>{2, 1},
+                                           std::pair<int64_t, int64_t>{3, 2}));
 
 // Replicas of two ranks (4 ranks): DDP inside each replica, the outer exchange between the
 // replicas' first ranks and between their second ranks, each on its block of the
@@ -465,8 +481,14 @@ TEST(Diloco, RejectsSettingsThatCannotWork) {
     c.fragments = 5;  // two fragments would share an offset
     EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);
     c.fragments = 2;
-    c.sync_delay = 3;  // a second exchange would start before the first lands
+    c.sync_delay = 5;  // a fragment's next exchange would start before its last lands
     EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);
+    c.sync_every = 40;
+    c.fragments = 40;
+    c.sync_delay = 17;  // 17 exchanges in flight at once
+    EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);
+    c.sync_every = 4;
+    c.fragments = 2;
     c.sync_delay = 2;
     c.merge_alpha = 1.5;
     EXPECT_THROW(Diloco(g, model->parameters(), model->buffers(), c), std::invalid_argument);

@@ -38,8 +38,9 @@ void add_diloco_options(CLI::App* sub, parallel::DilocoConfig& lo, bool& outer_a
       ->capture_default_str();
   sub->add_option("--sync-delay", lo.sync_delay,
                   "diloco (streaming): inner steps each exchange runs beside, in the "
-                  "background, before it is applied (0: it blocks; at most H / F; under "
-                  "--elastic at most H / F - 1: beside its own round's last steps)")
+                  "background, before it is applied (0: it blocks; at most H, beyond H / F "
+                  "several exchanges in flight at once; under --elastic at most H / F - 1: "
+                  "beside its own round's last steps)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   sub->add_option("--ranks-per-replica", lo.ranks_per_replica,

@@ -29,19 +29,31 @@ void check_config(const DilocoConfig& c, int64_t values) {
         "--fragments must be between 1 and --sync-every (" + std::to_string(c.sync_every) +
         "), each fragment's offset a different step, and at most the model's " +
         std::to_string(values) + " parameters");
-  const int64_t gap = c.sync_every / c.fragments;
-  if (c.sync_delay < 0 || c.sync_delay > gap)
-    throw std::invalid_argument("--sync-delay must be between 0 and --sync-every / --fragments (" +
-                                std::to_string(gap) + "): one exchange in flight at a time");
+  if (c.sync_delay < 0 || c.sync_delay > c.sync_every)
+    throw std::invalid_argument("--sync-delay must be between 0 and --sync-every (" +
+                                std::to_string(c.sync_every) +
+                                "): a fragment's exchange lands before its next starts");
+  if (Diloco::exchanges_in_flight(c) > Diloco::kMostInFlight)
+    throw std::invalid_argument("--sync-delay " + std::to_string(c.sync_delay) + " keeps " +
+                                std::to_string(Diloco::exchanges_in_flight(c)) +
+                                " exchanges in flight at once, more than " +
+                                std::to_string(Diloco::kMostInFlight));
   if (!(c.merge_alpha >= 0 && c.merge_alpha <= 1))
     throw std::invalid_argument("--merge-alpha must be in [0, 1]");
 }
 
 }  // namespace
 
-int Diloco::outer_tag(int phase) {
-  static const comm::TagLayout layout(comm::TagSpace::kOuter, {{"phase", 3}});
-  return layout.make({phase});
+int Diloco::outer_tag(int phase, int64_t slot) {
+  static const comm::TagLayout layout(comm::TagSpace::kOuter, {{"slot", 8}, {"phase", 3}});
+  return layout.make({slot, phase});
+}
+
+int64_t Diloco::exchanges_in_flight(const DilocoConfig& c) {
+  if (c.sync_delay == 0) return 0;
+  // Consecutive fragments' offsets f H / F lie at least floor(H / F) steps apart.
+  const int64_t gap = std::max<int64_t>(1, c.sync_every / c.fragments);
+  return (c.sync_delay + gap - 1) / gap;
 }
 
 Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
@@ -92,7 +104,10 @@ Diloco::Diloco(comm::Group& group, std::vector<at::Tensor> parameters,
     fragment.feedback.reset(group_.size());
     fragments_.push_back(std::move(fragment));
   }
-  if (config_.sync_delay > 0) worker_ = std::make_unique<BackgroundWorker>("diloco exchange");
+  // One thread a slot: exchanges in flight at once run side by side, each on its own tags.
+  for (int64_t slot = 0; slot < exchanges_in_flight(config_); ++slot)
+    workers_.push_back(
+        std::make_unique<BackgroundWorker>("diloco exchange " + std::to_string(slot)));
   started_ = metrics::Clock::now();
 }
 
@@ -102,9 +117,12 @@ at::Tensor Diloco::flat_buffers() const {
   return buffers_.empty() ? at::Tensor() : flatten_to_host(buffers_);
 }
 
-// May run on the worker: touches only the fragment's residuals, the codec and the group.
+// May run on a worker: touches only the fragment's residuals, `codec` and the group (on the
+// slot's tags).
 Diloco::Averaged Diloco::exchange(size_t fragment, const at::Tensor& pseudo_gradient,
-                                  const at::Tensor& buffers) {
+                                  const at::Tensor& buffers,
+                                  const std::shared_ptr<const compress::Codec>& codec,
+                                  int64_t slot) {
   const auto t0 = metrics::Clock::now();
   const at::NoGradGuard no_grad;
   Fragment& f = fragments_[fragment];
@@ -118,13 +136,14 @@ Diloco::Averaged Diloco::exchange(size_t fragment, const at::Tensor& pseudo_grad
   }
   out.fp32_bytes = metrics::ring_allreduce_traffic(piece.numel() * 4, group_.size());
   out.buffers = buffers;
-  if (!codec_) {
-    exact_means(group_, {piece, out.buffers});  // one message
+  const int exact_tag = outer_tag(5, slot);  // and phase 6: all_reduce's exchange takes two
+  if (!codec) {
+    exact_means(group_, {piece, out.buffers}, exact_tag);  // one message
     out.wire_bytes = out.fp32_bytes;
   } else {
-    out.wire_bytes =
-        coded_mean_with_feedback(group_, piece, *codec_, f.feedback, outer_tag(0), outer_tag(1));
-    if (out.buffers.defined()) exact_mean(group_, out.buffers);
+    out.wire_bytes = coded_mean_with_feedback(group_, piece, *codec, f.feedback, outer_tag(0, slot),
+                                              outer_tag(1, slot));
+    if (out.buffers.defined()) exact_mean(group_, out.buffers, exact_tag);
   }
   out.pseudo_gradient = piece;  // whole once gathered (gather_blocks)
   out.seconds = metrics::trace::span_since("communication", "outer exchange", t0,
@@ -163,7 +182,8 @@ void Diloco::apply(size_t fragment, const Averaged& averaged, double own_weight)
 }
 
 void Diloco::launch(size_t fragment, bool background) {
-  // Nothing is in flight when an exchange starts: the group is free.
+  // Other fragments' exchanges may be in flight, each on its slot's tags (auto settles them
+  // before a choice that touches their residuals).
   if (codec_pending_) decide_codec();
   if (measuring_ && measured_exchanges_ >= kExchangesToMeasure) choose_codec_again();
   const auto t0 = metrics::Clock::now();
@@ -183,43 +203,55 @@ void Diloco::launch(size_t fragment, bool background) {
   f.since = 0;
   f.countdown = config_.sync_every;
   if (!background) {
-    Averaged averaged = exchange(fragment, g, buffers);
+    if (!in_flight_.empty())
+      throw std::logic_error("DiLoCo: an exchange in flight at a blocking one");
+    Averaged averaged = exchange(fragment, g, buffers, codec_, 0);
     gather_blocks(averaged, f.size);
     apply(fragment, averaged, 0);
   } else {
-    if (in_flight_) throw std::logic_error("DiLoCo: two exchanges in flight");
-    in_flight_.emplace();
-    in_flight_->fragment = fragment;
-    in_flight_->steps_left = config_.sync_delay;
-    in_flight_->running =
-        worker_->submit([this, fragment, g, buffers] { return exchange(fragment, g, buffers); });
+    for (const auto& e : in_flight_)
+      if (e.fragment == fragment || in_flight_.size() >= workers_.size())
+        throw std::logic_error("DiLoCo: more exchanges in flight than --sync-delay allows");
+    // The slot whose exchange landed longest ago: slots exchanges back, at least
+    // slots * floor(H / F) >= tau steps (exchanges_in_flight).
+    const int64_t slot = next_slot_;
+    next_slot_ = (next_slot_ + 1) % static_cast<int64_t>(workers_.size());
+    InFlight& e = in_flight_.emplace_back();
+    e.fragment = fragment;
+    e.steps_left = config_.sync_delay;
+    e.running = workers_[static_cast<size_t>(slot)]->submit(
+        [this, fragment, g, buffers, codec = codec_, slot] {
+          return exchange(fragment, g, buffers, codec, slot);
+        });
   }
   stats_.sync_s += metrics::trace::span_since("communication", "outer step", t0);
 }
 
 void Diloco::settle() {
   if (link_reading_.valid()) link_reading_.wait();  // its reading stays for choose_codec
-  settle_exchange();
+  for (auto& e : in_flight_)
+    settle_exchange(e);
 }
 
 // Not the probe: before auto's choice exchanges land beside it.
-void Diloco::settle_exchange() {
-  if (!in_flight_ || in_flight_->settled) return;
+void Diloco::settle_exchange(InFlight& e) {
+  if (e.settled) return;
   const auto t0 = metrics::Clock::now();
-  in_flight_->settled = in_flight_->running.get();
-  gather_blocks(*in_flight_->settled, fragments_[in_flight_->fragment].size);
+  e.settled = e.running.get();
+  gather_blocks(*e.settled, fragments_[e.fragment].size);
   const double waited = metrics::trace::span_since("communication", "outer wait", t0);
-  in_flight_->waited_s += waited;
+  e.waited_s += waited;
   stats_.sync_s += waited;
 }
 
 void Diloco::land(double own_weight) {
-  settle_exchange();
+  InFlight& e = in_flight_.front();
+  settle_exchange(e);
   const auto t0 = metrics::Clock::now();
-  const Averaged& averaged = *in_flight_->settled;
-  apply(in_flight_->fragment, averaged, own_weight);
-  stats_.hidden_s += std::max(0.0, averaged.seconds - in_flight_->waited_s);
-  in_flight_.reset();
+  const Averaged& averaged = *e.settled;
+  apply(e.fragment, averaged, own_weight);
+  stats_.hidden_s += std::max(0.0, averaged.seconds - e.waited_s);
+  in_flight_.pop_front();
   stats_.sync_s += metrics::trace::span_since("communication", "outer step", t0);
 }
 
@@ -232,7 +264,11 @@ bool Diloco::after_inner_step() {
     ++f.since;
     --f.countdown;
   }
-  if (in_flight_ && --in_flight_->steps_left == 0) land(config_.merge_alpha);
+  // Every exchange in flight has the same delay: they land in the order they started.
+  for (auto& e : in_flight_)
+    --e.steps_left;
+  while (!in_flight_.empty() && in_flight_.front().steps_left == 0)
+    land(config_.merge_alpha);
   // The epoch's last steps: a round due now would leave fewer than H/2 steps for the next.
   // Its last step leaves every fragment to sync(), blocking, as the evaluation needs them.
   const int64_t left = epoch_steps_ - epoch_step_ - 1;
@@ -240,7 +276,7 @@ bool Diloco::after_inner_step() {
   bool started = false;
   for (size_t i = 0; i < fragments_.size(); ++i) {
     if (fragments_[i].countdown > 0 || joins_the_last) continue;
-    launch(i, /*background=*/worker_ != nullptr);
+    launch(i, /*background=*/!workers_.empty());
     started = true;
   }
   if (timing) step_times_.step_started();
@@ -251,7 +287,7 @@ bool Diloco::sync() {
   step_times_.pause();  // the next step comes after an evaluation
   bool did = false;
   // Applied early, and whole: every replica must end on the shared parameters.
-  if (in_flight_) {
+  while (!in_flight_.empty()) {
     land(0);
     did = true;
   }

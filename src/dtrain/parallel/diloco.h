@@ -17,8 +17,11 @@
 // With `sync_delay` tau > 0 a fragment's exchange runs on a background thread beside the
 // next tau inner steps and is applied after exactly tau of them (whatever the link's speed:
 // runs stay deterministic); the replica's own progress on the fragment in those steps is
-// kept in part: parameters = alpha local + (1 - alpha) shared. tau must not exceed the gap
-// between two fragments' offsets (at most one exchange in flight).
+// kept in part: parameters = alpha local + (1 - alpha) shared. tau may reach H (a fragment's
+// exchange lands before its next starts): beyond the gap between two fragments' offsets
+// several exchanges are in flight at once, ceil(tau / floor(H / F)) at most, each on a thread
+// and message tags of its own, so that a link's latency longer than H/F steps still hides
+// (the paper's tau up to H).
 //
 // Replicas of several ranks (a DDP group each, `replica`): the pseudo-gradient is the same on
 // every rank of a replica, so rank i of each replica averages only block i of it with rank
@@ -38,6 +41,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -131,6 +136,9 @@ class Diloco {
   double sync_seconds() const { return stats_.sync_s; }
   DilocoStats take_stats();
   const DilocoConfig& config() const { return config_; }
+  // The most exchanges a config keeps in flight at once (0 without --sync-delay).
+  static int64_t exchanges_in_flight(const DilocoConfig& config);
+  static constexpr int64_t kMostInFlight = 16;
 
   // Checkpoints: the shared parameters, the outer momentum, the error-feedback residuals,
   // each fragment's inner steps since its last outer step and a settled exchange's result,
@@ -163,12 +171,18 @@ class Diloco {
     double waited_s = 0;  // training's time blocked on it so far
   };
 
-  // Phases 0 and 1: the coded exchange's two; 2 and 3: auto's link probe; 4: auto's vote.
-  static int outer_tag(int phase);
+  // Phases 0 and 1: the coded exchange's two; 2 and 3: auto's link probe; 4: auto's vote;
+  // 5 and 6: the exact exchange's (all_reduce's exchange takes a tag and the next).
+  // `slot`: the exchanges in flight at once (phases 0, 1, 5 and 6; the others slot 0).
+  static int outer_tag(int phase, int64_t slot = 0);
   static constexpr int64_t kVoteLag = 2;
   at::Tensor flat_buffers() const;
+  // check_state's part for the exchanges in flight; `fail` throws.
+  void check_pending(const std::map<std::string, at::Tensor>& saved,
+                     const std::function<void(const std::string&)>& fail) const;
   // The fragment averaged over `group_` (with a replica of several ranks: this rank's block).
-  Averaged exchange(size_t fragment, const at::Tensor& pseudo_gradient, const at::Tensor& buffers);
+  Averaged exchange(size_t fragment, const at::Tensor& pseudo_gradient, const at::Tensor& buffers,
+                    const std::shared_ptr<const compress::Codec>& codec, int64_t slot);
   // Every block of the replica's ranks into the whole fragment of `size` values.
   void gather_blocks(Averaged& averaged, int64_t size);
   void apply(size_t fragment, const Averaged& averaged, double own_weight);
@@ -184,6 +198,9 @@ class Diloco {
   // takes one at least, so they are in by then (one exchange later, streaming's counts
   // waited about a delay each on a 100 ms link).
   void decide_codec();
+  // A switch to the exact exchange: every fragment's error-feedback residuals go, once the
+  // exchanges in flight that use them have ended.
+  void drop_residuals();
   // Auto's candidate that codes smallest: the exchanges' codec before the choice.
   compress::CodecSpec lossiest_candidate() const;
   // The inner steps' own time so far (without the exchanges); where none was timed (an
@@ -200,8 +217,8 @@ class Diloco {
   void log_choice(const std::string& line) const;
   // Starts the fragment's exchange: on the worker, or here and applied at once.
   void launch(size_t fragment, bool background);
-  // Waits for the exchange in flight (settle() without the probe).
-  void settle_exchange();
+  // Waits for an exchange in flight (settle() without the probe) and keeps its result.
+  void settle_exchange(InFlight& e);
   // Applies the exchange in flight now, the replica's own parameters weighted `own_weight`.
   void land(double own_weight);
 
@@ -210,8 +227,8 @@ class Diloco {
   std::vector<at::Tensor> parameters_, buffers_;
   FlatParameters flat_;
   DilocoConfig config_;
-  std::unique_ptr<compress::Codec> codec_;  // null: exact
-  bool codec_pending_ = false;              // auto, not chosen yet
+  std::shared_ptr<const compress::Codec> codec_;  // null: exact; an exchange holds its own
+  bool codec_pending_ = false;                    // auto, not chosen yet
   // auto, chosen: the setting it chose from, and the exchanges since (their count, the bytes
   // this rank sent, their seconds); null once a choice from exchanges kept the codec.
   std::optional<OuterSetting> measuring_;
@@ -225,13 +242,15 @@ class Diloco {
   at::Tensor anchor_;                          // the shared parameters, flat float32
   at::Tensor momentum_;                        // the outer optimizer's
   std::vector<Fragment> fragments_;
-  std::optional<InFlight> in_flight_;
+  std::deque<InFlight> in_flight_;  // in the order they started, and land
   DilocoStats stats_;
   std::future<std::pair<double, double>> link_reading_;  // auto's probe: {rate, latency}
   std::unique_ptr<ReadinessVote> vote_;                  // auto, until it chooses
   int64_t exchanges_since_vote_ = 0;                     // auto: since the vote out was posted
   bool provisional_ = false;                             // auto: exchanging before the choice
-  std::unique_ptr<BackgroundWorker> worker_;  // with --sync-delay; last: its jobs use the rest
+  int64_t next_slot_ = 0;  // the next background exchange's slot (and worker)
+  // With --sync-delay, one per slot; last: their jobs use the rest.
+  std::vector<std::unique_ptr<BackgroundWorker>> workers_;
 };
 
 }  // namespace dtrain::parallel

@@ -55,6 +55,13 @@ void Diloco::decide_codec() {
              " until the link probe's reading is in on every replica");
 }
 
+void Diloco::drop_residuals() {
+  for (auto& e : in_flight_)  // they use their fragments' residuals
+    settle_exchange(e);
+  for (auto& f : fragments_)
+    f.feedback.reset(group_.size());
+}
+
 compress::CodecSpec Diloco::lossiest_candidate() const {
   return eligible_candidates(*config_.auto_codec).back();
 }
@@ -77,9 +84,7 @@ void Diloco::choose_codec(double step_s) {
   codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
   // The exact exchange owes nothing of what exchanges before the choice left (provisional_);
   // another codec carries it on (a piece's length does not depend on the codec).
-  if (!codec_)
-    for (auto& f : fragments_)
-      f.feedback.reset(group_.size());
+  if (!codec_) drop_residuals();
   codec_pending_ = provisional_ = false;
   vote_.reset();
   measuring_ = setting;
@@ -124,9 +129,7 @@ void Diloco::choose_codec_again() {
     codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
     // Another codec keeps the residuals (a piece's length does not depend on it); the exact
     // exchange owes nothing, and its checkpoints hold none.
-    if (!codec_)
-      for (auto& f : fragments_)
-        f.feedback.reset(group_.size());
+    if (!codec_) drop_residuals();
     auto_floor_ = choice.chosen;
     measuring_ = setting;
     step_times_.clear();

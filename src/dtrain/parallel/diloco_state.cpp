@@ -2,6 +2,8 @@
 // exactly where the stopped one was, an exchange in flight included.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -13,6 +15,19 @@ namespace {
 
 std::string residual_name(size_t fragment, const std::string& phase) {
   return "residual/" + std::to_string(fragment) + "/" + phase;
+}
+
+// The exchanges in flight, in the order they land: the first's fields as "pending/FIELD"
+// (as when one at most could be), the next ones' as "pending/I/FIELD".
+std::string pending_name(size_t i, const char* field) {
+  return i == 0 ? std::string("pending/") + field : "pending/" + std::to_string(i) + "/" + field;
+}
+
+size_t pending_count(const std::map<std::string, at::Tensor>& saved) {
+  size_t n = 0;
+  while (saved.count(pending_name(n, "fragment")) != 0)
+    ++n;
+  return n;
 }
 
 template <class Fail>
@@ -57,12 +72,13 @@ std::map<std::string, at::Tensor> Diloco::state() {
     const std::string name = compress::to_string(config_.codec);
     out["outer_codec"] = at::tensor(std::vector<uint8_t>(name.begin(), name.end()), at::kByte);
   }
-  if (in_flight_) {
-    const Averaged& a = *in_flight_->settled;
-    out["pending/fragment"] = at::tensor({static_cast<int64_t>(in_flight_->fragment)}, at::kLong);
-    out["pending/steps_left"] = at::tensor({in_flight_->steps_left}, at::kLong);
-    out["pending/pseudo_gradient"] = a.pseudo_gradient;
-    if (a.buffers.defined()) out["pending/buffers"] = a.buffers;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    const InFlight& e = in_flight_[i];
+    const Averaged& a = *e.settled;
+    out[pending_name(i, "fragment")] = at::tensor({static_cast<int64_t>(e.fragment)}, at::kLong);
+    out[pending_name(i, "steps_left")] = at::tensor({e.steps_left}, at::kLong);
+    out[pending_name(i, "pseudo_gradient")] = a.pseudo_gradient;
+    if (a.buffers.defined()) out[pending_name(i, "buffers")] = a.buffers;
   }
   return out;
 }
@@ -115,18 +131,36 @@ void Diloco::check_state(const std::map<std::string, at::Tensor>& saved) const {
     if (!known) fail("holds residual '" + name + "', which this group has no place for");
     if (t.scalar_type() != at::kFloat) fail("holds residual '" + name + "' of another dtype");
   }
-  if (const auto it = saved.find("pending/fragment"); it != saved.end()) {
-    if (!worker_) fail("holds an exchange in flight, and this run has no --sync-delay");
-    const int64_t f = it->second.numel() == 1 ? it->second.item<int64_t>() : -1;
-    if (f < 0 || f >= fragments) fail("holds an exchange in flight for a fragment this run lacks");
-    const auto steps = saved.find("pending/steps_left");
-    const auto g = saved.find("pending/pseudo_gradient");
+  check_pending(saved, fail);
+}
+
+void Diloco::check_pending(const std::map<std::string, at::Tensor>& saved,
+                           const std::function<void(const std::string&)>& fail) const {
+  const size_t count = pending_count(saved);
+  if (count == 0) return;
+  if (workers_.empty()) fail("holds an exchange in flight, and this run has no --sync-delay");
+  if (static_cast<int64_t>(count) > exchanges_in_flight(config_))
+    fail("holds " + std::to_string(count) + " exchanges in flight, more than this run's " +
+         "--sync-delay keeps");
+  std::vector<bool> seen(fragments_.size(), false);
+  int64_t previous_steps = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const at::Tensor& fragment = saved.at(pending_name(i, "fragment"));
+    const int64_t f = fragment.numel() == 1 ? fragment.item<int64_t>() : -1;
+    if (f < 0 || f >= static_cast<int64_t>(fragments_.size()) || seen[static_cast<size_t>(f)])
+      fail("holds an exchange in flight for a fragment this run lacks, or twice");
+    seen[static_cast<size_t>(f)] = true;
+    const auto steps = saved.find(pending_name(i, "steps_left"));
+    const auto g = saved.find(pending_name(i, "pseudo_gradient"));
+    // They land in order: each no sooner than the one before.
     if (steps == saved.end() || g == saved.end() || steps->second.numel() != 1 ||
-        steps->second.item<int64_t>() < 1 || steps->second.item<int64_t>() > config_.sync_delay ||
+        steps->second.item<int64_t>() < std::max<int64_t>(1, previous_steps) ||
+        steps->second.item<int64_t>() > config_.sync_delay ||
         g->second.scalar_type() != at::kFloat ||
         g->second.numel() != fragments_[static_cast<size_t>(f)].size)
       fail("holds an exchange in flight that does not fit this run's fragments and delay");
-    const auto b = saved.find("pending/buffers");
+    previous_steps = steps->second.item<int64_t>();
+    const auto b = saved.find(pending_name(i, "buffers"));
     if (b != saved.end() && (f != 0 || b->second.numel() != flat_buffers().numel()))
       fail("holds averaged buffers that do not fit this model");
   }
@@ -153,16 +187,16 @@ void Diloco::restore_state(const std::map<std::string, at::Tensor>& saved) {
     if (const auto it = saved.find(residual_name(i, "gather")); it != saved.end())
       f.feedback.gather.restore(it->second.clone());
   }
-  in_flight_.reset();
-  if (const auto it = saved.find("pending/fragment"); it != saved.end()) {
-    in_flight_.emplace();
-    in_flight_->fragment = static_cast<size_t>(it->second.item<int64_t>());
-    in_flight_->steps_left = saved.at("pending/steps_left").item<int64_t>();
+  in_flight_.clear();
+  for (size_t i = 0; i < pending_count(saved); ++i) {
+    InFlight& e = in_flight_.emplace_back();
+    e.fragment = static_cast<size_t>(saved.at(pending_name(i, "fragment")).item<int64_t>());
+    e.steps_left = saved.at(pending_name(i, "steps_left")).item<int64_t>();
     Averaged a;
-    a.pseudo_gradient = saved.at("pending/pseudo_gradient").clone();
-    if (const auto b = saved.find("pending/buffers"); b != saved.end())
+    a.pseudo_gradient = saved.at(pending_name(i, "pseudo_gradient")).clone();
+    if (const auto b = saved.find(pending_name(i, "buffers")); b != saved.end())
       a.buffers = b->second.clone();
-    in_flight_->settled = std::move(a);
+    e.settled = std::move(a);
   }
 }
 

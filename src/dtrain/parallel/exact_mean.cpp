@@ -6,10 +6,11 @@
 
 namespace dtrain::parallel {
 
-void exact_mean(comm::Group& group, at::Tensor& values) {
+void exact_mean(comm::Group& group, at::Tensor& values, std::optional<int> tag) {
   comm::AllReduceOptions o;
   o.op = comm::ReduceOp::kAvg;
   o.algorithm = comm::Algorithm::kExchange;
+  if (tag) o.tag = *tag;
   comm::all_reduce(group, values, o);
 }
 
@@ -29,13 +30,14 @@ void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& tenso
   }
 }
 
-void exact_means(comm::Group& group, const std::vector<at::Tensor>& tensors) {
+void exact_means(comm::Group& group, const std::vector<at::Tensor>& tensors,
+                 std::optional<int> tag) {
   std::vector<at::Tensor> defined;
   for (const auto& t : tensors)
     if (t.defined()) defined.push_back(t);
   if (defined.empty()) return;
   at::Tensor flat = flatten_to_host(defined);
-  exact_mean(group, flat);
+  exact_mean(group, flat, tag);
   copy_from_flat(flat, defined);
 }
 

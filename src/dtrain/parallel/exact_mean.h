@@ -11,6 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <vector>
 
 namespace dtrain::comm {
@@ -19,8 +20,9 @@ class Group;
 
 namespace dtrain::parallel {
 
-// In place; collective (every rank, the same length).
-void exact_mean(comm::Group& group, at::Tensor& values);
+// In place; collective (every rank, the same length). `tag` and the next carry it (none:
+// all_reduce's own): users in flight at once on one group need tags of their own.
+void exact_mean(comm::Group& group, at::Tensor& values, std::optional<int> tag = std::nullopt);
 
 // The tensors concatenated, flat, as float32 on the CPU: one message's worth.
 at::Tensor flatten_to_host(const std::vector<at::Tensor>& tensors);
@@ -29,6 +31,7 @@ void copy_from_flat(const at::Tensor& flat, const std::vector<at::Tensor>& tenso
 
 // All three: each tensor replaced by its mean over the group, all in one message; undefined
 // ones are skipped (collective: every rank the same tensors' lengths).
-void exact_means(comm::Group& group, const std::vector<at::Tensor>& tensors);
+void exact_means(comm::Group& group, const std::vector<at::Tensor>& tensors,
+                 std::optional<int> tag = std::nullopt);
 
 }  // namespace dtrain::parallel
