@@ -170,5 +170,19 @@ TEST(OuterCodecChoiceTest, InnerStepTimesTakeTheMedianOfTheStepsOwnSpans) {
   EXPECT_TRUE(t.empty());
 }
 
+// Streaming's advice (the 100 ms link: a fragment's exchange 127 ms, steps of 20 ms): a delay
+// of 4 steps leaves it exposed, 7 covers it; none where the delay hides it, where the run
+// blocks by choice or the delay is already H, and never beyond H.
+TEST(OuterCodecChoiceTest, TheDelayThatHidesAStreamingExchangeCoversItsMeanTime) {
+  EXPECT_EQ(delay_to_hide(119 * 0.127, 119, 0.020, 4, 20), std::optional<int64_t>(7));
+  EXPECT_EQ(delay_to_hide(119 * 0.085, 119, 0.020, 4, 20), std::nullopt);  // within a tenth
+  EXPECT_EQ(delay_to_hide(119 * 0.127, 119, 0.020, 8, 20), std::nullopt);
+  EXPECT_EQ(delay_to_hide(119 * 0.127, 119, 0.020, 0, 20), std::nullopt);
+  EXPECT_EQ(delay_to_hide(119 * 0.127, 119, 0.020, 20, 20), std::nullopt);
+  EXPECT_EQ(delay_to_hide(10 * 1.0, 10, 0.020, 4, 20), std::optional<int64_t>(20));
+  EXPECT_EQ(delay_to_hide(0, 0, 0.020, 4, 20), std::nullopt);
+  EXPECT_EQ(delay_to_hide(1, 1, 0, 4, 20), std::nullopt);
+}
+
 }  // namespace
 }  // namespace dtrain::parallel

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -73,6 +74,16 @@ double rate_from_exchanges(const OuterSetting& s, double exchange_s, double byte
   const double on_the_wire = exchange_s - exchange_delays(s.replicas) * s.latency_s;
   if (!(on_the_wire > 0) || !(bytes > 0)) return s.rate_bytes_per_s;
   return std::min(s.rate_bytes_per_s, bytes / on_the_wire);
+}
+
+std::optional<int64_t> delay_to_hide(double exchange_s, int64_t exchanges, double step_s,
+                                     int64_t delay, int64_t sync_every) {
+  if (delay < 1 || delay >= sync_every || exchanges < 1 || !(step_s > 0) || !(exchange_s > 0))
+    return std::nullopt;
+  const double mean = exchange_s / static_cast<double>(exchanges);
+  if (mean <= 1.1 * static_cast<double>(delay) * step_s) return std::nullopt;
+  const auto covering = static_cast<int64_t>(std::ceil(1.1 * mean / step_s));
+  return std::min(sync_every, std::max(delay + 1, covering));
 }
 
 void InnerStepTimes::step_ended() {

@@ -76,6 +76,15 @@ double exchange_delays(int replicas);
 // shared with compute), but one barely longer than its delays says nothing of the rate.
 double rate_from_exchanges(const OuterSetting& setting, double exchange_s, double bytes);
 
+// Streaming DiLoCo's advice: the --sync-delay that would hide its exchanges, from an epoch's
+// `exchanges` of `exchange_s` in all and its inner steps of `step_s`, where they outlasted
+// `delay` steps by more than a tenth (the steps that cover the mean exchange and a tenth, at
+// most `sync_every`: beyond H/F several exchanges are in flight); nullopt where `delay` hides
+// them, where it is 0 (blocking, by choice) or already `sync_every`, or without numbers.
+// At 100 ms one way a fragment's exchange took 127 ms, 4 steps of 20 ms hid 80 of them.
+std::optional<int64_t> delay_to_hide(double exchange_s, int64_t exchanges, double step_s,
+                                     int64_t delay, int64_t sync_every);
+
 // The inner steps' own time, as auto's model needs it (how many steps hide an exchange): the
 // span from DiLoCo's return after a step to its next call (the engine's data, forward,
 // backward and optimizer; not DiLoCo's waits), the median of the spans recorded (an

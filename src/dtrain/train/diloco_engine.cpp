@@ -5,6 +5,8 @@
 // the shared parameters, the same on every replica.
 #include <torch/torch.h>
 
+#include <cmath>
+#include <iostream>
 #include <numeric>
 #include <stdexcept>
 
@@ -13,6 +15,7 @@
 #include "dtrain/metrics/keys.h"
 #include "dtrain/metrics/memory.h"
 #include "dtrain/parallel/diloco.h"
+#include "dtrain/parallel/diloco_auto.h"
 #include "dtrain/train/batchnorm_statistics.h"
 #include "dtrain/train/engine.h"
 
@@ -103,6 +106,24 @@ class DilocoEngine final : public Engine {
 
   BatchResult eval_batch(const data::Batch& batch) override { return local_->eval_batch(batch); }
 
+  // Once a run, on rank 0: streaming's exchanges outlasted --sync-delay steps, and the delay
+  // that would hide them.
+  void advise_delay(const parallel::DilocoStats& d, double step_work_s) {
+    if (advised_ || group_.rank() != 0 || d.inner_steps < 1) return;
+    const parallel::DilocoConfig& c = diloco_.config();
+    const double step_s = step_work_s / static_cast<double>(d.inner_steps);
+    const auto delay =
+        parallel::delay_to_hide(d.exchange_s, d.outer_steps, step_s, c.sync_delay, c.sync_every);
+    if (!delay) return;
+    advised_ = true;
+    const double exchange_ms = 1e3 * d.exchange_s / static_cast<double>(d.outer_steps);
+    std::cerr << "diloco: an exchange took " << std::lround(exchange_ms)
+              << " ms on average, longer than --sync-delay " << c.sync_delay << " steps of "
+              << std::lround(1e3 * step_s) << " ms: --sync-delay " << *delay
+              << " would hide it (beyond --sync-every / --fragments, exchanges in flight at once)"
+              << std::endl;
+  }
+
   void end_epoch(EpochStats& s) override {
     local_->end_epoch(s);  // a replica's DDP: its own exchange's numbers
     const parallel::DilocoStats d = diloco_.take_stats();
@@ -122,6 +143,7 @@ class DilocoEngine final : public Engine {
     samples_ = 0;
     const double compute_s = s.time_forward_s + s.time_backward_s + s.time_optimizer_s;
     s.extra[key::kComputeUtilization] = s.epoch_s > 0 ? compute_s / s.epoch_s : 0.0;
+    advise_delay(d, s.time_data_s + compute_s);
     auto most = at::tensor({static_cast<double>(metrics::peak_rss_bytes())}, at::kDouble);
     group_.native_all_reduce(most, comm::ReduceOp::kMax);
     s.extra[key::kPeakRssMaxBytes] = static_cast<int64_t>(most[0].item<double>());
@@ -146,6 +168,7 @@ class DilocoEngine final : public Engine {
   BatchNormStatistics batchnorm_;  // after the outer step that ends an epoch
   ExtraState extra_;               // diloco_'s state, for checkpoints
   int64_t samples_ = 0;            // this epoch's, this replica
+  bool advised_ = false;           // advise_delay logged its line
 };
 
 }  // namespace
