@@ -85,9 +85,13 @@ void Group::fail(Direction dir, int peer, int tag, int64_t bytes, double waited_
     throw CommError(msg.str());
   }
   std::ostringstream silent;
-  silent << " -- rank " << peer
-         << " exited, crashed or stopped responding (no answer within the timeout of "
-         << timeout_.count() << " ms); see its output";
+  silent << " -- rank " << peer << " exited, crashed or stopped responding (";
+  // A link that broke fails at once; only a silent one waits the timeout out.
+  if (waited_s * 1e3 < 0.9 * static_cast<double>(timeout_.count()))
+    silent << "its link failed before the timeout of ";
+  else
+    silent << "no answer within the timeout of ";
+  silent << timeout_.count() << " ms); see its output";
   // Published first (so two ranks failing at once still see each other's), with the
   // peer named as silent: a rank reading it in a cascade learns where the silence began.
   publish_failure(msg.str() + silent.str());
