@@ -209,9 +209,10 @@ void Diloco::launch(size_t fragment, bool background) {
     gather_blocks(averaged, f.size);
     apply(fragment, averaged, 0);
   } else {
-    for (const auto& e : in_flight_)
-      if (e.fragment == fragment || in_flight_.size() >= workers_.size())
-        throw std::logic_error("DiLoCo: more exchanges in flight than --sync-delay allows");
+    const bool busy = std::any_of(in_flight_.begin(), in_flight_.end(),
+                                  [&](const InFlight& e) { return e.fragment == fragment; });
+    if (busy || in_flight_.size() >= workers_.size())
+      throw std::logic_error("DiLoCo: more exchanges in flight than --sync-delay allows");
     // The slot whose exchange landed longest ago: slots exchanges back, at least
     // slots * floor(H / F) >= tau steps (exchanges_in_flight).
     const int64_t slot = next_slot_;

@@ -198,9 +198,10 @@ class Diloco {
   // takes one at least, so they are in by then (one exchange later, streaming's counts
   // waited about a delay each on a 100 ms link).
   void decide_codec();
-  // A switch to the exact exchange: every fragment's error-feedback residuals go, once the
-  // exchanges in flight that use them have ended.
-  void drop_residuals();
+  // Auto's choice in force: `spec` codes the exchanges from the next on; a switch to the
+  // exact exchange drops every fragment's error-feedback residuals, once the exchanges in
+  // flight that use them have ended.
+  void switch_codec(const compress::CodecSpec& spec);
   // Auto's candidate that codes smallest: the exchanges' codec before the choice.
   compress::CodecSpec lossiest_candidate() const;
   // The inner steps' own time so far (without the exchanges); where none was timed (an

@@ -55,8 +55,14 @@ void Diloco::decide_codec() {
              " until the link probe's reading is in on every replica");
 }
 
-void Diloco::drop_residuals() {
-  for (auto& e : in_flight_)  // they use their fragments' residuals
+void Diloco::switch_codec(const compress::CodecSpec& spec) {
+  config_.codec = spec;
+  codec_ = spec == compress::CodecSpec{} ? nullptr : compress::make_codec(spec);
+  // Another codec carries the residuals on (a piece's length does not depend on it); the
+  // exact exchange owes nothing, and its checkpoints hold none: they go, once the exchanges
+  // in flight that use them have ended.
+  if (codec_) return;
+  for (auto& e : in_flight_)
     settle_exchange(e);
   for (auto& f : fragments_)
     f.feedback.reset(group_.size());
@@ -80,11 +86,7 @@ void Diloco::choose_codec(double step_s) {
   setting.sync_delay = config_.sync_delay;
   setting.epoch_steps = epoch_steps_;
   const OuterChoice choice = choose_outer_codec(candidates, setting);
-  config_.codec = candidates[choice.chosen];
-  codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
-  // The exact exchange owes nothing of what exchanges before the choice left (provisional_);
-  // another codec carries it on (a piece's length does not depend on the codec).
-  if (!codec_) drop_residuals();
+  switch_codec(candidates[choice.chosen]);  // from the exchanges before it (provisional_)
   codec_pending_ = provisional_ = false;
   vote_.reset();
   measuring_ = setting;
@@ -125,11 +127,7 @@ void Diloco::choose_codec_again() {
   chosen_from_exchanges_ = true;
   const bool changed = candidates[choice.chosen] != config_.codec;
   if (changed) {
-    config_.codec = candidates[choice.chosen];
-    codec_ = config_.codec == compress::CodecSpec{} ? nullptr : compress::make_codec(config_.codec);
-    // Another codec keeps the residuals (a piece's length does not depend on it); the exact
-    // exchange owes nothing, and its checkpoints hold none.
-    if (!codec_) drop_residuals();
+    switch_codec(candidates[choice.chosen]);
     auto_floor_ = choice.chosen;
     measuring_ = setting;
     step_times_.clear();
