@@ -512,8 +512,11 @@ ProbeReading auto_reading(const Lab& lab) {
 // delay within 20 % of the set one. Before its pings were posted ahead and its rate came
 // from trains, it read 50 Mbit/s + 25 ms as 31,457,280 Mbit/s and 50.5 ms one way. A busy
 // machine can spoil one reading (one CI run read 100 ms as 7.3 Mbit/s: a train held back;
-// on the 2-core VM's userspace impairer 100 ms reads 50-61 Mbit/s), so a reading out of
-// bounds is taken again once and the second must be right.
+// on the 2-core VM's userspace impairer 100 ms reads 50-61 Mbit/s; beside another test's
+// training a 0 ms link read 2-4 ms one way, whole scheduler ticks of 4 ms a round trip), so a
+// reading out of bounds is taken again, twice at most, and the last must be right: a probe
+// wrong by its method (a round trip read as one way, a rate read from latency) is wrong in
+// every reading.
 TEST(NetlabTest, TheProbeReadsTheRateAndTheDelayOfShortAndLongLinks) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2", "--rate", "50mbit"});
@@ -527,8 +530,8 @@ TEST(NetlabTest, TheProbeReadsTheRateAndTheDelayOfShortAndLongLinks) {
       return std::abs(r.mbit - 50) <= 10 && delay_right;
     };
     ProbeReading r = auto_reading(lab);
-    if (!right(r)) {
-      std::cerr << "probe read out of bounds once, measuring again: " << r.line << "\n";
+    for (int again = 0; again < 2 && !right(r); ++again) {
+      std::cerr << "probe read out of bounds, measuring again: " << r.line << "\n";
       r = auto_reading(lab);
     }
     EXPECT_TRUE(right(r)) << r.line;

@@ -19,9 +19,16 @@ namespace {
 // only once the receiver's notice has arrived, so a ping-pong posted as it goes costs two
 // round trips, and a probe of few pings read a long link's one-way delay as its round trip
 // (10.2 ms on a 5 ms link). Posted ahead, each ping after the first costs one round trip.
+// The round trip is the least of them: a ping only ever reads long (a process or the lab's
+// impairer descheduled, a queue ahead of it). On a short link four pings are too few to find a
+// quiet moment on a loaded 2-core machine (a CI run read a 0 ms lab link as 5-6 ms, at
+// connect and again beside DiLoCo's exchanges), so pings go on while they have taken under
+// kPingForS, up to kMostPings; a 5 ms link's four pings already take 40 ms.
 constexpr int kPings = 4;
+constexpr int kMostPings = 32;
+constexpr double kPingForS = 0.02;
 
-// A round trip measured at connect under this is measured again (four pings cost under
+// A round trip measured at connect under this is measured again (its pings cost about
 // 40 ms) and the lesser kept: at connect both ranks are still starting, and on a loaded
 // 2-core CI machine a 0 ms lab link read 4 ms there, twice. Longer ones are kept as read.
 constexpr double kPingAgainBelowRtt = 0.01;
@@ -126,22 +133,31 @@ std::array<double, 3> heard(Request& posted, const at::Tensor& into) {
 }  // namespace
 
 double probe_round_trip(Group& g, int peer, bool initiator, int tag) {
+  // A ping's first byte says whether another follows: the peer posts the next receive before
+  // it answers, so that ping finds its notice there.
   at::Tensor ping = at::zeros({8}, at::kByte);
   at::Tensor in[2] = {at::empty({8}, at::kByte), at::empty({8}, at::kByte)};
   Request posted = g.irecv(in[0], peer, tag);
   double best = 1e30;
-  for (int i = 0; i < kPings; ++i) {
+  const auto start = metrics::Clock::now();
+  for (int i = 0;; ++i) {
     Request next;
-    if (i + 1 < kPings) next = g.irecv(in[(i + 1) % 2], peer, tag);
+    bool more = false;
     if (initiator) {
+      more = i + 1 < kMostPings && (i + 1 < kPings || metrics::since(start) < kPingForS);
+      if (more) next = g.irecv(in[(i + 1) % 2], peer, tag);
+      ping[0] = more ? 1 : 0;
       const auto t0 = metrics::Clock::now();
       g.send(ping, peer, tag);
       posted.wait();
       if (i > 0) best = std::min(best, metrics::since(t0));  // the first waited for notices
     } else {
       posted.wait();
+      more = in[i % 2][0].item<uint8_t>() != 0;
+      if (more) next = g.irecv(in[(i + 1) % 2], peer, tag);
       g.send(ping, peer, tag);
     }
+    if (!more) break;
     posted = std::move(next);
   }
   // Both ends keep the initiator's measurement.
@@ -160,12 +176,8 @@ double probe_latency(Group& g, int peer, bool initiator, int ping_tag) {
 LinkProbe probe_link(Group& g, int peer, bool initiator, int ping_tag, int data_tag, Duplex duplex,
                      RoundTrip round_trip) {
   // Group::round_trip is the same at both ends, so both decide alike whether to ping.
-  const double at_connect = round_trip == RoundTrip::kFromConnect ? g.round_trip(peer) : -1;
-  double rtt = at_connect;
-  if (at_connect < kPingAgainBelowRtt) {
-    const double pinged = probe_round_trip(g, peer, initiator, ping_tag);
-    rtt = at_connect >= 0 ? std::min(at_connect, pinged) : pinged;
-  }
+  double rtt = round_trip == RoundTrip::kFromGroup ? g.round_trip(peer) : -1;
+  if (rtt < 0) rtt = probe_round_trip(g, peer, initiator, ping_tag);
   const double target = std::max(kLongEnoughS, rtt);
   bool together = duplex == Duplex::kBothWaysAtOnce;
   const bool long_link = rtt >= kStripedFirstTrainRtt;
@@ -242,6 +254,17 @@ SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag,
     s.longest_latency_s = std::max(s.longest_latency_s, p.latency_s);
   }
   return s;
+}
+
+void refresh_short_round_trips_from_rank0(Group& group, int ping_tag) {
+  for (int r = 1; r < group.size(); ++r) {
+    if (group.rank() != 0 && group.rank() != r) continue;
+    const int peer = group.rank() == 0 ? r : 0;
+    const double held = group.round_trip(peer);  // the same at both ends
+    if (held >= kPingAgainBelowRtt) continue;
+    const double pinged = probe_round_trip(group, peer, group.rank() == 0, ping_tag);
+    group.set_round_trip(peer, held >= 0 ? std::min(held, pinged) : pinged);
+  }
 }
 
 void measure_round_trips(Group& group) {

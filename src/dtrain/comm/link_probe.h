@@ -39,12 +39,11 @@ struct LinkProbe {
 // its scaled rounds timed one way at a time.
 enum class Duplex { kOneWayAtATime, kBothWaysAtOnce };
 
-// Pings cost five round trips (a second on a 100 ms link): with kFromConnect a link whose
-// round trip was measured at connect (Group::round_trip, the same at both ends) as 10 ms or
-// more is not pinged again (a shorter one is, and the lesser reading kept: ranks still
-// starting can slow the pings at connect); for a probe soon after connect, not for one that
-// follows a link's changes.
-enum class RoundTrip { kMeasure, kFromConnect };
+// Pings cost five round trips (a second on a 100 ms link; more on a link under 5 ms, where
+// they go on for 20 ms, at most 32). kFromGroup takes the round trip the group holds
+// (Group::round_trip, the same at both ends: measured at connect, or refreshed just before by
+// refresh_short_round_trips_from_rank0 below) instead of pinging, where it holds one.
+enum class RoundTrip { kMeasure, kFromGroup };
 
 LinkProbe probe_link(Group& group, int peer, bool initiator, int ping_tag, int data_tag,
                      Duplex duplex = Duplex::kOneWayAtATime,
@@ -62,8 +61,16 @@ struct SlowestLink {
 SlowestLink probe_slowest_from_rank0(Group& group, int ping_tag, int data_tag,
                                      RoundTrip round_trip = RoundTrip::kMeasure);
 
-// The round trip alone (the pings above; both ranks call it and get the initiator's), and
-// half of it.
+// Collective: the links between rank 0 and each other rank whose round trip the group holds
+// as under 10 ms, or not at all, are pinged and the lesser reading kept (ranks still starting
+// can slow the pings at connect; longer ones are kept as read, as their pings would cost a
+// second). For a probe soon after connect that wants its pings on a quiet link: with
+// RoundTrip::kFromGroup the probe's trains can then go beside other traffic (DiLoCo's first
+// exchanges), where pings would read the queue behind it.
+void refresh_short_round_trips_from_rank0(Group& group, int ping_tag);
+
+// The round trip alone (the least of the pings above; both ranks call it and get the
+// initiator's), and half of it.
 double probe_round_trip(Group& group, int peer, bool initiator, int ping_tag);
 double probe_latency(Group& group, int peer, bool initiator, int ping_tag);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 
@@ -111,15 +112,24 @@ double InnerStepTimes::median_s() const {
   return *middle;
 }
 
-std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag) {
-  // At the first outer step, soon after connect: the connect's round trips still hold.
-  const comm::SlowestLink slowest =
-      comm::probe_slowest_from_rank0(group, ping_tag, data_tag, comm::RoundTrip::kFromConnect);
-  // Rank 0's numbers to every rank.
-  at::Tensor numbers =
-      at::tensor({slowest.rate_bytes_per_s, slowest.longest_latency_s}, at::kDouble);
-  group.native_broadcast(numbers, 0);
-  return {numbers[0].item<double>(), numbers[1].item<double>()};
+std::future<std::pair<double, double>> start_outer_probe(comm::Group& group, int ping_tag,
+                                                         int data_tag) {
+  try {
+    comm::refresh_short_round_trips_from_rank0(group, ping_tag);
+  } catch (...) {
+    std::promise<std::pair<double, double>> failed;
+    failed.set_exception(std::current_exception());
+    return failed.get_future();
+  }
+  return std::async(std::launch::async, [&group, ping_tag, data_tag] {
+    const comm::SlowestLink slowest =
+        comm::probe_slowest_from_rank0(group, ping_tag, data_tag, comm::RoundTrip::kFromGroup);
+    // Rank 0's numbers to every rank.
+    at::Tensor numbers =
+        at::tensor({slowest.rate_bytes_per_s, slowest.longest_latency_s}, at::kDouble);
+    group.native_broadcast(numbers, 0);
+    return std::make_pair(numbers[0].item<double>(), numbers[1].item<double>());
+  });
 }
 
 std::string describe(const OuterChoice& choice, const std::vector<compress::CodecSpec>& candidates,

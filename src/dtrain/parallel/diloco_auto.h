@@ -24,8 +24,10 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtrain/compress/codec.h"
@@ -107,9 +109,14 @@ class InnerStepTimes {
 };
 
 // Collective over `group`: the slowest link between rank 0 and every other rank, probed
-// both ways at once (round trips as measured at connect, where they were); every rank
-// returns the same {rate, latency}.
-std::pair<double, double> probe_outer_link(comm::Group& group, int ping_tag, int data_tag);
+// both ways at once; every rank's future gets the same {rate, latency}. The pings go now, on
+// the caller's thread (those of links under 10 ms; longer ones keep their reading from
+// connect): beside the first exchanges they would wait behind an exchange's packets in the
+// link's queue (an exchange of the mlp holds a 50 Mbit/s link for 31 ms), and beside the inner
+// steps for the cores. The trains then go on a thread of their own, beside the inner steps and
+// exchanges. A failure of the pings is the future's error too.
+std::future<std::pair<double, double>> start_outer_probe(comm::Group& group, int ping_tag,
+                                                         int data_tag);
 
 // One line for people: the choice, the numbers it came from (the eligible candidates').
 std::string describe(const OuterChoice& choice, const std::vector<compress::CodecSpec>& candidates,

@@ -17,8 +17,9 @@
 namespace dtrain::parallel {
 
 void Diloco::start_probe() {
-  link_reading_ = std::async(
-      std::launch::async, [this] { return probe_outer_link(group_, outer_tag(2), outer_tag(3)); });
+  const auto t0 = metrics::Clock::now();
+  link_reading_ = start_outer_probe(group_, outer_tag(2), outer_tag(3));
+  stats_.sync_s += metrics::trace::span_since("communication", "outer link round trip", t0);
 }
 
 double Diloco::timed_step_s() const {

@@ -20,9 +20,7 @@ namespace dtrain::parallel {
 // exchanges then count in choose_again).
 void ElasticOuter::start_probe(comm::Group& group) {
   if (candidates_.empty() || choice_ >= 0 || probe_.valid()) return;
-  probe_ = std::async(std::launch::async, [&group] {
-    return probe_outer_link(group, elastic_outer_tag(2), elastic_outer_tag(3));
-  });
+  probe_ = start_outer_probe(group, elastic_outer_tag(2), elastic_outer_tag(3));
 }
 
 void ElasticOuter::settle_probe() {
@@ -37,9 +35,9 @@ void ElasticOuter::choose_codec(comm::Group& group) {
   OuterSetting setting;
   // The probe started beside the inner steps, over this group (a recovery settles it before
   // its group goes), or one now.
-  std::tie(setting.rate_bytes_per_s, setting.latency_s) =
-      probe_.valid() ? probe_.get()
-                     : probe_outer_link(group, elastic_outer_tag(2), elastic_outer_tag(3));
+  if (!probe_.valid())
+    probe_ = start_outer_probe(group, elastic_outer_tag(2), elastic_outer_tag(3));
+  std::tie(setting.rate_bytes_per_s, setting.latency_s) = probe_.get();
   at::Tensor step = at::tensor({step_s_}, at::kDouble);
   group.native_all_reduce(step, comm::ReduceOp::kMax);
   setting.step_s = step.item<double>();
