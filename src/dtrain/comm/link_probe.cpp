@@ -21,15 +21,15 @@ namespace {
 // (10.2 ms on a 5 ms link). Posted ahead, each ping after the first costs one round trip.
 // The round trip is the least of them: a ping only ever reads long (a process or the lab's
 // impairer descheduled, a queue ahead of it). On a short link four pings are too few to find a
-// quiet moment on a loaded 2-core machine (a CI run read a 0 ms lab link as 5-6 ms, at
-// connect and again beside DiLoCo's exchanges), so pings go on while they have taken under
+// quiet moment on a loaded 2-core machine (a CI run read a 0 ms lab link's round trip as
+// 5-6 ms beside DiLoCo's first exchanges), so pings go on while they have taken under
 // kPingForS, up to kMostPings; a 5 ms link's four pings already take 40 ms.
 constexpr int kPings = 4;
 constexpr int kMostPings = 32;
 constexpr double kPingForS = 0.02;
 
-// A round trip measured at connect under this is measured again (its pings cost about
-// 40 ms) and the lesser kept: at connect both ranks are still starting, and on a loaded
+// A round trip measured at connect under this is measured again (its pings cost 20-40 ms)
+// and the lesser kept: at connect both ranks are still starting, and on a loaded
 // 2-core CI machine a 0 ms lab link read 4 ms there, twice. Longer ones are kept as read.
 constexpr double kPingAgainBelowRtt = 0.01;
 
