@@ -230,6 +230,10 @@ void Diloco::launch(size_t fragment, bool background) {
 
 void Diloco::settle() {
   if (link_reading_.valid()) link_reading_.wait();  // its reading stays for choose_codec
+  settle_exchanges();
+}
+
+void Diloco::settle_exchanges() {
   for (auto& e : in_flight_)
     settle_exchange(e);
 }

@@ -119,8 +119,8 @@ class Diloco {
   // parameters, and the group is free (auto's probe has ended). False when there was nothing
   // to do.
   bool sync();
-  // Waits for the exchange in flight, if any, and keeps its result for the step it is due
-  // at: the group is free for other collectives, and state() holds everything.
+  // Waits for the exchanges in flight, if any, and keeps their results for the steps they
+  // are due at: the group is free for other collectives, and state() holds everything.
   void settle();
   // The next inner step's index in its epoch of `steps`. An outer step that falls due fewer
   // than H/2 steps before the epoch's end, or at its last step, waits for the sync() that
@@ -218,8 +218,10 @@ class Diloco {
   void log_choice(const std::string& line) const;
   // Starts the fragment's exchange: on the worker, or here and applied at once.
   void launch(size_t fragment, bool background);
-  // Waits for an exchange in flight (settle() without the probe) and keeps its result.
+  // Waits for an exchange in flight and keeps its result; settle_exchanges() for every one
+  // (settle() without the probe).
   void settle_exchange(InFlight& e);
+  void settle_exchanges();
   // Applies the exchange in flight now, the replica's own parameters weighted `own_weight`.
   void land(double own_weight);
 

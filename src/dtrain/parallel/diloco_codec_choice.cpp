@@ -63,8 +63,7 @@ void Diloco::switch_codec(const compress::CodecSpec& spec) {
   // exact exchange owes nothing, and its checkpoints hold none: they go, once the exchanges
   // in flight that use them have ended.
   if (codec_) return;
-  for (auto& e : in_flight_)
-    settle_exchange(e);
+  settle_exchanges();
   for (auto& f : fragments_)
     f.feedback.reset(group_.size());
 }

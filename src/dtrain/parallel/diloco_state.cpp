@@ -188,7 +188,8 @@ void Diloco::restore_state(const std::map<std::string, at::Tensor>& saved) {
       f.feedback.gather.restore(it->second.clone());
   }
   in_flight_.clear();
-  for (size_t i = 0; i < pending_count(saved); ++i) {
+  const size_t pending = pending_count(saved);
+  for (size_t i = 0; i < pending; ++i) {
     InFlight& e = in_flight_.emplace_back();
     e.fragment = static_cast<size_t>(saved.at(pending_name(i, "fragment")).item<int64_t>());
     e.steps_left = saved.at(pending_name(i, "steps_left")).item<int64_t>();
