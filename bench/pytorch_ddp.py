@@ -137,6 +137,7 @@ def main():
     if rank == 0:
         print(json.dumps({"impl": "pytorch-ddp", "backend": a.backend, "model": a.model,
                           "comm_hook": a.comm_hook,
+                          "tcp_congestion": torch_dist.tcp_congestion(a.backend),
                           "memory_format": "channels-last" if a.channels_last else "contiguous",
                           "ranks": world, "batch_per_rank": a.batch_size, "steps": steps,
                           "epoch_s": stats[0].item() / a.epochs, "step_s": stats[0].item() / steps,

@@ -112,7 +112,8 @@ def main():
     totals = torch.tensor([seen, loss_sum], dtype=torch.float64)
     dist.all_reduce(totals)
     if rank == 0:
-        print(json.dumps({"impl": a.impl, "backend": a.backend, "sync_every": a.sync_every, "codec": a.codec,
+        print(json.dumps({"impl": a.impl, "backend": a.backend,
+                          "tcp_congestion": torch_dist.tcp_congestion(a.backend), "sync_every": a.sync_every, "codec": a.codec,
                           "fragments": a.fragments, "sync_delay": a.sync_delay,
                           "replicas": world, "steps": steps, "elapsed_s": times.item(),
                           "samples_per_s": totals[0].item() / times.item(),

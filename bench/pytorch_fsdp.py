@@ -75,7 +75,8 @@ def main():
     dist.all_reduce(mean_losses)
     mean_losses /= world
     if rank == 0:
-        print(json.dumps({"impl": "pytorch-fsdp2", "backend": a.backend, "model": "roberta",
+        print(json.dumps({"impl": "pytorch-fsdp2", "backend": a.backend,
+                          "tcp_congestion": torch_dist.tcp_congestion(a.backend), "model": "roberta",
                           "layers": a.layers, "hidden": a.hidden, "param_bytes": param_bytes,
                           "ranks": world, "batch_per_rank": a.batch_size, "seq_len": a.seq_len,
                           "warmup_steps": a.warmup, "steps": a.steps,

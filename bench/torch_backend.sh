@@ -13,7 +13,8 @@
 # FSDP_STEPS timed steps, default 4, after one untimed) on loopback and FSDP_LINKS (default
 # "1gbit:25ms"). PARTS (default "ddp fsdp diloco") picks the parts. As root (the lab). Writes
 # docs/data/torch-backend.jsonl, docs/data/torch-backend-fsdp.jsonl and
-# docs/data/torch-backend-diloco.jsonl, then the tables.
+# docs/data/torch-backend-diloco.jsonl, then the tables. DTRAIN_TCP_CONGESTION (e.g. reno) sets
+# the dtrain runs' congestion control (docs/wire-format.md); the rows say tcp_congestion.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
@@ -35,10 +36,15 @@ run() {  # run LINK ROUND BACKEND MODEL ARGS...
   local rows
   rows=$(wc -l <"$out")
   # PyTorch 2.11 processes that ran DDP sometimes abort in interpreter teardown, after the
-  # row is out (docs/limitations.md): a run counts when its row came.
-  "$bin" launch -n 2 "${where[@]}" -- "$py" bench/pytorch_ddp.py --backend "$backend" \
-    --model "$model" "$@" | rank0_rows "$link" "$round" >>"$out" || true
-  [ "$(wc -l <"$out")" -gt "$rows" ] || { echo "torch_backend.sh: no row from that run" >&2; exit 1; }
+  # row is out (docs/limitations.md): a run counts when its row came. One whose rank 1 died
+  # that way before rank 0's row was out runs again, once.
+  for attempt in 1 2; do
+    "$bin" launch -n 2 "${where[@]}" -- "$py" bench/pytorch_ddp.py --backend "$backend" \
+      --model "$model" "$@" | rank0_rows "$link" "$round" >>"$out" || true
+    [ "$(wc -l <"$out")" -gt "$rows" ] && return
+    echo "torch_backend.sh: no row from that run (attempt $attempt)" >&2
+  done
+  exit 1
 }
 lab_for_link() {  # lab_for_link RATE:DELAY|loopback; sets `where`, the launcher's placement
   "$bin" netlab down "$lab" >/dev/null 2>&1 || true

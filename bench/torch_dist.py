@@ -20,3 +20,9 @@ def init(backend: str, script: str) -> None:
                      "torch.distributed backend: build the project's (make) and put "
                      "build/python first on PYTHONPATH")
     dist.init_process_group(backend)
+
+
+def tcp_congestion(backend: str) -> str:
+    """The TCP congestion control the backend's connections run: DTRAIN_TCP_CONGESTION's
+    for "dtrain" (docs/wire-format.md, "Congestion control"), else the host's."""
+    return (os.environ.get("DTRAIN_TCP_CONGESTION") if backend == "dtrain" else None) or "host"

@@ -202,6 +202,15 @@ TEST(BenchP2pTest, ReportsLatencyAndBandwidth) {
     EXPECT_EQ(row["path"], "gloo");
     EXPECT_EQ(row["wrong"], 0);  // the pattern message arrived intact
   }
+  Process reno({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--sizes", "64K", "--iters", "3",
+                "--format", "jsonl", "--tcp-congestion", "reno"});
+  ASSERT_EQ(reno.wait_for(60s), 0) << reno.err();
+  EXPECT_EQ(json_lines(reno.out()).at(0)["wrong"], 0);
+  Process refused({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--tcp-congestion", "nosuch"});
+  EXPECT_EQ(refused.wait_for(30s), 1);
+  EXPECT_NE(refused.err().find("TCP congestion control 'nosuch' is refused here"),
+            std::string::npos)
+      << refused.err();
   Process nccl({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--backend", "nccl"});
   EXPECT_EQ(nccl.wait_for(30s), 1);
   EXPECT_NE(nccl.err().find("--backend nccl reduces CUDA tensors: it needs --device cuda"),

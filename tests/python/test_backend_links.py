@@ -66,3 +66,59 @@ def test_two_ranks_on_a_long_link_exchange_and_sum_exactly(dtrain_binary, lab):
 def test_two_ranks_on_loopback_run_the_ring_unless_told(dtrain_binary):
     assert launch(dtrain_binary) == {"ring"}
     assert launch(dtrain_binary, algo="exchange") == {"exchange"}
+
+
+CONGESTION_SCRIPT = r"""
+import os, socket, torch, torch.distributed as dist, dtrain
+dist.init_process_group("dtrain")
+t = torch.arange(1000, dtype=torch.float64) + dist.get_rank()
+dist.all_reduce(t)
+assert torch.equal(t, 2 * torch.arange(1000, dtype=torch.float64) + 1)
+counts = {}
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        s = socket.socket(fileno=os.dup(int(fd)))
+    except OSError:
+        continue
+    with s:
+        try:
+            if s.type != socket.SOCK_STREAM or s.proto not in (0, socket.IPPROTO_TCP):
+                continue
+            s.getpeername()
+            name = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+        except OSError:
+            continue
+    name = name.rstrip(b"\0").decode()
+    counts[name] = counts.get(name, 0) + 1
+print("CONNECTIONS", ",".join(f"{k}={v}" for k, v in sorted(counts.items())), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def another_allowed_congestion():
+    read = lambda name: open(f"/proc/sys/net/ipv4/{name}").read().split()
+    fallback = read("tcp_congestion_control")[0]
+    return next((a for a in read("tcp_allowed_congestion_control") if a != fallback), None)
+
+
+def test_tcp_congestion_is_set_on_the_connections_and_a_refused_one_is_named(dtrain_binary):
+    algorithm = another_allowed_congestion()
+    if algorithm is None:
+        pytest.skip("this host allows its default congestion control only")
+    env = dict(os.environ, DTRAIN_TCP_CONGESTION=algorithm)
+    run = subprocess.run([dtrain_binary, "launch", "-n", "2", "--", sys.executable, "-c",
+                          CONGESTION_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = [l for l in run.stdout.splitlines() if " CONNECTIONS " in l]
+    assert len(lines) == 2, run.stdout
+    for line in lines:
+        # The Gloo connections (one per peer and stream) run it; torch's own store client,
+        # opened before the backend connected, keeps the host's.
+        assert f"{algorithm}=" in line, line
+    env["DTRAIN_TCP_CONGESTION"] = "no-such-algorithm"
+    run = subprocess.run([dtrain_binary, "launch", "-n", "2", "--", sys.executable, "-c",
+                          CONGESTION_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert run.returncode != 0
+    assert "TCP congestion control 'no-such-algorithm' is refused here" in run.stderr, run.stderr

@@ -14,6 +14,7 @@
 #include "dtrain/base/parse.h"
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/launch.h"
+#include "dtrain/comm/tcp_congestion.h"
 #include "dtrain/metrics/keys.h"
 #include "dtrain/netlab/lab.h"
 #include "dtrain/report/html_report.h"
@@ -108,6 +109,17 @@ void add_rank_flags(CLI::App* app, RankFlags& flags, bool allow_list) {
       "is 5 ms or more: one connection cannot fill a long fat link) or N (overrides "
       "DTRAIN_STREAMS)",
       "auto");
+  add_typed_option(
+      app, "--tcp-congestion", flags.tcp_congestion,
+      [](const std::string& text) -> std::optional<std::string> {
+        comm::check_tcp_congestion(text);
+        return text;
+      },
+      "TCP congestion control of dtrain's connections, e.g. reno or cubic (a collective's "
+      "bursts after compute leave at once, where bbr paces them at its last rate: a 1 MiB "
+      "all-reduce at 100 ms one way 109 ms under reno, 176 under bbr; under loss bbr keeps its "
+      "rate); overrides DTRAIN_TCP_CONGESTION",
+      "the host's default");
   app->add_option("--results-file", flags.results_file)->group("");  // internal
 }
 
@@ -211,6 +223,7 @@ std::unique_ptr<comm::Group> join_world(const RankFlags& flags, int threads,
   o.timeout_s = flags.timeout_s;
   o.token = flags.token;
   o.streams = flags.streams;
+  o.tcp_congestion = flags.tcp_congestion;
   if (!comm::launched_by_environment() && !flags.master_port) {
     o.master_port = comm::pick_free_port();  // a lone rank must not collide on 29500
   }

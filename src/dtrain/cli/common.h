@@ -43,7 +43,8 @@ struct RankFlags {
   // --backend: who runs the collectives of CUDA tensors (comm/collective_backend.h)
   comm::CollectiveBackend backend = comm::CollectiveBackend::kAuto;
   std::optional<int> streams;  // --streams: connections per peer (0: auto; comm/world.h)
-  std::string results_file;    // internal: where rank 0 appends its rows for the launcher
+  std::optional<std::string> tcp_congestion;  // --tcp-congestion (comm/tcp_congestion.h)
+  std::string results_file;  // internal: where rank 0 appends its rows for the launcher
 };
 
 // A flag parsed once, at the boundary, into a typed value (an enum, a codec spec) by

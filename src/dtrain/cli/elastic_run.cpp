@@ -179,6 +179,7 @@ int run_elastic(const train::TrainConfig& config, const RankFlags& ranks, const 
   wo.timeout_s = ranks.timeout_s;
   wo.token = ranks.token;
   wo.streams = ranks.streams;
+  wo.tcp_congestion = ranks.tcp_congestion;
   wo.master_addr = ranks.master_addr;
   wo.master_port = ranks.master_port;
   const comm::WorldOverrides own = wo;  // a replica's job of several ranks meets there

@@ -56,6 +56,7 @@ class Backend {
   std::vector<int> world_ranks;
   // How this rank's Gloo devices were made, so a subgroup connects the same way.
   std::string gloo_hostname, gloo_interface;
+  std::string tcp_congestion;  // of its connections (comm/tcp_congestion.h); empty: the host's
   // NCCL's, running the collectives of tensors on `device`; null where Gloo runs them all.
   c10::intrusive_ptr<c10d::Backend> device_pg;
   c10::Device device{c10::kCPU};

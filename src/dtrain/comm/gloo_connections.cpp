@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <future>
+#include <optional>
 
 #include "dtrain/comm/core_binding.h"
+#include "dtrain/comm/tcp_congestion.h"
 
 namespace dtrain::comm {
 namespace {
@@ -23,6 +25,9 @@ std::vector<c10::intrusive_ptr<c10d::Backend>> connect_gloo(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout, const GlooSettings& settings, int streams) {
   const std::vector<int> before = settings.io_thread_batch ? thread_ids() : std::vector<int>{};
+  // Scanned only where asked: the host's congestion control needs no list of sockets.
+  std::optional<SocketsOpened> opened;
+  if (!settings.tcp_congestion.empty()) opened.emplace();
   std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
   for (int stream = 0; stream < streams; ++stream)
     devices.push_back(make_device(settings));
@@ -54,6 +59,7 @@ std::vector<c10::intrusive_ptr<c10d::Backend>> connect_gloo(
   std::vector<c10::intrusive_ptr<c10d::Backend>> groups{connect(0)};
   for (auto& other : others)
     groups.push_back(other.get());
+  if (opened) opened->set_congestion(settings.tcp_congestion);
   return groups;
 }
 

@@ -25,6 +25,7 @@
 #include "dtrain/comm/link_probe.h"
 #include "dtrain/comm/nccl_backend.h"
 #include "dtrain/comm/rendezvous.h"
+#include "dtrain/comm/tcp_congestion.h"
 
 namespace dtrain::comm {
 namespace {
@@ -119,6 +120,7 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
     c.streams = *n == "auto" ? 0 : env_int("DTRAIN_STREAMS", *n, 1);
   if (auto w = env("DTRAIN_WIRE_CHECK")) c.wire_check = env_switch("DTRAIN_WIRE_CHECK", *w);
   if (auto o = env("DTRAIN_OPENINGS")) c.openings = env_switch("DTRAIN_OPENINGS", *o);
+  if (auto t = env("DTRAIN_TCP_CONGESTION")) c.tcp_congestion = *t;
   if (overrides.master_addr) c.master_addr = *overrides.master_addr;
   if (overrides.master_port) c.master_port = *overrides.master_port;
   if (overrides.gloo_hostname) c.gloo_hostname = *overrides.gloo_hostname;
@@ -128,6 +130,8 @@ WorldConfig world_from_env(const WorldOverrides& overrides) {
   if (overrides.cores_per_rank) c.cores_per_rank = *overrides.cores_per_rank;
   if (overrides.nccl_device) c.nccl_device = *overrides.nccl_device;
   if (overrides.streams) c.streams = *overrides.streams;
+  if (overrides.tcp_congestion) c.tcp_congestion = *overrides.tcp_congestion;
+  check_tcp_congestion(c.tcp_congestion);
   if (c.streams < 0 || c.streams > kMaxStreams)
     throw std::invalid_argument("--streams must be auto or 1.." + std::to_string(kMaxStreams));
   if (overrides.timeout_s) {
@@ -186,13 +190,15 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   try {
     backend = std::make_unique<Backend>(
         connect_gloo(prefixed, config.rank, config.world_size, config.timeout,
-                     {config.gloo_hostname, config.gloo_interface, bound}, streams),
+                     {config.gloo_hostname, config.gloo_interface, bound, config.tcp_congestion},
+                     streams),
         store, config.timeout, config.wire_check);
     backend->hosts_store = opts.isServer;
     backend->streams_everywhere = config.streams > 0;
     backend->openings = config.openings;
     backend->gloo_hostname = config.gloo_hostname;
     backend->gloo_interface = config.gloo_interface;
+    backend->tcp_congestion = config.tcp_congestion;
     if (nccl) {
       connecting = "NCCL";
       backend->device_pg =
@@ -244,7 +250,7 @@ std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
                     settings(/*wire_check=*/true, false, streams, true), timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
   auto backend = std::make_unique<Backend>(
-      connect_gloo(prefixed, rank, world_size, timeout, {"127.0.0.1", "", false}, streams),
+      connect_gloo(prefixed, rank, world_size, timeout, {"127.0.0.1", "", false, ""}, streams),
       impl_->store, timeout, true);
   backend->streams_everywhere = true;
   backend->gloo_hostname = "127.0.0.1";
@@ -265,7 +271,8 @@ std::unique_ptr<Group> connect_members(KeyValueStore& store, const std::string& 
                   : auto_streams(longest_rtt_to_rank0(*prefixed, rank, size, connect_timeout));
     backend = std::make_unique<Backend>(
         connect_gloo(prefixed, rank, size, connect_timeout,
-                     {config.gloo_hostname, config.gloo_interface, false}, streams),
+                     {config.gloo_hostname, config.gloo_interface, false, config.tcp_congestion},
+                     streams),
         prefixed, config.timeout, config.wire_check);
   } catch (const std::exception& e) {
     const std::string what = e.what();
@@ -276,6 +283,7 @@ std::unique_ptr<Group> connect_members(KeyValueStore& store, const std::string& 
   backend->openings = config.openings;
   backend->gloo_hostname = config.gloo_hostname;
   backend->gloo_interface = config.gloo_interface;
+  backend->tcp_congestion = config.tcp_congestion;
   auto group = std::make_unique<Group>(std::move(backend));
   group->make_abortable();
   if (streams > 1) configure_streams(*group, config.streams > 0, config.openings);
@@ -297,11 +305,11 @@ std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& m
   std::unique_ptr<Backend> backend;
   try {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/sub/" + name, from.store);
-    backend =
-        std::make_unique<Backend>(connect_gloo(prefixed, rank, size, from.timeout,
-                                               {from.gloo_hostname, from.gloo_interface, false},
-                                               static_cast<int>(from.connections.size())),
-                                  from.store, from.timeout, from.wire_check);
+    backend = std::make_unique<Backend>(
+        connect_gloo(prefixed, rank, size, from.timeout,
+                     {from.gloo_hostname, from.gloo_interface, false, from.tcp_congestion},
+                     static_cast<int>(from.connections.size())),
+        from.store, from.timeout, from.wire_check);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw CommError(parent.describe() + ": connecting subgroup '" + name +
@@ -315,6 +323,7 @@ std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& m
   backend->openings = from.openings;
   backend->gloo_hostname = from.gloo_hostname;
   backend->gloo_interface = from.gloo_interface;
+  backend->tcp_congestion = from.tcp_congestion;
   auto group = std::make_unique<Group>(std::move(backend));
   if (group->stream_capacity() > 1)
     configure_streams(*group, from.streams_everywhere, from.openings);

@@ -52,6 +52,10 @@ struct WorldConfig {
   // Openings on the links connect() finds long (Group::set_opening_capacity; off with
   // DTRAIN_OPENINGS=0, which every rank must agree on).
   bool openings = true;
+  // The TCP congestion control of the group's connections (comm/tcp_congestion.h;
+  // --tcp-congestion, DTRAIN_TCP_CONGESTION); empty: the host's default. Each rank's own:
+  // it governs what that rank sends.
+  std::string tcp_congestion;
   std::string source = "default";  // which variables it came from, for messages
 };
 
@@ -76,6 +80,7 @@ struct WorldOverrides {
   std::optional<int> cores_per_rank;
   std::optional<int> nccl_device;
   std::optional<int> streams;
+  std::optional<std::string> tcp_congestion;
 };
 
 // Throws std::invalid_argument with the variable's name on malformed or inconsistent values.
