@@ -2,6 +2,8 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <cstdlib>
+
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 
@@ -59,6 +61,11 @@ int main(int argc, char** argv) {
   // trace) follow TORCH_CPP_LOG_LEVEL as under PyTorch, which reads it at import; a C++
   // program has to ask for it.
   c10::initLogging();
+  // c10d's flight recorder (a ring of Gloo's recent operations, for a dump nobody here asks
+  // for) adds each group to a map outside its lock in PyTorch 2.11: groups connecting beside
+  // a group in use (elastic DiLoCo connects the next round's while training) could corrupt it.
+  // Off unless the user set its size; read once, when the recorder is first used.
+  setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
   dtrain::cli::set_program_args(argc, argv);
 
   CLI::App app{"dtrain: distributed training and measurement over real networks"};

@@ -47,9 +47,8 @@ std::vector<c10::intrusive_ptr<c10d::Backend>> connect_gloo(
     if (stream > 0)
       over =
           c10::make_intrusive<c10d::PrefixStore>("stream" + std::to_string(stream), store->clone());
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(over, rank, size, opts);
-    group->barrier()->wait(timeout);
-    return c10::intrusive_ptr<c10d::Backend>(std::move(group));
+    return c10::intrusive_ptr<c10d::Backend>(
+        c10::make_intrusive<c10d::ProcessGroupGloo>(over, rank, size, opts));
   };
   std::vector<std::future<c10::intrusive_ptr<c10d::Backend>>> others;
   for (int stream = 1; stream < streams; ++stream)
@@ -59,6 +58,15 @@ std::vector<c10::intrusive_ptr<c10d::Backend>> connect_gloo(
   std::vector<c10::intrusive_ptr<c10d::Backend>> groups{connect(0)};
   for (auto& other : others)
     groups.push_back(other.get());
+  // The barriers are called from this thread, one group after another, and waited for after:
+  // a group's first operation adds it to c10d's flight recorder, which PyTorch 2.11 does
+  // outside its lock (FlightRecorder::recordWithResetEnabled), and barriers of several groups
+  // called at once from their own threads corrupted that map: a rank spun there forever.
+  std::vector<c10::intrusive_ptr<c10d::Work>> barriers;
+  for (auto& group : groups)
+    barriers.push_back(group->barrier());
+  for (auto& barrier : barriers)
+    barrier->wait(timeout);
   if (opened) opened->set_congestion(settings.tcp_congestion);
   return groups;
 }
