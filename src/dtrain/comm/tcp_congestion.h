@@ -4,7 +4,8 @@
 // Why: a collective's messages are bursts after idle compute. bbr paces such an
 // application-limited flow at the rate it last measured, so on a long link each burst leaves
 // slower than the link could take it (a 1 MiB all-reduce between 2 ranks at 100 ms one way:
-// 176 ms under bbr, 109 ms under reno); reno and cubic send a burst at their window. Under
+// 168 ms under bbr, 131 ms with reno set on bbr's sockets, whose kernel pacing stays on, 109 ms
+// where the host runs reno); reno and cubic send a burst at their window. Under
 // loss bbr keeps its rate where reno and cubic back off, so the host's choice stays the
 // default and dtrain's connections change only when asked.
 //
