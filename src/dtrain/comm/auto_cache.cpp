@@ -30,7 +30,7 @@ uint64_t fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
 std::string this_host(const Group& group) {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
-  return std::string(name) + "|" + group.backend().gloo_hostname;
+  return std::string(name) + "|" + group.backend().gloo.hostname;
 }
 
 // The topology's name, the same on every rank (collective).

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "dtrain/comm/gloo_connections.h"
+
 namespace dtrain::comm {
 
 class Backend {
@@ -55,8 +57,7 @@ class Backend {
   std::string subgroup;
   std::vector<int> world_ranks;
   // How this rank's Gloo devices were made, so a subgroup connects the same way.
-  std::string gloo_hostname, gloo_interface;
-  std::string tcp_congestion;  // of its connections (comm/tcp_congestion.h); empty: the host's
+  GlooSettings gloo;
   // NCCL's, running the collectives of tensors on `device`; null where Gloo runs them all.
   c10::intrusive_ptr<c10d::Backend> device_pg;
   c10::Device device{c10::kCPU};

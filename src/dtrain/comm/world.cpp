@@ -79,6 +79,12 @@ std::vector<Setting> settings(bool wire_check, bool nccl, int streams, bool open
            "give every rank the same --streams (or DTRAIN_STREAMS)"}};
 }
 
+// How a rank's Gloo devices are made from its settings (`io_thread_batch`: where it bound
+// its cores, comm/core_binding.h).
+GlooSettings gloo_settings(const WorldConfig& config, bool io_thread_batch) {
+  return {config.gloo_hostname, config.gloo_interface, io_thread_batch, config.tcp_congestion};
+}
+
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
@@ -188,17 +194,14 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   std::unique_ptr<Backend> backend;
   const char* connecting = "Gloo";
   try {
+    const GlooSettings gloo = gloo_settings(config, bound);
     backend = std::make_unique<Backend>(
-        connect_gloo(prefixed, config.rank, config.world_size, config.timeout,
-                     {config.gloo_hostname, config.gloo_interface, bound, config.tcp_congestion},
-                     streams),
+        connect_gloo(prefixed, config.rank, config.world_size, config.timeout, gloo, streams),
         store, config.timeout, config.wire_check);
     backend->hosts_store = opts.isServer;
     backend->streams_everywhere = config.streams > 0;
     backend->openings = config.openings;
-    backend->gloo_hostname = config.gloo_hostname;
-    backend->gloo_interface = config.gloo_interface;
-    backend->tcp_congestion = config.tcp_congestion;
+    backend->gloo = gloo;
     if (nccl) {
       connecting = "NCCL";
       backend->device_pg =
@@ -249,11 +252,13 @@ std::unique_ptr<Group> InProcessRendezvous::join(int rank, int world_size,
   agree_on_settings(*impl_->store, rank, world_size,
                     settings(/*wire_check=*/true, false, streams, true), timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/gloo", impl_->store);
-  auto backend = std::make_unique<Backend>(
-      connect_gloo(prefixed, rank, world_size, timeout, {"127.0.0.1", "", false, ""}, streams),
-      impl_->store, timeout, true);
+  GlooSettings gloo;
+  gloo.hostname = "127.0.0.1";
+  auto backend =
+      std::make_unique<Backend>(connect_gloo(prefixed, rank, world_size, timeout, gloo, streams),
+                                impl_->store, timeout, true);
   backend->streams_everywhere = true;
-  backend->gloo_hostname = "127.0.0.1";
+  backend->gloo = gloo;
   auto group = std::make_unique<Group>(std::move(backend));
   if (streams > 1) configure_streams(*group, /*everywhere=*/true, /*openings=*/true);
   return group;
@@ -264,16 +269,15 @@ std::unique_ptr<Group> connect_members(KeyValueStore& store, const std::string& 
                                        std::chrono::milliseconds connect_timeout) {
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store.impl().store);
   std::unique_ptr<Backend> backend;
+  const GlooSettings gloo = gloo_settings(config, false);
   int streams = 1;
   try {
     streams = config.streams > 0
                   ? config.streams
                   : auto_streams(longest_rtt_to_rank0(*prefixed, rank, size, connect_timeout));
     backend = std::make_unique<Backend>(
-        connect_gloo(prefixed, rank, size, connect_timeout,
-                     {config.gloo_hostname, config.gloo_interface, false, config.tcp_congestion},
-                     streams),
-        prefixed, config.timeout, config.wire_check);
+        connect_gloo(prefixed, rank, size, connect_timeout, gloo, streams), prefixed,
+        config.timeout, config.wire_check);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw CommError("member " + std::to_string(rank) + "/" + std::to_string(size) +
@@ -281,9 +285,7 @@ std::unique_ptr<Group> connect_members(KeyValueStore& store, const std::string& 
   }
   backend->streams_everywhere = config.streams > 0;
   backend->openings = config.openings;
-  backend->gloo_hostname = config.gloo_hostname;
-  backend->gloo_interface = config.gloo_interface;
-  backend->tcp_congestion = config.tcp_congestion;
+  backend->gloo = gloo;
   auto group = std::make_unique<Group>(std::move(backend));
   group->make_abortable();
   if (streams > 1) configure_streams(*group, config.streams > 0, config.openings);
@@ -303,13 +305,13 @@ std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& m
   const auto rank = static_cast<int>(me - members.begin());
   const auto size = static_cast<int>(members.size());
   std::unique_ptr<Backend> backend;
+  GlooSettings gloo = from.gloo;
+  gloo.io_thread_batch = false;  // the world's connect alone binds cores
   try {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dtrain/sub/" + name, from.store);
-    backend = std::make_unique<Backend>(
-        connect_gloo(prefixed, rank, size, from.timeout,
-                     {from.gloo_hostname, from.gloo_interface, false, from.tcp_congestion},
-                     static_cast<int>(from.connections.size())),
-        from.store, from.timeout, from.wire_check);
+    backend = std::make_unique<Backend>(connect_gloo(prefixed, rank, size, from.timeout, gloo,
+                                                     static_cast<int>(from.connections.size())),
+                                        from.store, from.timeout, from.wire_check);
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw CommError(parent.describe() + ": connecting subgroup '" + name +
@@ -321,9 +323,7 @@ std::unique_ptr<Group> connect_subgroup(Group& parent, const std::vector<int>& m
     backend->world_ranks.push_back(parent.world_rank(m));
   backend->streams_everywhere = from.streams_everywhere;
   backend->openings = from.openings;
-  backend->gloo_hostname = from.gloo_hostname;
-  backend->gloo_interface = from.gloo_interface;
-  backend->tcp_congestion = from.tcp_congestion;
+  backend->gloo = gloo;
   auto group = std::make_unique<Group>(std::move(backend));
   if (group->stream_capacity() > 1)
     configure_streams(*group, from.streams_everywhere, from.openings);
