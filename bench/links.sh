@@ -81,10 +81,8 @@ for section in ${*:-sweep wirecheck lab ddp auto}; do
     : >"$out"
     for delay in ${AUTO_DELAYS:-25 5}; do
       "$bin" netlab down "$lab" >/dev/null 2>&1 || true
-      "$bin" netlab up "$lab" --hosts 4 --rate "${RATE:-1gbit}" --delay "${delay}ms" >/dev/null
-      for h in 0 1 2 3; do
-        ip netns exec "dtrain-$lab-h$h" sysctl -qw net.ipv4.tcp_congestion_control=reno
-      done
+      "$bin" netlab up "$lab" --hosts 4 --rate "${RATE:-1gbit}" --delay "${delay}ms" \
+        --sysctl net.ipv4.tcp_congestion_control=reno >/dev/null
       for n in 2 4; do
         echo "links.sh: auto, ${delay} ms, $n ranks" >&2
         "$bin" bench collective -n $n --netlab "$lab" --sizes "${AUTO_SIZES:-4K:4M}" --factor 4 \

@@ -6,9 +6,11 @@ dtrain / gloo, the communication each exposes (the run's time, DDP's epoch or FS
 steps, less the same backend's on loopback in the same round: the median over rounds) and
 dtrain's exposed / gloo's (the median of the rounds' ratios, and their range), and the losses;
 then dtrain.DiLoCo's (docs/data/torch-backend-diloco.jsonl) per link and codec: samples/s
-over gloo and over dtrain, their ratio, the train losses and test accuracies."""
+over gloo and over dtrain, their ratio, the train losses and test accuracies. An argument
+names another DDP file to read (bench/torch_backend.sh's OUT)."""
 import json
 import statistics
+import sys
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent / "docs" / "data" / "torch-backend.jsonl"
@@ -81,7 +83,8 @@ def exposed_table(sources):
 
 
 def main():
-    sources = [(DATA, "epoch_s", "{}"), (FSDP, "timed_s", "{} (FSDP2)")]
+    ddp = Path(sys.argv[1]) if len(sys.argv) > 1 else DATA
+    sources = [(ddp, "epoch_s", "{}"), (FSDP, "timed_s", "{} (FSDP2)")]
     if any(path.exists() for path, _, _ in sources):
         exposed_table([source for source in sources if source[0].exists()])
     if DILOCO.exists():

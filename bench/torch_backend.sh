@@ -15,6 +15,8 @@
 # docs/data/torch-backend.jsonl, docs/data/torch-backend-fsdp.jsonl and
 # docs/data/torch-backend-diloco.jsonl, then the tables. DTRAIN_TCP_CONGESTION (e.g. reno) sets
 # the dtrain runs' congestion control (docs/wire-format.md); the rows say tcp_congestion.
+# HOST_SYSCTL (e.g. net.ipv4.tcp_slow_start_after_idle=0) sets the lab hosts' kernel settings
+# (netlab up --sysctl; the rows say host_sysctl); OUT moves the DDP part's file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${DTRAIN:-build/dtrain}
@@ -22,12 +24,14 @@ py=${PYTHON:-.venv/bin/python}
 # The build's package (it carries the backend; an installed one may predate it).
 export PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}"
 lab=tb$$
-out=docs/data/torch-backend.jsonl
+out=${OUT:-docs/data/torch-backend.jsonl}
 parts=" ${PARTS:-ddp fsdp diloco} "
 mkdir -p docs/data
 trap '"$bin" netlab down "$lab" >/dev/null 2>&1 || true' EXIT
 rank0_rows() {  # rank0_rows LINK ROUND < launcher output: rank 0's JSON lines, tagged
-  sed -n "s/^\[rank 0\] {/{\"link\":\"$1\",\"round\":$2,/p"
+  local settings=${HOST_SYSCTL:-}
+  [ "$1" = loopback ] && settings=  # the lab's hosts only
+  sed -n "s/^\[rank 0\] {/{\"link\":\"$1\",\"round\":$2,\"host_sysctl\":\"$settings\",/p"
 }
 run() {  # run LINK ROUND BACKEND MODEL ARGS...
   local link=$1 round=$2 backend=$3 model=$4
@@ -50,7 +54,9 @@ lab_for_link() {  # lab_for_link RATE:DELAY|loopback; sets `where`, the launcher
   "$bin" netlab down "$lab" >/dev/null 2>&1 || true
   where=()
   [ "$1" = loopback ] && return
-  "$bin" netlab up "$lab" --hosts 2 --rate "${1%%:*}" --delay "${1##*:}" >/dev/null
+  local settings=()
+  for setting in ${HOST_SYSCTL:-}; do settings+=(--sysctl "$setting"); done
+  "$bin" netlab up "$lab" --hosts 2 --rate "${1%%:*}" --delay "${1##*:}" "${settings[@]}" >/dev/null
   where=(--netlab "$lab")
 }
 if [[ $parts == *" ddp "* ]]; then
@@ -99,4 +105,4 @@ if [[ $parts == *" diloco "* ]]; then
     done
   done
 fi
-"$py" bench/tables_torch_backend.py
+"$py" bench/tables_torch_backend.py "${OUT:-docs/data/torch-backend.jsonl}"

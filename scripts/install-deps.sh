@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what dtrain builds and runs with (docs/install.md):
 #   1. Debian packages: compilers (clang with libFuzzer: tests/fuzz), CLI11, json, zlib, gtest, Gloo's headers, Fashion-MNIST,
-#      iproute2 and iptables (ip, tc, the impairer's NFQUEUE rule: the network lab), Python headers (the Python package), chromium
+#      iproute2, iptables and procps (ip, tc, the impairer's NFQUEUE rule, sysctl: the network lab), Python headers (the Python package), chromium
 #      (headless: the test that loads the HTML report in a browser), fortunes (the text demo
 #      task's data: scripts/make-text-demo.py), etcd-server and etcd-client (an elastic run's
 #      membership in an etcd cluster; the tests start their own members on free ports);
@@ -23,7 +23,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   fortunes
-  iproute2 iptables
+  iproute2 iptables procps
   python3-dev
   chromium
   etcd-server etcd-client

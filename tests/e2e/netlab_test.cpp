@@ -261,6 +261,47 @@ TEST(NetlabTest, LaunchPlacesRankKOnHostK) {
       << three.err();
 }
 
+// Every host reads the lab's kernel settings; `set` changes one in place; a key the
+// namespace has not is refused and leaves no lab behind. Rank 0 advises on the idle restart
+// where the hosts' setting has it.
+TEST(NetlabTest, HostsCarryTheLabsKernelSettings) {
+  SKIP_WITHOUT_LABS();
+  Lab lab({"--hosts", "2", "--sysctl", "net.ipv4.tcp_slow_start_after_idle=0"});
+  ASSERT_TRUE(lab.ok());
+  const auto read = [&lab] {
+    Process p({DTRAIN_BINARY, "launch", "-n", "2", "--netlab", lab.name(), "--", "cat",
+               "/proc/sys/net/ipv4/tcp_slow_start_after_idle"});
+    EXPECT_EQ(p.wait_for(30s), 0) << p.err();
+    return p.out();
+  };
+  EXPECT_EQ(read(), "[rank 0] 0\n[rank 1] 0\n");
+  lab.run({"set", lab.name(), "--sysctl", "net.ipv4.tcp_slow_start_after_idle=1"});
+  EXPECT_EQ(read(), "[rank 0] 1\n[rank 1] 1\n");
+  Process list({DTRAIN_BINARY, "netlab", "list"});
+  ASSERT_EQ(list.wait_for(30s), 0);
+  EXPECT_NE(list.out().find("net.ipv4.tcp_slow_start_after_idle=1"), std::string::npos)
+      << list.out();
+  // With the restart on and reno on a long link's connections, rank 0 says so, once.
+  lab.run({"set", lab.name(), "--delay", "5ms"});
+  Process reno({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--netlab", lab.name(), "--sizes", "4K",
+                "--iters", "2", "--format", "jsonl", "--tcp-congestion", "reno"});
+  ASSERT_EQ(reno.wait_for(60s), 0) << reno.err();
+  const std::string advice = "this host restarts an idle connection's window";
+  const size_t first = reno.err().find("[rank 0] dtrain: the connections run reno");
+  EXPECT_NE(first, std::string::npos) << reno.err();
+  EXPECT_EQ(reno.err().find(advice, reno.err().find(advice) + 1), std::string::npos);
+  lab.run({"set", lab.name(), "--sysctl", "net.ipv4.tcp_slow_start_after_idle=0"});
+  Process quiet({DTRAIN_BINARY, "bench", "p2p", "-n", "2", "--netlab", lab.name(), "--sizes", "4K",
+                 "--iters", "2", "--format", "jsonl", "--tcp-congestion", "reno"});
+  ASSERT_EQ(quiet.wait_for(60s), 0) << quiet.err();
+  EXPECT_EQ(quiet.err().find(advice), std::string::npos) << quiet.err();
+  const std::string name = "s" + std::to_string(getpid());
+  Process bad({DTRAIN_BINARY, "netlab", "up", name, "--sysctl", "net.ipv4.nosuch=1"});
+  EXPECT_NE(bad.wait_for(60s), 0);
+  EXPECT_NE(bad.err().find("sysctl -qw net.ipv4.nosuch=1` failed"), std::string::npos) << bad.err();
+  EXPECT_FALSE(namespace_exists("dtrain-" + name + "-h0"));
+}
+
 TEST(NetlabTest, AFailedUpLeavesNothingBehind) {
   SKIP_WITHOUT_LABS();
   const std::string name = "f" + std::to_string(getpid());

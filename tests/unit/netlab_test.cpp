@@ -50,6 +50,22 @@ TEST(NetlabSpecTest, ChecksNamesAndHostCounts) {
   }
 }
 
+TEST(NetlabSpecTest, ChecksHostSettingsAndMergesThemByKey) {
+  for (const char* good : {"net.ipv4.tcp_slow_start_after_idle=0",
+                           "net.ipv4.tcp_rmem=4096 131072 67108864", "net.core.somaxconn=1024"})
+    EXPECT_NO_THROW(check_host_sysctl(good)) << good;
+  // Outside net.* a namespace's write would reach the machine's own kernel settings.
+  for (const char* bad : {"", "net.ipv4.x", "net.ipv4.x=", "kernel.panic=1", "net..x=1",
+                          "net.ipv4/../../kernel/x=1", "net.=1", "net.X=1", "net.x=1\nkernel"})
+    EXPECT_THROW(check_host_sysctl(bad), std::invalid_argument) << bad;
+  LabSpec spec;
+  spec.name = "ok";
+  spec.host_sysctls = {"kernel.panic=1"};
+  EXPECT_THROW(validate(spec), std::invalid_argument);
+  EXPECT_EQ(merge_host_sysctls({"net.a=1", "net.b=2"}, {"net.b=3", "net.c=4"}),
+            (std::vector<std::string>{"net.a=1", "net.b=3", "net.c=4"}));
+}
+
 TEST(NetlabSpecTest, PrintsRates) {
   EXPECT_EQ(tc_rate(100e6), "100000000bit");
   EXPECT_EQ(human_rate(100e6), "100 Mbit/s");
@@ -103,6 +119,19 @@ TEST(NetlabPlanTest, BuildsOneNamespacePerHostOnASwitchOfItsOwn) {
   const auto remove = lines(remove_commands({"dtrain-x-h0", "dtrain-x-sw"}));
   EXPECT_EQ(remove,
             (std::vector<std::string>{"ip netns del dtrain-x-h0", "ip netns del dtrain-x-sw"}));
+}
+
+TEST(NetlabPlanTest, WritesEachHostSettingInEveryHostsNamespace) {
+  LabSpec spec = lab_x(2, 0);
+  spec.host_sysctls = {"net.ipv4.tcp_slow_start_after_idle=0", "net.ipv4.tcp_rmem=1 2 3"};
+  const auto commands = sysctl_commands(spec);
+  ASSERT_EQ(commands.size(), 4u);
+  EXPECT_EQ(commands[0].argv,
+            (std::vector<std::string>{"ip", "netns", "exec", "dtrain-x-h0", "sysctl", "-qw",
+                                      "net.ipv4.tcp_slow_start_after_idle=0"}));
+  EXPECT_EQ(commands[1].argv[3], "dtrain-x-h1");
+  EXPECT_EQ(commands[3].argv.back(), "net.ipv4.tcp_rmem=1 2 3");
+  EXPECT_TRUE(sysctl_commands(lab_x(2, 0)).empty());
 }
 
 TEST(NetlabPlanTest, ShapesEachDirectionWithTbfAndTheClientsUplinkApart) {

@@ -84,6 +84,21 @@ TEST(TcpCongestionTest, AnAlgorithmTheHostRefusesIsAnErrorNamingTheAllowedOnes) 
   }
 }
 
+// bbr ignores the idle restart; reno and cubic meet it where the host's setting is on, and
+// the host's default counts where no algorithm is named.
+TEST(TcpCongestionTest, AdvisesOnIdleRestartWhereTheConnectionsMeetIt) {
+  const bool restarts = first_line("/proc/sys/net/ipv4/tcp_slow_start_after_idle") == "1";
+  EXPECT_EQ(idle_restart_advice("bbr"), "");
+  for (const char* algorithm : {"reno", "cubic"}) {
+    const std::string advice = idle_restart_advice(algorithm);
+    EXPECT_EQ(advice.empty(), !restarts) << advice;
+    if (restarts)
+      EXPECT_NE(advice.find("net.ipv4.tcp_slow_start_after_idle=1"), std::string::npos) << advice;
+  }
+  const bool host_bbr = first_line("/proc/sys/net/ipv4/tcp_congestion_control") == "bbr";
+  EXPECT_EQ(idle_restart_advice("").empty(), host_bbr || !restarts);
+}
+
 TEST(TcpCongestionTest, OnlyTheSocketsOpenedSinceItWasMadeChange) {
   const std::string target = another_allowed();
   if (target.empty()) GTEST_SKIP() << "this host allows its default congestion control only";

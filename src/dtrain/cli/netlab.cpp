@@ -16,6 +16,8 @@ void print(const netlab::LabState& s) {
   if (s.spec.uplink_bps) std::cout << ", host 0 uplink " << netlab::human_rate(*s.spec.uplink_bps);
   if (s.spec.delay_ms > 0) std::cout << ", " << s.spec.delay_ms << " ms one way";
   if (s.spec.loss_percent > 0) std::cout << ", " << s.spec.loss_percent << " % loss";
+  for (const auto& setting : s.spec.host_sysctls)
+    std::cout << ", " << setting;
   if (s.impairment && netlab::impaired(s.spec)) {
     // kNfqueue is the fallback, but DTRAIN_NETLAB_IMPAIR can force it where netem exists:
     // name the mechanism, not the kernel's lack.
@@ -40,6 +42,15 @@ void add_shape_flags(CLI::App* sub, netlab::LabSpec& spec) {
                    "one-way delay added on every uplink (5ms): netem, else dtrain's impairer", "0");
   add_typed_option(sub, "--loss", spec.loss_percent, netlab::parse_loss_percent,
                    "packet loss on every uplink (2%): netem, else dtrain's impairer", "0");
+  sub->add_option_function<std::vector<std::string>>(
+      "--sysctl",
+      [&spec](const std::vector<std::string>& settings) {
+        for (const auto& s : settings)
+          netlab::check_host_sysctl(s);
+        spec.host_sysctls = settings;
+      },
+      "a kernel setting of every host, net.<key>=<value>, repeatable "
+      "(net.ipv4.tcp_slow_start_after_idle=0, net.ipv4.tcp_congestion_control=reno)");
 }
 
 }  // namespace
@@ -72,6 +83,7 @@ void register_netlab(CLI::App& parent, int& exit_code) {
     if (set->count("--uplink") > 0) next.uplink_bps = reshaped->uplink_bps;
     if (set->count("--delay") > 0) next.delay_ms = reshaped->delay_ms;
     if (set->count("--loss") > 0) next.loss_percent = reshaped->loss_percent;
+    next.host_sysctls = netlab::merge_host_sysctls(next.host_sysctls, reshaped->host_sysctls);
     print(netlab::reshape(next));
     exit_code = 0;
   });

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 
 namespace dtrain::comm {
@@ -45,10 +46,15 @@ bool is_tcp(int fd) {
          protocol == IPPROTO_TCP;
 }
 
-std::string allowed_algorithms() {
-  std::ifstream in("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+std::string first_line(const char* path) {
+  std::ifstream in(path);
   std::string line;
   std::getline(in, line);
+  return line;
+}
+
+std::string allowed_algorithms() {
+  const std::string line = first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
   return line.empty() ? "unknown" : line;
 }
 
@@ -77,6 +83,27 @@ void check_tcp_congestion(const std::string& algorithm) {
   const int error = set_on(fd, algorithm);
   close(fd);
   if (error != 0) refused(algorithm, error);
+}
+
+std::string idle_restart_advice(const std::string& algorithm) {
+  const std::string used =
+      algorithm.empty() ? first_line("/proc/sys/net/ipv4/tcp_congestion_control") : algorithm;
+  if (used.empty() || used == "bbr" ||
+      first_line("/proc/sys/net/ipv4/tcp_slow_start_after_idle") != "1")
+    return "";
+  return "dtrain: the connections run " + used +
+         ", and this host restarts an idle connection's window "
+         "(net.ipv4.tcp_slow_start_after_idle=1): on a long link a step's first message after "
+         "compute starts small; root can set it to 0 on every host (docs/wire-format.md, "
+         "\"Congestion control\")";
+}
+
+void advise_on_idle_restart(const std::string& algorithm) {
+  static std::once_flag once;
+  std::call_once(once, [&algorithm] {
+    const std::string advice = idle_restart_advice(algorithm);
+    if (!advice.empty()) std::fprintf(stderr, "%s\n", advice.c_str());
+  });
 }
 
 SocketsOpened::SocketsOpened() {

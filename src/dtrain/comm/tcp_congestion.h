@@ -25,6 +25,15 @@ namespace dtrain::comm {
 // Empty: the host's default, always valid.
 void check_tcp_congestion(const std::string& algorithm);
 
+// What a job whose connections run `algorithm` (empty: the host's default) should know on
+// this host, or "": reno and cubic restart an idle connection's window where
+// net.ipv4.tcp_slow_start_after_idle is 1 (bbr ignores it), and a training step's first
+// message follows idle compute (docs/wire-format.md, "Congestion control").
+std::string idle_restart_advice(const std::string& algorithm);
+// Prints idle_restart_advice to stderr, once per process at most. Connecting calls it on
+// rank 0 where a link is long (several streams).
+void advise_on_idle_restart(const std::string& algorithm);
+
 // The sockets this process opens from construction on.
 class SocketsOpened {
  public:

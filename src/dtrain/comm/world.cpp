@@ -218,6 +218,7 @@ std::unique_ptr<Group> connect(const WorldConfig& config) {
   }
   auto group = std::make_unique<Group>(std::move(backend));
   if (streams > 1) configure_streams(*group, config.streams > 0, config.openings);
+  if (streams > 1 && config.rank == 0) advise_on_idle_restart(config.tcp_congestion);
   share_auto_cache(*group, auto_cache_dir());
   return group;
 }
@@ -289,6 +290,7 @@ std::unique_ptr<Group> connect_members(KeyValueStore& store, const std::string& 
   auto group = std::make_unique<Group>(std::move(backend));
   group->make_abortable();
   if (streams > 1) configure_streams(*group, config.streams > 0, config.openings);
+  if (streams > 1 && rank == 0) advise_on_idle_restart(config.tcp_congestion);
   return group;
 }
 

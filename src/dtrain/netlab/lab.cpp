@@ -159,6 +159,7 @@ nlohmann::json to_json(const LabState& s) {
                    {"host_namespaces", s.host_namespaces},
                    {"addresses", s.addresses}};
   if (s.spec.uplink_bps) j["uplink_bps"] = *s.spec.uplink_bps;
+  if (!s.spec.host_sysctls.empty()) j["host_sysctls"] = s.spec.host_sysctls;
   if (s.impairment) j["impairment"] = impairment_name(*s.impairment);
   if (s.impairer_pid > 0) j["impairer_pid"] = s.impairer_pid;
   return j;
@@ -172,6 +173,7 @@ LabState from_json(const nlohmann::json& j) {
   s.spec.delay_ms = j.at("delay_ms").get<double>();
   s.spec.loss_percent = j.at("loss_percent").get<double>();
   if (j.contains("uplink_bps")) s.spec.uplink_bps = j.at("uplink_bps").get<double>();
+  s.spec.host_sysctls = j.value("host_sysctls", std::vector<std::string>{});
   s.host_namespaces = j.at("host_namespaces").get<std::vector<std::string>>();
   s.addresses = j.at("addresses").get<std::vector<std::string>>();
   if (j.contains("impairment")) s.impairment = parse_impairment(j.at("impairment"));
@@ -324,6 +326,7 @@ LabState bring_up(const LabSpec& spec) {
   const HeldSignals held;
   try {
     run_all(build_commands(spec));
+    run_all(sysctl_commands(spec));
     apply_shape(state, spec, /*first_time=*/true);
     if (held.interrupted()) throw std::runtime_error("netlab: interrupted while building");
     save(state);
@@ -350,8 +353,10 @@ LabState reshape(LabSpec spec) {
   LabState state = load(spec.name);
   require_lab_support();
   spec.hosts = state.spec.hosts;
+  validate(spec);
   const LabSpec before = state.spec;
   try {
+    run_all(sysctl_commands(spec));
     apply_shape(state, spec, /*first_time=*/false);
   } catch (...) {
     // Put the old shaping back (it worked before), so a refused change changes nothing.

@@ -94,6 +94,15 @@ std::vector<Command> build_commands(const LabSpec& spec) {
   return out;
 }
 
+std::vector<Command> sysctl_commands(const LabSpec& spec) {
+  std::vector<Command> out;
+  for (const auto& setting : spec.host_sysctls)
+    for (int k = 0; k < spec.hosts; ++k)
+      out.push_back(
+          {{"ip", "netns", "exec", host_namespace(spec.name, k), "sysctl", "-qw", setting}});
+  return out;
+}
+
 bool impaired(const LabSpec& spec) {
   return spec.delay_ms > 0 || spec.loss_percent > 0;
 }

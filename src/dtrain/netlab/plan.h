@@ -26,6 +26,8 @@ constexpr const char* kHostInterface = "eth0";
 
 // Namespaces, bridge, veth pairs, addresses; no shaping.
 std::vector<Command> build_commands(const LabSpec& spec);
+// `sysctl -w` of each of spec.host_sysctls in every host's namespace, in order.
+std::vector<Command> sysctl_commands(const LabSpec& spec);
 // How a lab makes delay and loss: the kernel's netem qdisc where it has one, else dtrain's
 // own impairer (impairer.h) behind an iptables NFQUEUE rule on every uplink.
 enum class Impairment { kNetem, kNfqueue };

@@ -1,5 +1,6 @@
 #include "dtrain/netlab/spec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <sstream>
@@ -81,8 +82,41 @@ void check_lab_name(const std::string& name) {
   }
 }
 
+void check_host_sysctl(const std::string& setting) {
+  const size_t equals = setting.find('=');
+  const std::string key = setting.substr(0, equals);
+  bool ok = equals != std::string::npos && key.rfind("net.", 0) == 0 && key.back() != '.' &&
+            key.find("..") == std::string::npos &&
+            setting.find('\n', equals) == std::string::npos && equals + 1 < setting.size();
+  for (const char c : key)
+    ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
+                std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+  if (!ok) {
+    throw std::invalid_argument("--sysctl '" + setting +
+                                "': give net.<key>=<value> (a host's network settings, e.g. "
+                                "net.ipv4.tcp_slow_start_after_idle=0)");
+  }
+}
+
+std::vector<std::string> merge_host_sysctls(std::vector<std::string> settings,
+                                            const std::vector<std::string>& changes) {
+  const auto key = [](const std::string& s) { return s.substr(0, s.find('=')); };
+  for (const auto& change : changes) {
+    const auto same = std::find_if(settings.begin(), settings.end(),
+                                   [&](const std::string& s) { return key(s) == key(change); });
+    if (same == settings.end()) {
+      settings.push_back(change);
+    } else {
+      *same = change;
+    }
+  }
+  return settings;
+}
+
 void validate(const LabSpec& spec) {
   check_lab_name(spec.name);
+  for (const auto& setting : spec.host_sysctls)
+    check_host_sysctl(setting);
   if (spec.hosts < 2 || spec.hosts > kMaxHosts) {
     throw std::invalid_argument("--hosts " + std::to_string(spec.hosts) + ": a lab has 2.." +
                                 std::to_string(kMaxHosts) + " hosts");

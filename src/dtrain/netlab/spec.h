@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtrain::netlab {
 
@@ -23,6 +24,9 @@ struct LabSpec {
   std::optional<double> uplink_bps;  // host 0's uplink only (a client's slower uplink)
   double delay_ms = 0;               // one way, added on every uplink
   double loss_percent = 0;           // per packet, on every uplink
+  // Kernel settings of every host, "key=value" (net.ipv4.tcp_slow_start_after_idle=0), in
+  // order. Only net.* keys: a host is a network namespace, and those are its own.
+  std::vector<std::string> host_sysctls;
 };
 
 constexpr int kMaxHosts = 64;
@@ -37,7 +41,13 @@ double parse_loss_percent(const std::string& text);
 // Lower-case letters, digits and '-', 1..16 characters, starting with a letter: a lab's name
 // becomes part of namespace and file names.
 void check_lab_name(const std::string& name);
-// Throws std::invalid_argument when the spec cannot be built (host count, name).
+// "net.<key>=<value>", the key of lower-case letters, digits, '_', '-' and single dots.
+// Throws std::invalid_argument naming the setting.
+void check_host_sysctl(const std::string& setting);
+// `settings` with each of `changes` in place of the setting of the same key, or appended.
+std::vector<std::string> merge_host_sysctls(std::vector<std::string> settings,
+                                            const std::vector<std::string>& changes);
+// Throws std::invalid_argument when the spec cannot be built (host count, name, settings).
 void validate(const LabSpec& spec);
 
 // The rate as tc spells it ("100000000bit") and as people read it ("100 Mbit/s").
