@@ -37,7 +37,9 @@ LabState bring_up(const LabSpec& spec);
 // Removes every namespace named after the lab and its state file. Throws when there is
 // nothing of that name.
 void tear_down(const std::string& name);
-// Changes the shaping of a running lab (rate, uplink, delay, loss) in place.
+// Changes the shaping of a running lab (rate, uplink, delay, loss) and writes its host
+// settings, in place. A refused change puts the old shaping back; host settings written
+// before a refused one stay.
 LabState reshape(LabSpec spec);
 // Takes host k's cable out (up = false) or puts it back.
 void set_link(const std::string& name, int host, bool up);
