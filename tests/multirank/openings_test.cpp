@@ -118,6 +118,45 @@ TEST(OpeningsTest, ADisagreementIsNamedNotUsed) {
   });
 }
 
+// A message longer than the opening goes as the opening's worth of whole values and the rest
+// (two requests each way), one that fits as one, and without openings as one ordinary
+// message; every byte exact, for a capacity that is not a whole number of values too.
+TEST(OpeningsTest, ALongerMessageLeadsWithAnOpening) {
+  testing::run_ranks(
+      2,
+      [](Group& g) {
+        const int peer = 1 - g.rank();
+        int seed = 0;
+        for (const int64_t capacity : {int64_t{1001}, int64_t{0}}) {
+          open_every_link(g, capacity);
+          for (const auto dtype : {at::kFloat, at::kDouble, at::kByte}) {
+            for (const int64_t n : {int64_t{1}, int64_t{125}, int64_t{1024}, int64_t{100003}}) {
+              ++seed;
+              const at::Tensor mine =
+                  opening_pattern(n, seed * 2 + g.rank()).to(dtype).mul_(g.rank() + 1);
+              at::Tensor got = at::zeros({n}, dtype);
+              std::vector<Request> receives, sends;
+              g.irecv_opening_first(got, peer, kOpeningTagA, receives);
+              g.isend_opening_first(mine, peer, kOpeningTagA, sends);
+              const int64_t bytes = n * static_cast<int64_t>(got.element_size());
+              const size_t expected = capacity > 0 && bytes > capacity ? 2 : 1;
+              EXPECT_EQ(receives.size(), expected) << capacity << " " << n;
+              EXPECT_EQ(sends.size(), expected) << capacity << " " << n;
+              for (auto& r : receives)
+                r.wait();
+              for (auto& r : sends)
+                r.wait();
+              const at::Tensor want = opening_pattern(n, seed * 2 + peer).to(dtype).mul_(peer + 1);
+              EXPECT_TRUE(at::equal(got, want)) << capacity << " " << n << " " << dtype;
+            }
+          }
+          open_every_link(g, 0);
+          g.barrier();
+        }
+      },
+      std::chrono::seconds(60), /*streams=*/2);
+}
+
 at::Tensor opening_values(int rank, int64_t count, at::ScalarType dtype) {
   return ((at::arange(count, at::kLong) * 5 + rank * 3) % 17 - 8).to(dtype);
 }

@@ -72,13 +72,13 @@ void ArmedAllReduce::arm() {
   for (int i = 1; i < p; ++i) {  // contributions in the order peers are staggered below
     const int peer = wrap(r - i, p);
     at::Tensor into = slice(contributions_, (i - 1) * own_, own_);
-    contribution_recvs_.push_back(group_.irecv_opening_if_fits(into, peer, contribution_tag_));
+    group_.irecv_opening_first(into, peer, contribution_tag_, contribution_recvs_);
   }
   if (p > 2) {
     for (int j = 0; j < p; ++j) {
       if (j == r) continue;
       at::Tensor into = reduced_block(j);
-      reduced_recvs_.push_back(group_.irecv_opening_if_fits(into, j, reduced_tag_));
+      group_.irecv_opening_first(into, j, reduced_tag_, reduced_recvs_);
     }
   }
   armed_ = true;
@@ -101,9 +101,8 @@ void ArmedAllReduce::start(const at::Tensor& flat) {
   const BlockLayout blocks{count_, p};
   for (int i = 1; i < p; ++i) {  // staggered so rank j is not everyone's first target
     const int peer = wrap(r + i, p);
-    sends_.push_back(group_.isend_opening_if_fits(
-        p == 2 ? flat : slice(flat, blocks.begin(peer), blocks.size(peer)), peer,
-        contribution_tag_));
+    group_.isend_opening_first(p == 2 ? flat : slice(flat, blocks.begin(peer), blocks.size(peer)),
+                               peer, contribution_tag_, sends_);
   }
 }
 
@@ -141,7 +140,7 @@ void ArmedAllReduce::finish(at::Tensor& flat, ReduceOp op) {
   own.copy_(sum_);
   if (p == 2) return;
   for (int j = 0; j < p; ++j)
-    if (j != r) sends.push_back(group_.isend_opening_if_fits(own, j, reduced_tag_));
+    if (j != r) group_.isend_opening_first(own, j, reduced_tag_, sends);
   for (auto& req : reduced_recvs_)
     req.wait();
   reduced_recvs_.clear();

@@ -19,7 +19,9 @@
 //
 // On links with openings (group.h) a message the opening's capacity holds goes as one, for
 // collective tags: its receive is the group's, posted since the last call, so even run per
-// call a 2-rank exchange costs one one-way delay and its transfer.
+// call a 2-rank exchange costs one one-way delay and its transfer. A longer message leads
+// with an opening and sends the rest after it (Group::isend_opening_first): the rest's
+// notice crosses while the opening's bytes do.
 //
 // Contract: collective and SPMD. Every rank creates it with the same count and tag, and
 // calls arm() and run() the same number of times in the same order with no other message

@@ -244,6 +244,14 @@ class Group {
   // decide alike, so either pairs with the other.
   Request isend_opening_if_fits(const at::Tensor& tensor, int peer, int tag);
   Request irecv_opening_if_fits(at::Tensor& tensor, int peer, int tag);
+  // As the _if_fits pair, except that a contiguous message longer than the link's capacity
+  // goes as two: its first capacity's worth of whole values as an opening, the rest as an
+  // ordinary message of the same tag, whose receive's notice crosses while the opening's
+  // bytes do (a call then pays one one-way delay, not a round trip more). Appends one or two
+  // requests to `requests`; both ends split alike.
+  void isend_opening_first(const at::Tensor& tensor, int peer, int tag,
+                           std::vector<Request>& requests);
+  void irecv_opening_first(at::Tensor& tensor, int peer, int tag, std::vector<Request>& requests);
 
   // Aborts (elastic membership, elastic/): after make_abortable(), called before the first
   // message, abort() from any thread ends every pending point-to-point wait of the group at
@@ -388,6 +396,9 @@ class Group {
   struct Openings;
   at::Tensor opening_bytes(const at::Tensor& tensor, int peer, int tag, const char* what) const;
   bool fits_opening(const at::Tensor& tensor, int peer, int tag) const;
+  // The values an opening carries ahead of the rest of `tensor` (isend_opening_first); 0
+  // where the whole message goes one way or the other.
+  int64_t opening_head(const at::Tensor& tensor, int peer, int tag) const;
   void post_standing(int peer, int tag);
   void take_opening(const at::Tensor& bytes, const std::vector<OpeningPiece>& pieces, int peer,
                     int tag);

@@ -52,6 +52,41 @@ Request Group::irecv_opening_if_fits(at::Tensor& tensor, int peer, int tag) {
                                          : irecv(tensor, peer, tag);
 }
 
+int64_t Group::opening_head(const at::Tensor& tensor, int peer, int tag) const {
+  const auto size = static_cast<int64_t>(tensor.element_size());
+  const int64_t capacity = opening_capacity(peer);
+  if (!tensor.device().is_cpu() || !tensor.is_contiguous() || !has_opening_tags(tag) ||
+      capacity < size || tensor.numel() * size <= capacity)
+    return 0;
+  return capacity / size;
+}
+
+void Group::isend_opening_first(const at::Tensor& tensor, int peer, int tag,
+                                std::vector<Request>& requests) {
+  const int64_t head = opening_head(tensor, peer, tag);
+  if (head == 0) {
+    requests.push_back(isend_opening_if_fits(tensor, peer, tag));
+    return;
+  }
+  const at::Tensor flat = tensor.view({-1});
+  requests.push_back(isend_opening(flat.narrow(0, 0, head), peer, tag));
+  requests.push_back(isend(flat.narrow(0, head, flat.numel() - head), peer, tag));
+}
+
+void Group::irecv_opening_first(at::Tensor& tensor, int peer, int tag,
+                                std::vector<Request>& requests) {
+  const int64_t head = opening_head(tensor, peer, tag);
+  if (head == 0) {
+    requests.push_back(irecv_opening_if_fits(tensor, peer, tag));
+    return;
+  }
+  const at::Tensor flat = tensor.view({-1});
+  at::Tensor first = flat.narrow(0, 0, head);
+  at::Tensor rest = flat.narrow(0, head, flat.numel() - head);
+  requests.push_back(irecv_opening(first, peer, tag));
+  requests.push_back(irecv(rest, peer, tag));
+}
+
 void Group::set_opening_capacity(int peer, int64_t bytes) {
   check_peer(peer, "set_opening_capacity");
   if (bytes < 0) throw std::invalid_argument(describe() + ": negative opening capacity");
