@@ -378,6 +378,58 @@ TEST(MembershipTest, AJoinerDroppedBeforeItEnteredStopsWaitingAtOnce) {
   EXPECT_EQ(entered.members, (std::vector<int64_t>{7, 1002}));
 }
 
+// The coordinator reads who left and who holds the run's state only after a replica bumped
+// key::notices (not every replica's keys every poll): a replica that leaves is dropped as
+// left, at once, and a joiner that holds the state keeps the run going once the founders
+// left. The heartbeat timeout (60 s) rules out their being declared lost instead.
+TEST(CoordinatorTest, NoticesALeaverAndAHolderWithoutReadingEveryKeyEachPoll) {
+  elastic::CoordinatorConfig c;
+  c.expect = 2;
+  c.heartbeat_timeout = 60s;
+  c.poll = elastic::poll_interval(100ms);
+  EXPECT_EQ(c.poll, 10ms);
+  EXPECT_EQ(elastic::poll_interval(1s), 100ms);
+  EXPECT_EQ(elastic::heartbeat_interval(1s), 200ms);
+  EXPECT_EQ(elastic::heartbeat_interval(100ms), 20ms);
+  elastic::Coordinator coordinator("127.0.0.1", 0, c, 10s);
+  std::vector<int64_t> held;
+  elastic::CoordinatorLog log;
+  log.holds = [&](int64_t r) { held.push_back(r); };
+  std::thread polling([&] { coordinator.run(log); });
+  elastic::MembershipConfig config;
+  config.port = coordinator.port();
+  config.heartbeat_interval = 20ms;
+  const auto member = [&](int64_t id) {
+    config.replica_id = id;
+    return std::make_unique<elastic::Membership>(config);
+  };
+  auto first = member(1), second = member(2);
+  const auto view_after = [&](elastic::Membership& m, int64_t than) {
+    const auto id = m.wait_newer(than, 10s);
+    if (!id) throw std::runtime_error("no view after " + std::to_string(than));
+    return m.view(*id);
+  };
+  EXPECT_EQ(view_after(*first, 0).members, (std::vector<int64_t>{1, 2}));
+  const auto left_at = std::chrono::steady_clock::now();
+  second->leave();
+  const elastic::View without = view_after(*first, 1);
+  EXPECT_EQ(without.members, (std::vector<int64_t>{1}));
+  EXPECT_NE(without.reason.find("left [2]"), std::string::npos) << without.reason;
+  EXPECT_LT(std::chrono::steady_clock::now() - left_at, 5s);
+  auto joiner = member(3);
+  EXPECT_EQ(view_after(*first, without.id).members, (std::vector<int64_t>{1, 3}));
+  joiner->hold();
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (held.empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(held, (std::vector<int64_t>{3}));
+  first->leave();  // the joiner holds the state: the run goes on with it
+  const elastic::View last = view_after(*joiner, without.id + 1);
+  EXPECT_EQ(last.members, (std::vector<int64_t>{3}));
+  coordinator.stop();
+  polling.join();
+}
+
 TEST(FaultPlanTest, ParsesEntriesAndNamesEachReplicaByItsSlotAndRestart) {
   const auto plan = elastic::parse_fault_plan(
       "kill:1@3:inner,rejoin:1@6,corrupt:2@4,"

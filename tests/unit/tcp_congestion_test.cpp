@@ -92,8 +92,9 @@ TEST(TcpCongestionTest, AdvisesOnIdleRestartWhereTheConnectionsMeetIt) {
   for (const char* algorithm : {"reno", "cubic"}) {
     const std::string advice = idle_restart_advice(algorithm);
     EXPECT_EQ(advice.empty(), !restarts) << advice;
-    if (restarts)
+    if (restarts) {
       EXPECT_NE(advice.find("net.ipv4.tcp_slow_start_after_idle=1"), std::string::npos) << advice;
+    }
   }
   const bool host_bbr = first_line("/proc/sys/net/ipv4/tcp_congestion_control") == "bbr";
   EXPECT_EQ(idle_restart_advice("").empty(), host_bbr || !restarts);

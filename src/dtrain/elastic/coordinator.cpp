@@ -35,6 +35,11 @@ constexpr std::chrono::seconds kRegistrationHole{10};
 
 }  // namespace
 
+std::chrono::milliseconds poll_interval(std::chrono::milliseconds heartbeat_timeout) {
+  return std::clamp(heartbeat_timeout / 10, std::chrono::milliseconds(5),
+                    std::chrono::milliseconds(100));
+}
+
 double MembershipPolicy::silent_s(int64_t replica, Clock::time_point now) const {
   const auto it = seen_.find(replica);
   if (it == seen_.end()) return 0;
@@ -158,6 +163,7 @@ struct Coordinator::Leading {
   std::string checkpoint;                         // as last written
   std::optional<Clock::time_point> hole_since{};  // registration next_seq counted, not written
   std::string challenge;                          // key::challenge(): the token check's
+  int64_t notices = -1;  // key::notices() as the last poll that read left() and holds() saw
 };
 
 Coordinator::Coordinator(const std::string& address, int port, CoordinatorConfig config,
@@ -187,7 +193,7 @@ void Coordinator::stop() {
 }
 
 Coordinator::Leading Coordinator::take_over() {
-  Leading l{MembershipPolicy(config_), 0, "", std::nullopt, ""};
+  Leading l{MembershipPolicy(config_), 0, "", std::nullopt, "", -1};
   // Set once for the run: a coordinator taking over keeps its predecessor's.
   l.challenge = store_->compare_set(key::challenge(), "", comm::random_challenge());
   if (const auto text = store_->try_get(key::policy())) {
@@ -233,13 +239,22 @@ std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
   MembershipPolicy& policy = l.policy;
   const auto started = Clock::now();
   Observed o;
+  // The notices first: a replica bumps them after setting left() or holds(), both after it
+  // registered, so a notice counted here is of a registration read below or before.
+  const int64_t notices = store_->add(key::notices(), 0);
   read_registrations(l, o);
   for (const int64_t r : o.refused)
     log.refused(r);
-  for (const int64_t r : policy.watched()) {
+  std::vector<int64_t> watched = policy.watched();
+  for (const int64_t r : watched)
     if (const auto hb = store_->try_get(key::heartbeat(r))) o.heartbeats[r] = *hb;
-    if (store_->try_get(key::left(r))) o.left.push_back(r);
-    if (!policy.holds(r) && store_->try_get(key::holds(r))) o.holding.push_back(r);
+  if (notices != l.notices) {
+    watched.insert(watched.end(), o.registered.begin(), o.registered.end());
+    for (const int64_t r : watched) {
+      if (store_->try_get(key::left(r))) o.left.push_back(r);
+      if (!policy.holds(r) && store_->try_get(key::holds(r))) o.holding.push_back(r);
+    }
+    l.notices = notices;
   }
   const auto now = Clock::now();
   // A store that stalled, this poll or since the last one, stalled the heartbeats too: an

@@ -36,7 +36,7 @@ struct CoordinatorConfig {
   int min_replicas = 1;  // ... or this many once form_timeout has passed
   std::chrono::milliseconds form_timeout{60'000};
   std::chrono::milliseconds heartbeat_timeout{1'000};
-  std::chrono::milliseconds poll{50};
+  std::chrono::milliseconds poll{50};  // runs take poll_interval(heartbeat_timeout)
   // etcd: a leader that has not renewed its claim this long is replaced by a standby.
   std::chrono::milliseconds takeover_after{2'000};
   // DTRAIN_TOKEN: a registration whose proof of it differs is refused (key::refused), never
@@ -45,6 +45,12 @@ struct CoordinatorConfig {
 };
 
 using Clock = std::chrono::steady_clock;
+
+// How often a coordinator reads the store for a run of this heartbeat timeout: a tenth of
+// it, 100 ms at most. Each poll is several store requests, and every request costs the
+// coordinator's process and the store's CPU, which on a shared host the replicas' steps
+// share; a death is declared at most this much after its timeout.
+std::chrono::milliseconds poll_interval(std::chrono::milliseconds heartbeat_timeout);
 
 // What one poll of the store found.
 struct Observed {

@@ -67,8 +67,18 @@ void Membership::register_again() {
   register_once();
 }
 
+std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds heartbeat_timeout) {
+  return std::clamp(heartbeat_timeout / 5, milliseconds(10), milliseconds(200));
+}
+
 void Membership::leave() {
   store_->set(key::left(id_), "1");
+  store_->add(key::notices(), 1);  // after the key: a coordinator that reads it reads the key
+}
+
+void Membership::hold() {
+  store_->set(key::holds(id_), "1");
+  store_->add(key::notices(), 1);
 }
 
 int64_t Membership::latest() {

@@ -43,12 +43,17 @@ class RunFinished : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How often a replica of a run of this heartbeat timeout beats: a fifth of it, 200 ms at
+// most. A beat is two store requests (the heartbeat, the newest view's id), and survivors
+// learn of a new view at their next beat.
+std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds heartbeat_timeout);
+
 struct MembershipConfig {
   std::string address = "127.0.0.1";  // the coordinator's store
   int port = 0;
   std::string etcd;         // etcd://...: the membership lives in this etcd cluster instead
   comm::WorldConfig world;  // how groups connect: timeout, wire check, interface, streams
-  std::chrono::milliseconds heartbeat_interval{100};
+  std::chrono::milliseconds heartbeat_interval{100};   // runs: heartbeat_interval(timeout)
   std::chrono::milliseconds heartbeat_timeout{1'000};  // the coordinator's
   std::chrono::milliseconds connect_timeout{10'000};   // for every member of a group to come
   std::optional<int64_t> replica_id;  // fixed (launcher slots, fault plans), else the store's
@@ -108,9 +113,11 @@ class Membership {
 
   // Sets key = value from the watcher thread, in order, without waiting.
   void post(const std::string& key, const std::string& value);
-  // Posts left(id) and waits until it is set: the coordinator drops this replica without
+  // Sets left(id) and waits until it is set: the coordinator drops this replica without
   // counting it lost.
   void leave();
+  // Sets holds(id): this replica holds the run's state (it entered), and may donate it.
+  void hold();
   // Leaves and registers again under a fresh id (a replica whose round did not count where
   // others' did: it enters again as a joiner).
   void register_again();

@@ -108,6 +108,9 @@ std::string deferred(int64_t replica) {
 std::string holds(int64_t replica) {
   return kRoot + "holds/" + std::to_string(replica);
 }
+std::string notices() {
+  return kRoot + "notices";
+}
 std::string status(const std::string& group, int64_t round, int64_t replica) {
   return kRoot + "status/" + group + "/" + std::to_string(round) + "/" + std::to_string(replica);
 }

@@ -49,6 +49,9 @@ std::string view(int64_t id);
 std::string latest_view();           // the newest view's id
 std::string adopted(int64_t view);   // set by the members as they connect a view: its donors
 std::string holds(int64_t replica);  // set by a replica once it holds the run's state (entered)
+// Counter: bumped by a replica after it set left() or holds(), so that the coordinator reads
+// those keys only in the polls after a change (not every replica's, every poll).
+std::string notices();
 // Joiners that entered round `round` mid-round ("ID,ID,"), "sealed:" before them once the
 // members reached its end; and a key set then, which such joiners wait for.
 std::string mid_round(int64_t round);

@@ -82,7 +82,6 @@ struct DdpOptions {
 struct ElasticOptions {
   bool enabled = false;
   int min_replicas = 1;
-  double heartbeat_interval_s = 0.1;
   double heartbeat_timeout_s = 1.0;
   double connect_timeout_s = 10;
   bool mid_round_entry = true;  // joiners may enter while a round goes on (docs/elastic.md)

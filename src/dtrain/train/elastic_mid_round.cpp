@@ -359,7 +359,7 @@ bool ElasticReplica::close_round(MidRound* entered,
       await_handover(*entered);
       refine_mid_round(*entered, true);
       outer_.unpack_momentum(entered->fetch->momentum().get());
-      membership_->store().set(skey::holds(id()), "1");  // the whole state now
+      membership_->hold();  // the whole state now
     } catch (const std::exception& e) {
       std::cerr << "elastic: replica " << id() << ": the round's exact state did not arrive ("
                 << e.what() << "); entering again" << std::endl;

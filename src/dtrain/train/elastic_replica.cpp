@@ -161,7 +161,7 @@ void ElasticReplica::enter() {
   }
   // Said at once, not posted: the coordinator ends the run if no member holds its state. A
   // mid-round joiner holds it once its momentum is in too (close_round).
-  if (!entered_mid_round()) membership_->store().set(skey::holds(id()), "1");
+  if (!entered_mid_round()) membership_->hold();
   metrics::Row row;
   row["event"] = "entered";
   row["enter_s"] = metrics::since(start);

@@ -46,10 +46,9 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   s.membership.port = world.master_port;
   if (comm::EtcdAddress::names_etcd(e.join)) s.membership.etcd = e.join;
   s.membership.world = world;
-  s.membership.heartbeat_interval =
-      std::chrono::milliseconds(static_cast<int64_t>(e.heartbeat_interval_s * 1000));
   s.membership.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(e.heartbeat_timeout_s * 1000));
+  s.membership.heartbeat_interval = elastic::heartbeat_interval(s.membership.heartbeat_timeout);
   s.membership.connect_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(e.connect_timeout_s * 1000));
   s.enter_timeout = world.timeout;
