@@ -254,7 +254,9 @@ std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
       if (store_->try_get(key::left(r))) o.left.push_back(r);
       if (!policy.holds(r) && store_->try_get(key::holds(r))) o.holding.push_back(r);
     }
-    l.notices = notices;
+    // Behind a registration counted but not written, a notice may be of one not read yet:
+    // read them again next poll.
+    if (!l.hole_since) l.notices = notices;
   }
   const auto now = Clock::now();
   // A store that stalled, this poll or since the last one, stalled the heartbeats too: an
