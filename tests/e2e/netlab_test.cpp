@@ -268,15 +268,22 @@ TEST(NetlabTest, HostsCarryTheLabsKernelSettings) {
   SKIP_WITHOUT_LABS();
   Lab lab({"--hosts", "2", "--sysctl", "net.ipv4.tcp_slow_start_after_idle=0"});
   ASSERT_TRUE(lab.ok());
+  // Each host's value, by rank (the ranks' lines come in either order).
   const auto read = [&lab] {
     Process p({DTRAIN_BINARY, "launch", "-n", "2", "--netlab", lab.name(), "--", "cat",
                "/proc/sys/net/ipv4/tcp_slow_start_after_idle"});
     EXPECT_EQ(p.wait_for(30s), 0) << p.err();
-    return p.out();
+    std::vector<std::string> lines;
+    std::istringstream out(p.out());
+    for (std::string line; std::getline(out, line);)
+      lines.push_back(line);
+    std::sort(lines.begin(), lines.end());
+    return lines;
   };
-  EXPECT_EQ(read(), "[rank 0] 0\n[rank 1] 0\n");
+  using Lines = std::vector<std::string>;
+  EXPECT_EQ(read(), (Lines{"[rank 0] 0", "[rank 1] 0"}));
   lab.run({"set", lab.name(), "--sysctl", "net.ipv4.tcp_slow_start_after_idle=1"});
-  EXPECT_EQ(read(), "[rank 0] 1\n[rank 1] 1\n");
+  EXPECT_EQ(read(), (Lines{"[rank 0] 1", "[rank 1] 1"}));
   Process list({DTRAIN_BINARY, "netlab", "list"});
   ASSERT_EQ(list.wait_for(30s), 0);
   EXPECT_NE(list.out().find("net.ipv4.tcp_slow_start_after_idle=1"), std::string::npos)
