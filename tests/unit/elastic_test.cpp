@@ -386,11 +386,11 @@ TEST(CoordinatorTest, NoticesALeaverAndAHolderWithoutReadingEveryKeyEachPoll) {
   elastic::CoordinatorConfig c;
   c.expect = 2;
   c.heartbeat_timeout = 60s;
-  c.poll = elastic::poll_interval(100ms);
+  c.poll = elastic::poll_interval(200ms);
   EXPECT_EQ(c.poll, 10ms);
-  EXPECT_EQ(elastic::poll_interval(1s), 100ms);
-  EXPECT_EQ(elastic::heartbeat_interval(1s), 200ms);
-  EXPECT_EQ(elastic::heartbeat_interval(100ms), 20ms);
+  EXPECT_EQ(elastic::poll_interval(1s), 50ms);
+  EXPECT_EQ(elastic::heartbeat_interval(1s), 100ms);
+  EXPECT_EQ(elastic::heartbeat_interval(200ms), 20ms);
   elastic::Coordinator coordinator("127.0.0.1", 0, c, 10s);
   std::vector<int64_t> held;
   elastic::CoordinatorLog log;

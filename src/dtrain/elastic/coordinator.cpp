@@ -36,8 +36,8 @@ constexpr std::chrono::seconds kRegistrationHole{10};
 }  // namespace
 
 std::chrono::milliseconds poll_interval(std::chrono::milliseconds heartbeat_timeout) {
-  return std::clamp(heartbeat_timeout / 10, std::chrono::milliseconds(5),
-                    std::chrono::milliseconds(100));
+  return std::clamp(heartbeat_timeout / 20, std::chrono::milliseconds(5),
+                    std::chrono::milliseconds(50));
 }
 
 double MembershipPolicy::silent_s(int64_t replica, Clock::time_point now) const {

@@ -46,10 +46,9 @@ struct CoordinatorConfig {
 
 using Clock = std::chrono::steady_clock;
 
-// How often a coordinator reads the store for a run of this heartbeat timeout: a tenth of
-// it, 100 ms at most. Each poll is several store requests, and every request costs the
-// coordinator's process and the store's CPU, which on a shared host the replicas' steps
-// share; a death is declared at most this much after its timeout.
+// How often a coordinator reads the store for a run of this heartbeat timeout: a twentieth
+// of it, 50 ms at most: a death is declared at most this much after its timeout, and
+// every survivor's recovery waits for the view that declares it.
 std::chrono::milliseconds poll_interval(std::chrono::milliseconds heartbeat_timeout);
 
 // What one poll of the store found.

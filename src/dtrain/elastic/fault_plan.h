@@ -5,7 +5,7 @@
 //
 //   kill:S@K:PHASE   the replica of launcher slot S kills itself in round K at PHASE:
 //                    inner (half its inner steps done), exchange (as the outer exchange
-//                    starts), records (after the exchange, before it applies the outer step),
+//                    starts), records (after the exchange, before its record goes out),
 //                    transfer (a donor, while sending the state to a joiner at boundary K),
 //                    join (S's replacement, while receiving the state to enter at K),
 //                    close (K the last round of an epoch: as the epoch closes, before

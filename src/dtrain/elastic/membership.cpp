@@ -68,7 +68,7 @@ void Membership::register_again() {
 }
 
 std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds heartbeat_timeout) {
-  return std::clamp(heartbeat_timeout / 5, milliseconds(10), milliseconds(200));
+  return std::clamp(heartbeat_timeout / 10, milliseconds(5), milliseconds(100));
 }
 
 void Membership::leave() {

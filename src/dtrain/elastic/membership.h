@@ -43,7 +43,7 @@ class RunFinished : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// How often a replica of a run of this heartbeat timeout beats: a fifth of it, 200 ms at
+// How often a replica of a run of this heartbeat timeout beats: a tenth of it, 100 ms at
 // most. A beat is two store requests (the heartbeat, the newest view's id), and survivors
 // learn of a new view at their next beat.
 std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds heartbeat_timeout);

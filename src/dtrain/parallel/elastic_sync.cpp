@@ -71,56 +71,33 @@ bool contains(const std::vector<int>& v, int x) {
 
 }  // namespace
 
-struct RecordExchange::Pending {
-  Record mine;
-  int me = 0;
-  at::Tensor out;
-  std::vector<at::Tensor> in;
+std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
+  const int p = group.size(), me = group.rank();
+  const at::Tensor out = message_of(mine);
+  std::vector<at::Tensor> in(static_cast<size_t>(p));
   std::vector<comm::Request> receives, sends;
-};
-
-RecordExchange::RecordExchange(comm::Group& group, const Record& mine)
-    : pending_(std::make_unique<Pending>()) {
-  Pending& p = *pending_;
-  const int size = group.size();
-  p.mine = mine;
-  p.me = group.rank();
-  p.out = message_of(mine);
-  p.in.resize(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    if (r == p.me) continue;
-    p.in[static_cast<size_t>(r)] = at::empty({kRecordValues}, at::kDouble);
-    p.receives.push_back(
-        group.irecv_opening_if_fits(p.in[static_cast<size_t>(r)], r, tag(Use::kRecord)));
+  for (int r = 0; r < p; ++r) {
+    if (r == me) continue;
+    in[static_cast<size_t>(r)] = at::empty({kRecordValues}, at::kDouble);
+    receives.push_back(
+        group.irecv_opening_if_fits(in[static_cast<size_t>(r)], r, tag(Use::kRecord)));
   }
-  for (int r = 0; r < size; ++r)
-    if (r != p.me) p.sends.push_back(group.isend_opening_if_fits(p.out, r, tag(Use::kRecord)));
-}
-
-RecordExchange::~RecordExchange() = default;
-RecordExchange::RecordExchange(RecordExchange&&) noexcept = default;
-RecordExchange& RecordExchange::operator=(RecordExchange&&) noexcept = default;
-
-std::vector<Record> RecordExchange::finish() {
-  Pending& p = *pending_;
-  for (auto& req : p.receives)
+  for (int r = 0; r < p; ++r)
+    if (r != me) sends.push_back(group.isend_opening_if_fits(out, r, tag(Use::kRecord)));
+  for (auto& req : receives)
     req.wait();
-  for (auto& req : p.sends)
+  for (auto& req : sends)
     req.wait();
-  std::vector<Record> records(p.in.size());
-  for (int r = 0; r < static_cast<int>(p.in.size()); ++r) {
+  std::vector<Record> records(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) {
     Record& rec = records[static_cast<size_t>(r)];
-    rec = r == p.me ? p.mine : record_of(p.in[static_cast<size_t>(r)], r);
-    if (rec.round != p.mine.round)
+    rec = r == me ? mine : record_of(in[static_cast<size_t>(r)], r);
+    if (rec.round != mine.round)
       throw comm::CommError("elastic: rank " + std::to_string(r) + "'s record is of round " +
                             std::to_string(rec.round) + ", this member's of round " +
-                            std::to_string(p.mine.round));
+                            std::to_string(mine.round));
   }
   return records;
-}
-
-std::vector<Record> exchange_records(comm::Group& group, const Record& mine) {
-  return RecordExchange(group, mine).finish();
 }
 
 double contribution_weight(int64_t samples, int64_t full) {

@@ -1,11 +1,10 @@
 // The messages elastic DiLoCo's members exchange beside the outer mean (docs/elastic.md):
 //
-// - records: beside an outer exchange each member sends every other a few words: the round
-//   it is finishing (a member applies the outer step only with the exchange done and every
-//   other's record in), its proposal for the view of the next round, the digest of its
-//   shared state, the samples it trained and what it measured of the outer exchanges (under
-//   auto). They are posted as the exchange starts and awaited once it ends, so they cost no
-//   round trip of their own. Every member ends with all of them, in rank order.
+// - records: after an outer exchange each member sends every other a few words: the round
+//   it finished (its acknowledgement: a member applies the outer step only once it has every
+//   other's), its proposal for the view of the next round, the digest of its shared state,
+//   the samples it trained and what it measured of the outer exchanges (under auto). Every
+//   member ends with all of them, in rank order.
 // - state transfers: the shared state (ElasticOuter::pack, float32) and the run's progress
 //   (int64 words) from donors to members that join or whose state differs. The donors split
 //   the float state evenly, so a joiner draws on all of them at once; the first donor sends
@@ -17,7 +16,6 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 namespace dtrain::comm {
@@ -47,22 +45,7 @@ struct Record {
   ExchangeMeasure measured;
 };
 
-// The records of one round: posted on construction, awaited by finish(), which throws
-// CommError where a member's record names another round. Destroyed unfinished (its exchange
-// failed), it leaves its requests to the group, which the caller drops.
-class RecordExchange {
- public:
-  RecordExchange(comm::Group& group, const Record& mine);
-  ~RecordExchange();
-  RecordExchange(RecordExchange&&) noexcept;
-  RecordExchange& operator=(RecordExchange&&) noexcept;
-  std::vector<Record> finish();
-
- private:
-  struct Pending;
-  std::unique_ptr<Pending> pending_;
-};
-
+// Throws CommError where a member's record names another round than `mine`.
 std::vector<Record> exchange_records(comm::Group& group, const Record& mine);
 
 // The outer step's mean weighs each contribution by the samples it trained, against a full

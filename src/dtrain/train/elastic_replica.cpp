@@ -239,10 +239,6 @@ int64_t ElasticReplica::next_proposal(int64_t round) {
                            " did not register");
 }
 
-parallel::Record ElasticReplica::record(int64_t round, const Contribution& c) {
-  return {round, next_proposal(round), c.digest_before, c.samples, outer_.measured()};
-}
-
 ElasticReplica::Outcome ElasticReplica::finish_round(
     int64_t samples, const std::vector<std::vector<int64_t>>& assignment) {
   const int64_t k = round_;
@@ -262,15 +258,12 @@ ElasticReplica::Outcome ElasticReplica::finish_round(
     try {
       if (members.empty()) throw comm::CommError("the round's group broke (a transfer, a connect)");
       if (unconnected) throw comm::CommError("the survivors' group did not connect");
-      // The records go out beside the exchange; after it where the exchange began beside the
-      // last steps or auto's first choice probes (threads of their own over this group).
-      std::optional<parallel::RecordExchange> ahead;
-      if (!c.running.valid() && !outer_.choice_pending()) ahead.emplace(group(), record(k, c));
       out.averaged = exchange(c);
       out.waited_s = metrics::since(t0);
       outer_.count_exchange(name, out.averaged);
       if (settings_.plan.kills_at(id(), k, FaultPhase::kRecords)) elastic::die_now(*membership_);
-      records = ahead ? ahead->finish() : parallel::exchange_records(group(), record(k, c));
+      records = parallel::exchange_records(
+          group(), {k, next_proposal(k), c.digest_before, samples, outer_.measured()});
       membership_->post(skey::status(name, k, id()), "done");
       break;
     } catch (const comm::CommError& e) {

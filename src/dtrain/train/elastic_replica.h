@@ -7,11 +7,10 @@
 //    the group (key::redo), and the members still in it redo the exchange among themselves
 //    with the same pseudo-gradients: the survivors lose no inner step, and the lost
 //    replicas' samples go back to the queue.
-// 2. Records: beside the exchange each member sends every other the round it finishes, its
-//    proposal for the next view and its state's digest. A member applies the outer step
-//    only with its exchange done and every record in; a member that finds another member's
-//    "done" where its own round failed (the exchange or a record was cut as a member died
-//    after its part reached the others) enters again as a joiner.
+// 2. Records: each member sends every other its acknowledgement, its proposal for the next
+//    view and its state's digest. A member applies the outer step only with every record
+//    in; a member that finds another member's "done" where its own round failed (the
+//    acknowledgements crossed as a member died) enters again as a joiner.
 // 3. The view of the next round: the newest any member proposed. Its group is connected, and
 //    replicas that enter with it receive the shared state from the members that hold it,
 //    split between them, checked against the first donor's digest. A member whose digest
@@ -220,8 +219,6 @@ class ElasticReplica {
   // member itself, reads the same.
   std::string await_outcome(const std::string& key, int64_t member, int64_t round);
   int64_t next_proposal(int64_t round);
-  // This member's record of finishing `round` with contribution `c` (elastic_sync.h).
-  parallel::Record record(int64_t round, const Contribution& c);
   // Connects the group of the view the next round trains in, and hands the state to the
   // replicas that enter with it.
   // False: the view dropped this replica (it enters again).
