@@ -96,7 +96,6 @@ void register_coordinator(CLI::App& parent, int& exit_code) {
     c.expect = o->expect;
     c.min_replicas = std::min(o->min_replicas, o->expect);
     c.heartbeat_timeout = ms(o->heartbeat_timeout_s);
-    c.poll = elastic::poll_interval(c.heartbeat_timeout);
     c.form_timeout = ms(o->form_timeout_s);
     c.takeover_after = ms(o->takeover_after_s);
     const char* env_token = std::getenv("DTRAIN_TOKEN");

@@ -264,7 +264,8 @@ std::optional<bool> Coordinator::poll(Leading& l, const CoordinatorLog& log) {
   // server threads with it).
   const auto stall = config_.heartbeat_timeout / 2;
   const bool polled_before = last_poll_ != Clock::time_point{};
-  if (now - started > stall || (polled_before && started - last_poll_ > stall + config_.poll))
+  if (now - started > stall ||
+      (polled_before && started - last_poll_ > stall + poll_interval(config_.heartbeat_timeout)))
     policy.forgive(now);
   last_poll_ = now;
   const View before = policy.current();
@@ -312,7 +313,7 @@ bool Coordinator::run(const CoordinatorLog& log) {
       }
       if (const auto ended = poll(*leading, log)) return *ended;
     }
-    std::this_thread::sleep_for(config_.poll);
+    std::this_thread::sleep_for(poll_interval(config_.heartbeat_timeout));
   }
   return true;
 }

@@ -36,7 +36,6 @@ struct CoordinatorConfig {
   int min_replicas = 1;  // ... or this many once form_timeout has passed
   std::chrono::milliseconds form_timeout{60'000};
   std::chrono::milliseconds heartbeat_timeout{1'000};
-  std::chrono::milliseconds poll{50};  // runs take poll_interval(heartbeat_timeout)
   // etcd: a leader that has not renewed its claim this long is replaced by a standby.
   std::chrono::milliseconds takeover_after{2'000};
   // DTRAIN_TOKEN: a registration whose proof of it differs is refused (key::refused), never

@@ -71,14 +71,17 @@ std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds heartbeat
   return std::clamp(heartbeat_timeout / 10, milliseconds(5), milliseconds(100));
 }
 
+void Membership::notice(const std::string& key) {
+  store_->set(key, "1");
+  store_->add(key::notices(), 1);
+}
+
 void Membership::leave() {
-  store_->set(key::left(id_), "1");
-  store_->add(key::notices(), 1);  // after the key: a coordinator that reads it reads the key
+  notice(key::left(id_));
 }
 
 void Membership::hold() {
-  store_->set(key::holds(id_), "1");
-  store_->add(key::notices(), 1);
+  notice(key::holds(id_));
 }
 
 int64_t Membership::latest() {
@@ -106,7 +109,7 @@ std::optional<int64_t> Membership::wait_newer(int64_t than, milliseconds timeout
     const int64_t now = latest();
     if (now > than) return now;
     if (Clock::now() >= until) return std::nullopt;
-    std::this_thread::sleep_for(std::min(config_.heartbeat_interval, milliseconds(50)));
+    std::this_thread::sleep_for(std::min(beat(), milliseconds(50)));
   }
 }
 
@@ -296,11 +299,11 @@ void Membership::watch() {
         store->set(k, v);
       const int64_t newest = to_id(store->try_get(key::latest_view()));
       note_seen(newest);
-      for (auto beat = Clock::now(); seen < newest; ++seen) {
+      for (auto beaten = Clock::now(); seen < newest; ++seen) {
         check_against(View::from_json(store->get(key::view(seen + 1))));
-        if (Clock::now() - beat >= config_.heartbeat_interval) {  // a long catch-up
+        if (Clock::now() - beaten >= beat()) {  // a long catch-up
           store->add(key::heartbeat(id_), 1);
-          beat = Clock::now();
+          beaten = Clock::now();
         }
       }
       answered = Clock::now();
@@ -312,7 +315,7 @@ void Membership::watch() {
           group_->abort(std::string("the coordinator's store does not answer: ") + e.what());
       }
     }
-    std::this_thread::sleep_for(config_.heartbeat_interval);
+    std::this_thread::sleep_for(beat());
   }
 }
 

@@ -3,7 +3,7 @@
 // views the coordinator publishes, and connects the groups its training runs over.
 //
 // Contracts:
-// - Heartbeats: every heartbeat_interval the watcher thread bumps key::heartbeat(id); the
+// - Heartbeats: every heartbeat_interval() the watcher thread bumps key::heartbeat(id); the
 //   coordinator declares the replica lost once they stop for its heartbeat_timeout.
 // - Aborts: a group connected here is aborted (Group::abort) by the watcher as soon as a
 //   newer view drops one of its members, or when the store has not answered for a heartbeat
@@ -53,9 +53,9 @@ struct MembershipConfig {
   int port = 0;
   std::string etcd;         // etcd://...: the membership lives in this etcd cluster instead
   comm::WorldConfig world;  // how groups connect: timeout, wire check, interface, streams
-  std::chrono::milliseconds heartbeat_interval{100};   // runs: heartbeat_interval(timeout)
-  std::chrono::milliseconds heartbeat_timeout{1'000};  // the coordinator's
-  std::chrono::milliseconds connect_timeout{10'000};   // for every member of a group to come
+  // The coordinator's; the heartbeats follow it (heartbeat_interval).
+  std::chrono::milliseconds heartbeat_timeout{1'000};
+  std::chrono::milliseconds connect_timeout{10'000};  // for every member of a group to come
   std::optional<int64_t> replica_id;  // fixed (launcher slots, fault plans), else the store's
   // Fault plans: register only once the members have committed this many outer steps.
   std::optional<int64_t> register_after_round;
@@ -124,6 +124,10 @@ class Membership {
 
  private:
   void register_once();
+  // Sets `key` (left, holds), then bumps key::notices: a coordinator that counts the notice
+  // reads the key.
+  void notice(const std::string& key);
+  std::chrono::milliseconds beat() const { return heartbeat_interval(config_.heartbeat_timeout); }
   // The run's challenge (key::challenge), once a coordinator leads; CommError after the
   // store's timeout.
   std::string await_challenge();

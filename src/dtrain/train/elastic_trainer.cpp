@@ -48,7 +48,6 @@ ElasticReplica::Settings ElasticRun::settings(const comm::WorldConfig& world, in
   s.membership.world = world;
   s.membership.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(e.heartbeat_timeout_s * 1000));
-  s.membership.heartbeat_interval = elastic::heartbeat_interval(s.membership.heartbeat_timeout);
   s.membership.connect_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(e.connect_timeout_s * 1000));
   s.enter_timeout = world.timeout;
