@@ -447,6 +447,29 @@ TEST(FaultPlanTest, ParsesEntriesAndNamesEachReplicaByItsSlotAndRestart) {
     EXPECT_THROW(elastic::parse_fault_plan(bad), std::invalid_argument) << bad;
 }
 
+// A slot killed again and again: each kill is of the incarnation then alive, each rejoin sets
+// its own replacement's round, and no planned id reaches the ids the store hands out.
+TEST(FaultPlanTest, EachKillOfASlotIsOfItsNextReplacement) {
+  const auto plan = elastic::parse_fault_plan(
+      "kill:1@3:inner,rejoin:1@4,kill:1@6:exchange,rejoin:1@8,kill:1@8:join");
+  EXPECT_TRUE(plan.kills_at(1, 3, elastic::FaultPhase::kInner));
+  EXPECT_FALSE(plan.kills_at(1, 6, elastic::FaultPhase::kExchange));  // dead by then
+  EXPECT_TRUE(plan.kills_at(101, 6, elastic::FaultPhase::kExchange));
+  EXPECT_FALSE(plan.kills_at(101, 8, elastic::FaultPhase::kJoin));
+  EXPECT_TRUE(plan.kills_at(201, 8, elastic::FaultPhase::kJoin));
+  EXPECT_EQ(plan.rejoin_round(101), 4);
+  EXPECT_EQ(plan.rejoin_round(201), 8);
+  EXPECT_EQ(plan.rejoin_round(301), 8);  // beyond the plan's rejoins: the last one's
+  EXPECT_EQ(plan.due_before(4), (std::vector<int64_t>{101}));
+  EXPECT_EQ(plan.due_before(8), (std::vector<int64_t>{201}));
+  std::string many;
+  for (int64_t k = 0; k <= elastic::kMaxPlannedRestarts; ++k)
+    many += "kill:2@" + std::to_string(k) + ":inner,";
+  EXPECT_THROW(elastic::parse_fault_plan(many), std::invalid_argument);
+  EXPECT_GT(elastic::kFirstRegisteredId,
+            99 + elastic::kRestartStride * elastic::kMaxPlannedRestarts);
+}
+
 // A group started ahead (connect_ahead) is what a later connect() of the same name and
 // members takes up, and carries a sum like any; one started under another name is not taken
 // up (its members connect the name they were asked for afresh).

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -79,30 +80,54 @@ FaultPlan parse_fault_plan(const std::string& text) {
                                   "' is not kill, rejoin or corrupt");
     }
   }
+  for (int64_t slot = 0; slot < kRestartStride; ++slot) {
+    int64_t n = 0;
+    for (const auto& k : plan.kills)
+      n += k.slot == slot ? 1 : 0;
+    if (n > kMaxPlannedRestarts)
+      throw std::invalid_argument("--fault-plan: slot " + std::to_string(slot) + " is killed " +
+                                  std::to_string(n) + " times (at most " +
+                                  std::to_string(kMaxPlannedRestarts) + ")");
+  }
   return plan;
 }
 
 bool FaultPlan::kills_at(int64_t id, int64_t round, FaultPhase phase) const {
+  // A slot's n-th kill (from 0, in the plan's order) is of its n-th replacement; a join-phase
+  // kill is always of a replacement (the one entering at its round).
+  int64_t nth = 0;
   for (const auto& k : kills) {
-    // A join-phase kill is the replacement's (restart 1); the others the original's.
-    const int64_t restart = k.phase == FaultPhase::kJoin ? 1 : 0;
-    if (k.slot == slot_of(id) && restart == restart_of(id) && k.round == round && k.phase == phase)
-      return true;
+    if (k.slot != slot_of(id)) continue;
+    const int64_t restart = k.phase == FaultPhase::kJoin ? std::max<int64_t>(nth, 1) : nth;
+    if (restart == restart_of(id) && k.round == round && k.phase == phase) return true;
+    ++nth;
   }
   return false;
 }
 
 std::optional<int64_t> FaultPlan::rejoin_round(int64_t id) const {
+  // A slot's n-th rejoin (from 1) is its n-th replacement's; a replacement beyond the plan's
+  // rejoins takes the last one's round (it registers at once where that round is past).
   if (restart_of(id) == 0) return std::nullopt;
-  for (const auto& r : rejoins)
-    if (r.slot == slot_of(id)) return r.round;
-  return std::nullopt;
+  std::optional<int64_t> round;
+  int64_t nth = 0;
+  for (const auto& r : rejoins) {
+    if (r.slot != slot_of(id)) continue;
+    round = r.round;
+    if (++nth == restart_of(id)) break;
+  }
+  return round;
 }
 
 std::vector<int64_t> FaultPlan::due_before(int64_t round) const {
   std::vector<int64_t> out;
-  for (const auto& r : rejoins)
-    if (r.round == round) out.push_back(r.slot + kRestartStride);
+  for (size_t i = 0; i < rejoins.size(); ++i) {
+    if (rejoins[i].round != round) continue;
+    int64_t nth = 0;  // this rejoin's place among its slot's
+    for (size_t j = 0; j <= i; ++j)
+      nth += rejoins[j].slot == rejoins[i].slot ? 1 : 0;
+    out.push_back(rejoins[i].slot + nth * kRestartStride);
+  }
   return out;
 }
 

@@ -15,8 +15,11 @@
 //   corrupt:S@K      S adds 1e-3 to its shared parameters before round K's exchange (the
 //                    digest check must find it and re-sync it from the majority)
 //
-// Under a plan a replica's id is its slot plus kRestartStride times the launcher's restart
-// count of that slot, so every run of the plan names its replicas alike.
+// A slot may die many times: its n-th kill (from 0, in the plan's order) is of its n-th
+// replacement (a join-phase kill of the replacement entering at K), and its n-th rejoin
+// (from 1) sets when its n-th replacement enters. Under a plan a replica's id is its slot plus
+// kRestartStride times the launcher's restart count of that slot, so every run of the plan
+// names its replicas alike; ids the store hands out start at kFirstRegisteredId, above them.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +52,8 @@ struct FaultPlan {
 };
 
 constexpr int64_t kRestartStride = 100;
+constexpr int64_t kMaxPlannedRestarts = 9'999;  // a slot's kills in one plan
+constexpr int64_t kFirstRegisteredId = kRestartStride * (kMaxPlannedRestarts + 1);
 
 // Throws std::invalid_argument naming the malformed entry.
 FaultPlan parse_fault_plan(const std::string& text);

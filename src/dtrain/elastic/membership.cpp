@@ -8,6 +8,7 @@
 #include "dtrain/comm/group.h"
 #include "dtrain/comm/kv_store.h"
 #include "dtrain/comm/token_proof.h"
+#include "dtrain/elastic/fault_plan.h"
 
 namespace dtrain::elastic {
 namespace {
@@ -53,7 +54,7 @@ void Membership::register_once() {
   if (config_.replica_id && id_ < 0)
     id_ = *config_.replica_id;
   else
-    id_ = store_->add(key::next_id(), 1) + 1000;  // fixed ids (slots) stay below 1000
+    id_ = store_->add(key::next_id(), 1) + kFirstRegisteredId;
   store_->set(key::proof(id_), comm::token_proof(config_.world.token, await_challenge(), id_));
   store_->set(key::heartbeat(id_), "0");
   const int64_t seq = store_->add(key::join_count(), 1) - 1;
