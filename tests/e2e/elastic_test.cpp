@@ -77,8 +77,14 @@ TEST(ElasticE2eTest, AKilledReplicaIsLeftBehindItsSamplesRedoneAndItsReplacement
   // The joiner's time to train again, in its parts: they add up to no more than the whole.
   bool replacement_entered = false;
   for (const auto& e : r.events("entered")) {
-    if (e["replica"] != 101) continue;
+    // The founders' inner optimizers start afresh; the replacement's takes the donors' state
+    // (AdamW's, of five rounds of steps at least).
+    if (e["replica"] != 101) {
+      EXPECT_EQ(e["inner_steps"], 0) << e.dump();
+      continue;
+    }
     replacement_entered = true;
+    EXPECT_GE(e["inner_steps"].get<int64_t>(), 5) << e.dump();
     EXPECT_GT(e["process_s"].get<double>(), 0.0) << e.dump();
     const double parts =
         e["view_s"].get<double>() + e["connect_s"].get<double>() + e["transfer_s"].get<double>();
@@ -122,6 +128,7 @@ TEST(ElasticE2eTest, AReplacementEntersMidRoundAndItsPartOfTheRoundCounts) {
     if (!joins[0]["mid_round"].get<bool>()) continue;
     entered_mid_round = true;
     EXPECT_GT(joins[0]["transfer_s"].get<double>(), 0.0) << joins[0].dump();
+    EXPECT_GE(joins[0]["inner_steps"].get<int64_t>(), 80) << joins[0].dump();  // a donor's
     // The first round counted with it is the one it entered.
     const int64_t joiner = joins[0]["replica"].get<int64_t>();
     const auto refined = r.events("refined");

@@ -157,7 +157,7 @@ void transfer_state(comm::Group& group, const std::vector<int>& donors,
                                   " values where this replica's model "
                                   "holds " +
                                   std::to_string(state.numel()) +
-                                  " (replicas of different models?)");
+                                  " (replicas of different models or optimizers?)");
     state = at::empty({w[0]}, at::kFloat);
     progress.assign(static_cast<size_t>(w[1]), 0);
     digest = static_cast<uint64_t>(w[2]);
@@ -168,6 +168,7 @@ void transfer_state(comm::Group& group, const std::vector<int>& donors,
   if (donor) std::copy(progress.begin(), progress.end(), words.data_ptr<int64_t>());
   for (int i = 0; i < d; ++i) {
     const int64_t begin = n * i / d, count = n * (i + 1) / d - begin;
+    if (count == 0) continue;  // both ends know: nothing goes (an empty inner state)
     at::Tensor part = state.narrow(0, begin, count);
     if (me == donors[static_cast<size_t>(i)])
       for (const int r : receivers)

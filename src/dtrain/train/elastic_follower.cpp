@@ -33,8 +33,9 @@ void follow_leader(const TrainConfig& c, ReplicaRanks& ranks) {
       return ranks.share_plan({});
     }();
     if (plan.finished) return;
-    if (plan.resets != resets) {  // the leader's inner optimizer started afresh: so does this
+    if (plan.resets != resets) {  // the leader's inner optimizer took a donor's state
       optimizer = make_optimizer(c.optim, engine->parameters());
+      ranks.share_inner(*optimizer);
       resets = plan.resets;
     }
     ranks.share_state(*engine->checkpoint_module());

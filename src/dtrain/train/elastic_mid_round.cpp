@@ -65,8 +65,9 @@ bool ElasticReplica::enter_mid_round() {
   t = metrics::Clock::now();
   mid_ = std::make_unique<MidRound>();
   mid_->fetch_started = t;
-  mid_->fetch = SideTransfer::fetch(side_link("mid-" + std::to_string(id())),
-                                    outer_.packed_values() - outer_.values());
+  mid_->fetch =
+      SideTransfer::fetch(side_link("mid-" + std::to_string(id())),
+                          outer_.packed_values() - outer_.values(), inner_.pack().numel());
   // The first part, unless the members reach a boundary and let this replica in there first,
   // or a view drops it (its heartbeats late): enter_once then says so and it registers again.
   int polls = 0;
@@ -145,7 +146,7 @@ bool ElasticReplica::claim_mid_round(const RoundStart& start) {
   outer_.unpack(at::cat({start.first.narrow(0, 0, n), at::zeros({n}, at::kFloat),
                          start.first.narrow(0, n, start.first.numel() - n)}));
   if (outer_.choice_pending()) return false;  // auto chooses among the founders first
-  reset_inner_();
+  inner_.unpack(start.inner);
   // A place in the round's list, after the joiners already in it; none once it is sealed.
   auto& store = membership_->store();
   std::string listed = store.try_get(skey::mid_round(round_)).value_or("");
@@ -285,6 +286,7 @@ void ElasticReplica::serve_joiners() {
     RoundStart start;
     start.first = at::cat({state.narrow(0, 0, n), state.narrow(0, 2 * n, state.numel() - 2 * n)});
     start.momentum = state.narrow(0, n, n).clone();
+    start.inner = inner_.pack();
     start.words = {view_.id, static_cast<int64_t>(view_.members.size())};
     start.words.insert(start.words.end(), view_.members.begin(), view_.members.end());
     start.words.insert(start.words.end(), round_start_words_.begin(), round_start_words_.end());

@@ -9,6 +9,7 @@
 #include "dtrain/comm/small_message.h"
 #include "dtrain/parallel/exact_mean.h"
 #include "dtrain/train/engine.h"
+#include "dtrain/train/inner_state.h"
 
 namespace dtrain::train {
 namespace {
@@ -101,6 +102,14 @@ void ReplicaRanks::share_state(torch::nn::Module& module) {
     group_.native_broadcast(flat, 0);
     if (!leader()) parallel::copy_from_flat(flat, tensors);
   }
+}
+
+void ReplicaRanks::share_inner(torch::optim::Optimizer& optimizer) {
+  at::Tensor state = leader() ? pack_inner_state(optimizer)
+                              : at::empty({inner_state_values(optimizer)}, at::kFloat);
+  if (state.numel() == 0) return;
+  group_.native_broadcast(state, 0);
+  if (!leader()) unpack_inner_state(optimizer, state);
 }
 
 ReplicaRanks::Vote ReplicaRanks::vote(bool go, bool changed) {

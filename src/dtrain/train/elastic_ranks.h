@@ -32,6 +32,9 @@ class Group;
 namespace torch::nn {
 class Module;
 }
+namespace torch::optim {
+class Optimizer;
+}
 
 namespace dtrain::train {
 
@@ -40,7 +43,7 @@ struct TrainConfig;
 struct RoundPlan {
   bool finished = false;  // the run is over: the followers return
   int64_t epoch = 0, round = 0, share_index = 0;
-  int64_t resets = 0;  // the leader's inner optimizer started afresh this many times
+  int64_t resets = 0;  // the leader's inner optimizer state was replaced this many times
   double lr = 0;
   std::vector<int64_t> positions;  // the replica's, this round
 };
@@ -72,6 +75,8 @@ class ReplicaRanks {
   RoundPlan share_plan(const RoundPlan& plan);
   // The leader's parameters and buffers into every rank's `module`.
   void share_state(torch::nn::Module& module);
+  // The leader's inner optimizer state into every rank's `optimizer` (inner_state.h).
+  void share_inner(torch::optim::Optimizer& optimizer);
   struct Vote {
     bool go = true;        // every rank goes on to the next inner step
     bool refresh = false;  // the leader's model changed: share_state() follows

@@ -14,6 +14,7 @@
 #include "dtrain/metrics/memory.h"
 #include "dtrain/metrics/timer.h"
 #include "dtrain/parallel/elastic_sync.h"
+#include "dtrain/parallel/float_halves.h"
 #include "dtrain/train/elastic_mid_round.h"
 
 namespace dtrain::train {
@@ -61,8 +62,8 @@ void note_kill_timings(metrics::Row& row, elastic::Membership& membership,
 }  // namespace
 
 ElasticReplica::ElasticReplica(Settings settings, parallel::ElasticOuter& outer,
-                               std::function<void()> reset_inner)
-    : settings_(std::move(settings)), outer_(outer), reset_inner_(std::move(reset_inner)) {
+                               InnerOptimizer inner)
+    : settings_(std::move(settings)), outer_(outer), inner_(std::move(inner)) {
   membership_ = std::make_unique<elastic::Membership>(settings_.membership);
 }
 
@@ -111,15 +112,26 @@ std::vector<metrics::Row> ElasticReplica::take_events() {
   return out;
 }
 
+int64_t ElasticReplica::transfer_bytes() const {
+  return (outer_.packed_values() + parallel::upper_halves(inner_.pack()).numel()) * 4;
+}
+
+// The shared state, then the inner optimizer's truncated to bfloat16 (its moments need no
+// more, in half the bytes): each donor sends an equal part of the whole, so a receiver's
+// inner state is its donors' put together coordinate by coordinate.
 void ElasticReplica::transfer(const std::vector<int>& donors, const std::vector<int>& receivers) {
-  at::Tensor state = outer_.pack();
+  const at::Tensor inner = inner_.pack();
+  const int64_t shared = outer_.packed_values();
+  at::Tensor state = at::cat({outer_.pack(), parallel::upper_halves(inner)});
   std::vector<int64_t> words = progress();
   uint64_t digest = outer_.digest();
   const bool receiver =
       std::find(receivers.begin(), receivers.end(), group().rank()) != receivers.end();
   parallel::transfer_state(group(), donors, receivers, state, words, digest);
   if (!receiver) return;
-  outer_.unpack(state);
+  outer_.unpack(state.narrow(0, 0, shared));
+  inner_.unpack(
+      parallel::join_halves(state.narrow(0, shared, state.numel() - shared), {}, inner.numel()));
   set_progress(words);
   if (outer_.digest() != digest)
     throw comm::CommError("replica " + std::to_string(id()) +
@@ -169,6 +181,7 @@ void ElasticReplica::enter() {
   // The parts of the time to train again: the process's start (loading, the dataset, the
   // model), the wait for a view that lets it in, its group's connect, the state's transfer.
   row["process_s"] = process_s;
+  row["inner_steps"] = inner_.steps();
   row["view_s"] = entering_.view_s;
   row["connect_s"] = entering_.connect_s;
   row["transfer_s"] = entering_.transfer_s;
@@ -185,7 +198,6 @@ void ElasticReplica::enter_once() {
   if (view_.id == 1) {
     donors_ids = {view_.members.front()};  // the founders start from the first one's state
   } else {
-    reset_inner_();
     donors_ids = nlohmann::json::parse(membership_->store().get(skey::adopted(view_.id)))
                      .get<std::vector<int64_t>>();
   }
@@ -419,7 +431,7 @@ bool ElasticReplica::adopt(int64_t proposal, const std::vector<int64_t>& holders
   row["event"] = "joined";
   row["joined"] = elastic::describe(arrivals);
   row["transfer_s"] = metrics::since(t0);
-  row["bytes"] = outer_.packed_values() * 4;
+  row["bytes"] = transfer_bytes();
   if (group().rank() == 0) event(std::move(row));
   return true;
 }

@@ -64,10 +64,15 @@ class ElasticReplica {
     // the next epoch's positions, data::assign_joiner, unless the epoch is the run's last).
     int64_t per_replica = 0, epoch_size = 0, epochs = 1;
   };
-  // `reset_inner`: called when this replica enters as a joiner (its inner optimizer starts
-  // afresh, docs/elastic.md).
-  ElasticReplica(Settings settings, parallel::ElasticOuter& outer,
-                 std::function<void()> reset_inner);
+  // The replica's inner optimizer, whose state one that enters takes from its donors
+  // (inner_state.h; docs/elastic.md): `pack` its state, `unpack` replaces it, `steps` the
+  // steps its state has seen (in the entered row).
+  struct InnerOptimizer {
+    std::function<at::Tensor()> pack;
+    std::function<void(const at::Tensor&)> unpack;
+    std::function<int64_t()> steps;
+  };
+  ElasticReplica(Settings settings, parallel::ElasticOuter& outer, InnerOptimizer inner);
   ~ElasticReplica();
 
   // Enters the run: the founders start from the first founder's state, a joiner from the
@@ -229,13 +234,14 @@ class ElasticReplica {
   void after_outer_step(const std::vector<int64_t>& members,
                         const std::vector<parallel::Record>& records);
   void transfer(const std::vector<int>& donors, const std::vector<int>& receivers);
+  int64_t transfer_bytes() const;  // what transfer() sends each receiver
   std::vector<int64_t> progress() const;
   void set_progress(const std::vector<int64_t>& words);
   void event(metrics::Row row);
 
   Settings settings_;
   parallel::ElasticOuter& outer_;
-  std::function<void()> reset_inner_;
+  InnerOptimizer inner_;
   std::unique_ptr<elastic::Membership> membership_;
   elastic::View view_;
   std::string group_name_;

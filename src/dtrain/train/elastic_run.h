@@ -78,7 +78,8 @@ class ElasticRun {
 
   const TrainConfig& c_;
   ReplicaRanks* ranks_;
-  int64_t resets_ = 0;  // the inner optimizer started afresh (the followers' do too)
+  int64_t resets_ = 0;  // the inner optimizer's state replaced (a donor's; the followers' too)
+  int64_t shared_resets_ = 0;  // as the followers last took it
   Loaded in_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

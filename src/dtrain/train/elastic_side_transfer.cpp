@@ -68,6 +68,7 @@ std::unique_ptr<SideTransfer> SideTransfer::serve(Link link, RoundStart state, s
           self->run(std::move(link), 0, [&](comm::Group& g) {
             const at::Tensor first = state.first.contiguous();
             send_part(g, parallel::upper_halves(first), state.words);
+            send_part(g, parallel::upper_halves(state.inner.contiguous()), {});
             self->first_sent_ = true;
             send_part(g, parallel::lower_halves(first), {});
             send_part(g, state.momentum, {});
@@ -80,10 +81,11 @@ std::unique_ptr<SideTransfer> SideTransfer::serve(Link link, RoundStart state, s
   return t;
 }
 
-std::unique_ptr<SideTransfer> SideTransfer::fetch(Link link, int64_t first_values) {
+std::unique_ptr<SideTransfer> SideTransfer::fetch(Link link, int64_t first_values,
+                                                  int64_t inner_values) {
   std::unique_ptr<SideTransfer> t = make();
   SideTransfer* self = t.get();
-  t->thread_ = std::thread([self, link = std::move(link), first_values]() mutable {
+  t->thread_ = std::thread([self, link = std::move(link), first_values, inner_values]() mutable {
     const auto fail_all = [self](const std::exception_ptr& why) {
       fail(self->first_promise_, why);
       fail(self->exact_promise_, why);
@@ -94,8 +96,10 @@ std::unique_ptr<SideTransfer> SideTransfer::fetch(Link link, int64_t first_value
         RoundStart start;
         const at::Tensor upper = receive_part(g, start.words, "state");
         start.first = parallel::join_halves(upper, {}, first_values);
-        self->first_promise_.set_value(std::move(start));
         std::vector<int64_t> none;
+        start.inner =
+            parallel::join_halves(receive_part(g, none, "inner optimizer state"), {}, inner_values);
+        self->first_promise_.set_value(std::move(start));
         const at::Tensor lower = receive_part(g, none, "exact state");
         self->exact_promise_.set_value(parallel::join_halves(upper, lower, first_values));
         self->momentum_promise_.set_value(receive_part(g, none, "outer momentum"));

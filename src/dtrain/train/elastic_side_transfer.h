@@ -1,10 +1,11 @@
 // Internal to the elastic replica: the state a round started from, handed by one of its
 // members to a replica that enters mid-round (docs/elastic.md), over a group of two of their
 // own (the donor rank 0, the joiner rank 1), on a thread of its own beside the donor's inner
-// steps. Three parts: first the upper halves of θ, the shared buffers and auto's choice
-// (parallel/float_halves.h: θ to within 2^-7, in half the bytes) with the round's words (the
-// joiner trains once they are in); then their lower halves (the exact values); then the outer
-// momentum (needed at the round's end). Each is checked against the CRC-32C the donor
+// steps. Four parts: first the upper halves of θ, the shared buffers and auto's choice
+// (parallel/float_halves.h: θ to within 2^-7, in half the bytes) with the round's words, and
+// those of the donor's inner optimizer state (inner_state.h; the joiner trains once both are
+// in); then the lower halves of the first (the exact values); then the outer momentum
+// (needed at the round's end). Each is checked against the CRC-32C the donor
 // computed, and the joiner's acknowledgement comes last, so the donor's side closes only once
 // everything arrived.
 //
@@ -37,6 +38,7 @@ struct RoundStart {
   at::Tensor first;            // [θ, shared buffers, auto's choice], float32 (a joiner's: coarse)
   std::vector<int64_t> words;  // the round's view and the run's progress at its start
   at::Tensor momentum;         // the outer momentum, float32
+  at::Tensor inner;            // the inner optimizer's state (a joiner's: coarse)
 };
 
 class SideTransfer {
@@ -50,9 +52,10 @@ class SideTransfer {
   // The donor's side: sends `state`; failures are said on stderr with `who`.
   static std::unique_ptr<SideTransfer> serve(Link link, RoundStart state, std::string who);
   // The joiner's side: first_part() (its `first` coarse), exact_first() and momentum() become
-  // ready as the parts arrive (or hold the CommError that ended the transfer). `first_values`:
-  // the size of `first` in this replica's model (a donor's of another size fails the fetch).
-  static std::unique_ptr<SideTransfer> fetch(Link link, int64_t first_values);
+  // ready as the parts arrive (or hold the CommError that ended the transfer). `first_values`
+  // and `inner_values`: the sizes of `first` and `inner` in this replica's model and optimizer
+  // (a donor's of another size fails the fetch).
+  static std::unique_ptr<SideTransfer> fetch(Link link, int64_t first_values, int64_t inner_values);
   ~SideTransfer();
   SideTransfer(const SideTransfer&) = delete;
   SideTransfer& operator=(const SideTransfer&) = delete;

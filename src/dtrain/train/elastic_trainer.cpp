@@ -28,6 +28,7 @@
 #include "dtrain/train/elastic_run.h"
 #include "dtrain/train/engine.h"
 #include "dtrain/train/epoch_loop.h"
+#include "dtrain/train/inner_state.h"
 #include "dtrain/train/optimizer.h"
 #include "dtrain/train/run_setup.h"
 #include "dtrain/train/share_of_group.h"
@@ -91,10 +92,15 @@ ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int
   // way, so the members take it in exactly before its round.
   if (const auto due = s.plan.rejoin_round(s.membership.replica_id.value_or(-1)))
     s.membership.register_after_round = *due - 1;
-  replica_ = std::make_unique<ElasticReplica>(std::move(s), *outer_, [this] {
+  ElasticReplica::InnerOptimizer inner;
+  inner.pack = [this] { return pack_inner_state(*optimizer_); };
+  inner.unpack = [this](const at::Tensor& state) {
     optimizer_ = make_optimizer(c_.optim, engine_->parameters());
+    unpack_inner_state(*optimizer_, state);
     ++resets_;
-  });
+  };
+  inner.steps = [this] { return inner_state_steps(*optimizer_); };
+  replica_ = std::make_unique<ElasticReplica>(std::move(s), *outer_, std::move(inner));
 }
 
 data::EpochLoader ElasticRun::round_loader(const std::vector<int64_t>& positions, int64_t epoch,
@@ -110,6 +116,8 @@ data::EpochLoader ElasticRun::round_loader(const std::vector<int64_t>& positions
     plan.lr = lr;
     plan.positions = positions;
     ranks_->share_plan(plan);
+    if (shared_resets_ != resets_) ranks_->share_inner(*optimizer_);
+    shared_resets_ = resets_;
     ranks_->share_state(*engine_->checkpoint_module());
   }
   // The first rank's part always has a position a step (rank_slice: never a filler).
