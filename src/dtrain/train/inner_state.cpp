@@ -17,6 +17,7 @@ namespace {
 // a leading counter (Adam's step, SGD's presence).
 struct Layout {
   int slots = 0;
+  bool counts_steps = false;  // the counter is a step count (Adam's)
   // Reads a parameter's state: its counter and its tensors (none where it has no state).
   std::function<double(const torch::optim::OptimizerParamState*, std::vector<at::Tensor>&)> read;
   // A state of `counter` holding `tensors`.
@@ -28,17 +29,18 @@ struct Layout {
 template <typename State>
 Layout adam_layout() {
   Layout l;
-  l.slots = 2;
+  l.slots = 1;
+  l.counts_steps = true;
   l.read = [](const torch::optim::OptimizerParamState* s, std::vector<at::Tensor>& out) {
     const auto& a = static_cast<const State&>(*s);
-    out = {a.exp_avg(), a.exp_avg_sq()};
+    out = {a.exp_avg_sq()};
     return static_cast<double>(a.step());
   };
   l.make = [](int64_t step, std::vector<at::Tensor> t) {
     auto s = std::make_unique<State>();
     s->step(step);
-    s->exp_avg(std::move(t[0]));
-    s->exp_avg_sq(std::move(t[1]));
+    s->exp_avg(at::zeros_like(t[0]));  // the first moments start afresh (inner_state.h)
+    s->exp_avg_sq(std::move(t[0]));
     return std::unique_ptr<torch::optim::OptimizerParamState>(std::move(s));
   };
   return l;
@@ -124,7 +126,7 @@ at::Tensor pack_inner_state(const torch::optim::Optimizer& optimizer) {
 
 int64_t inner_state_steps(const torch::optim::Optimizer& optimizer) {
   const Layout l = layout_of(optimizer);
-  if (l.slots != 2) return 0;  // Adam's and AdamW's
+  if (!l.counts_steps) return 0;
   for (const at::Tensor& p : parameters_of(optimizer)) {
     const auto it = optimizer.state().find(p.unsafeGetTensorImpl());
     std::vector<at::Tensor> tensors;

@@ -3,9 +3,12 @@
 // steps move every coordinate by about the learning rate, and under many deaths that cost
 // the run accuracy).
 //
-// Layout, parameter by parameter in the optimizer's order: Adam and AdamW [step, exp_avg,
-// exp_avg_sq] (step 0: no state yet); SGD [present, momentum_buffer] (present 0 or 1;
-// nothing where momentum is 0). Another optimizer, or AMSGrad, carries no state (0 values):
+// Layout, parameter by parameter in the optimizer's order: Adam and AdamW [step, exp_avg_sq]
+// (step 0: no state yet); SGD [present, momentum_buffer] (present 0 or 1; nothing where
+// momentum is 0). Adam's first moments are not carried: unpacked, they start at zero, so the
+// taker's first steps are small and grow over about 1 / (1 - beta1) steps as its own
+// gradients fill them (as accurate as carrying them under 70 deaths, docs/elastic.md, in
+// half the bytes). Another optimizer, or AMSGrad, carries no state (0 values):
 // it starts afresh. Every value is per coordinate, so a vector put together from the parts
 // of several members' (each donor sends an equal part) is still a state each coordinate of
 // which one member held.
