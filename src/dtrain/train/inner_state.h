@@ -11,7 +11,9 @@
 // half the bytes). Another optimizer, or AMSGrad, carries no state (0 values):
 // it starts afresh. Every value is per coordinate, so a vector put together from the parts
 // of several members' (each donor sends an equal part) is still a state each coordinate of
-// which one member held.
+// which one member held; a parameter's step count and some of its moments may come from two
+// members, whose counts differ by a round's steps at most (every member's descends from the
+// founders' with its moments), so Adam's bias correction stays what each moment needs.
 #pragma once
 
 #include <ATen/core/Tensor.h>
