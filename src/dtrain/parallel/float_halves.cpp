@@ -9,15 +9,11 @@
 namespace dtrain::parallel {
 namespace {
 
-int64_t carried(int64_t count) {
-  return (count + 1) / 2;
-}
-
 at::Tensor half(const at::Tensor& values, int shift) {
   if (values.scalar_type() != at::kFloat || values.dim() != 1 || !values.is_contiguous())
     throw std::invalid_argument("float halves: one contiguous dimension of float32 expected");
   const int64_t n = values.numel();
-  at::Tensor out = at::zeros({carried(n)}, at::kFloat);
+  at::Tensor out = at::zeros({half_values(n)}, at::kFloat);
   const auto* in = values.data_ptr<float>();
   auto* halves = reinterpret_cast<uint16_t*>(out.data_ptr<float>());
   for (int64_t i = 0; i < n; ++i) {
@@ -29,15 +25,20 @@ at::Tensor half(const at::Tensor& values, int shift) {
 }
 
 const uint16_t* halves_of(const at::Tensor& part, int64_t count, const char* which) {
-  if (part.scalar_type() != at::kFloat || part.numel() != carried(count) || !part.is_contiguous())
+  if (part.scalar_type() != at::kFloat || part.numel() != half_values(count) ||
+      !part.is_contiguous())
     throw std::invalid_argument(std::string("float halves: the ") + which + " halves of " +
                                 std::to_string(count) + " values should be " +
-                                std::to_string(carried(count)) + " float32, not " +
+                                std::to_string(half_values(count)) + " float32, not " +
                                 std::to_string(part.numel()));
   return reinterpret_cast<const uint16_t*>(part.data_ptr<float>());
 }
 
 }  // namespace
+
+int64_t half_values(int64_t count) {
+  return (count + 1) / 2;
+}
 
 at::Tensor upper_halves(const at::Tensor& values) {
   return half(values, 16);

@@ -16,6 +16,8 @@ namespace dtrain::parallel {
 
 // `values`: contiguous float32 on the CPU, one dimension.
 at::Tensor upper_halves(const at::Tensor& values);
+// The float32 values that carry one half of `count` values: ceil(count / 2).
+int64_t half_values(int64_t count);
 at::Tensor lower_halves(const at::Tensor& values);
 // The `count` values back: from both halves exactly, or (lower undefined) the coarse ones,
 // their lower bits zero. Throws std::invalid_argument where a half is not ceil(count / 2)

@@ -65,9 +65,8 @@ bool ElasticReplica::enter_mid_round() {
   t = metrics::Clock::now();
   mid_ = std::make_unique<MidRound>();
   mid_->fetch_started = t;
-  mid_->fetch =
-      SideTransfer::fetch(side_link("mid-" + std::to_string(id())),
-                          outer_.packed_values() - outer_.values(), inner_.pack().numel());
+  mid_->fetch = SideTransfer::fetch(side_link("mid-" + std::to_string(id())),
+                                    outer_.packed_values() - outer_.values(), inner_.values());
   // The first part, unless the members reach a boundary and let this replica in there first,
   // or a view drops it (its heartbeats late): enter_once then says so and it registers again.
   int polls = 0;

@@ -113,7 +113,7 @@ std::vector<metrics::Row> ElasticReplica::take_events() {
 }
 
 int64_t ElasticReplica::transfer_bytes() const {
-  return (outer_.packed_values() + parallel::upper_halves(inner_.pack()).numel()) * 4;
+  return (outer_.packed_values() + parallel::half_values(inner_.values())) * 4;
 }
 
 // The shared state, then the inner optimizer's truncated to bfloat16 (its moments need no

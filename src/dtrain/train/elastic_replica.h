@@ -65,10 +65,11 @@ class ElasticReplica {
     int64_t per_replica = 0, epoch_size = 0, epochs = 1;
   };
   // The replica's inner optimizer, whose state one that enters takes from its donors
-  // (inner_state.h; docs/elastic.md): `pack` its state, `unpack` replaces it, `steps` the
-  // steps its state has seen (in the entered row).
+  // (inner_state.h; docs/elastic.md): `pack` its state, `values` the packed size, `unpack`
+  // replaces it, `steps` the steps its state has seen (in the entered row).
   struct InnerOptimizer {
     std::function<at::Tensor()> pack;
+    std::function<int64_t()> values;
     std::function<void(const at::Tensor&)> unpack;
     std::function<int64_t()> steps;
   };

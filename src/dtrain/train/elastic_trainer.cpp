@@ -94,6 +94,7 @@ ElasticRun::ElasticRun(const TrainConfig& c, const comm::WorldConfig& world, int
     s.membership.register_after_round = *due - 1;
   ElasticReplica::InnerOptimizer inner;
   inner.pack = [this] { return pack_inner_state(*optimizer_); };
+  inner.values = [this] { return inner_state_values(*optimizer_); };
   inner.unpack = [this](const at::Tensor& state) {
     optimizer_ = make_optimizer(c_.optim, engine_->parameters());
     unpack_inner_state(*optimizer_, state);

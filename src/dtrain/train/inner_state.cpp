@@ -64,8 +64,7 @@ Layout sgd_layout() {
 // The layout of `optimizer`'s kind; slots 0 where it carries none.
 Layout layout_of(const torch::optim::Optimizer& optimizer) {
   const auto& groups = optimizer.param_groups();
-  if (const auto* o = dynamic_cast<const torch::optim::AdamW*>(&optimizer)) {
-    (void)o;
+  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer)) {
     for (const auto& g : groups)
       if (static_cast<const torch::optim::AdamWOptions&>(g.options()).amsgrad()) return {};
     return adam_layout<torch::optim::AdamWParamState>();
